@@ -1,0 +1,4 @@
+//! redline: a load tester for AI-native services.
+
+pub mod sim;
+pub mod tokenize;

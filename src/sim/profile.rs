@@ -1,0 +1,315 @@
+//! Engine profiles: the capacity limits and the step-time model of a simulated server.
+//!
+//! A step of a continuous-batching engine runs one forward pass over every scheduled
+//! token. Its duration is modelled as a sum of terms, each with a physical reason:
+//!
+//! ```text
+//! step = base                                   weights streamed once per step
+//!      + per_prefill_token  × prefill tokens    linear layers over new prompt tokens
+//!      + per_prefill_seq    × sequences starting prefill (input processing, admission)
+//!      + prefill_attention  × Σ chunk × context (attention of prompt tokens, quadratic)
+//!      + per_decode_seq     × decoding sequences (sampling, per-sequence work)
+//!      + per_decode_kctx    × context held by decoding sequences / 1000  (KV reads)
+//! ```
+//!
+//! The `7b` profile's coefficients are fitted to the source document's table (chapter
+//! 2.2); `docs/simulator.md` shows the fit and how the table's figures relate.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// A simulated server: capacity limits plus step-time coefficients.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Name reported in logs and `/v1/models`.
+    pub name: String,
+    /// Model name served when none is given on the command line.
+    pub model: String,
+    /// Tokens per KV-cache block (vLLM's `--block-size`).
+    #[serde(default = "default_block_size")]
+    pub block_size: u32,
+    /// KV-cache blocks available (vLLM's `num_gpu_blocks`).
+    pub num_blocks: u32,
+    /// Most sequences running at once (vLLM's `--max-num-seqs`).
+    pub max_num_seqs: u32,
+    /// Most tokens computed in one step (vLLM's `--max-num-batched-tokens`); longer
+    /// prompts are prefilled in chunks.
+    pub max_num_batched_tokens: u32,
+    /// Longest prompt plus output, in tokens (vLLM's `--max-model-len`).
+    pub max_model_len: u32,
+    /// Step-time coefficients.
+    pub step: StepCost,
+    /// Length of an answer when the request sets no `max_tokens`: drawn uniformly from
+    /// this range (inclusive) per prompt, ending with `finish_reason: stop`.
+    #[serde(default = "default_natural_length")]
+    pub natural_length: [u32; 2],
+    /// Embedding endpoint: dimension when the request asks for none.
+    #[serde(default = "default_embedding_dim")]
+    pub embedding_dim: u32,
+    /// Embedding endpoint latency: fixed part, milliseconds.
+    #[serde(default)]
+    pub embedding_base_ms: f64,
+    /// Embedding endpoint latency: per input token, microseconds.
+    #[serde(default)]
+    pub embedding_per_token_us: f64,
+}
+
+/// Coefficients of the step-time model; every term is documented on [`Profile`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepCost {
+    /// Fixed time of any step, milliseconds.
+    pub base_ms: f64,
+    /// Per prompt token computed in the step, microseconds.
+    pub per_prefill_token_us: f64,
+    /// Per sequence whose prefill starts in the step, milliseconds.
+    pub per_prefill_seq_ms: f64,
+    /// Per (prompt token × context token) / 10⁶ computed in the step, milliseconds.
+    #[serde(default)]
+    pub prefill_attention_ms: f64,
+    /// Per decoding sequence, microseconds.
+    pub per_decode_seq_us: f64,
+    /// Per 1,000 context tokens read by decoding sequences, microseconds.
+    pub per_decode_kctx_us: f64,
+}
+
+/// What one step computes, as the step-time model needs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepShape {
+    pub prefill_tokens: u64,
+    pub prefill_seqs_started: u64,
+    /// Σ over prefill chunks of chunk length × mean context position of the chunk.
+    pub prefill_attention: f64,
+    pub decode_seqs: u64,
+    pub decode_context_tokens: u64,
+}
+
+impl StepShape {
+    pub fn is_empty(&self) -> bool {
+        self.prefill_tokens == 0 && self.decode_seqs == 0
+    }
+}
+
+/// Errors loading a profile.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("unknown profile `{0}`: choose from {choices}, or give a path to a YAML/JSON profile file", choices = BUILTIN_NAMES.join(", "))]
+    Unknown(String),
+    #[error("cannot read profile file {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid profile file {path}: {source}")]
+    Parse {
+        path: String,
+        #[source]
+        source: serde_yaml::Error,
+    },
+    #[error("invalid profile {name}: {reason}")]
+    Invalid { name: String, reason: String },
+}
+
+/// Names of the built-in profiles.
+pub const BUILTIN_NAMES: &[&str] = &["7b", "tiny"];
+
+fn default_block_size() -> u32 {
+    16
+}
+fn default_natural_length() -> [u32; 2] {
+    [16, 256]
+}
+fn default_embedding_dim() -> u32 {
+    384
+}
+
+impl Profile {
+    /// A 7B model on one data-centre GPU, fitted to the source document's table.
+    pub fn seven_b() -> Profile {
+        Profile {
+            name: "7b".into(),
+            model: "sim-7b".into(),
+            block_size: 16,
+            // 7B fp16 on an 80 GB GPU leaves ~58 GB for KV at 0.5 MB per token.
+            num_blocks: 7_000,
+            max_num_seqs: 256,
+            max_num_batched_tokens: 8_192,
+            max_model_len: 8_192,
+            step: StepCost {
+                base_ms: 12.2,
+                per_prefill_token_us: 11.6,
+                per_prefill_seq_ms: 3.1,
+                prefill_attention_ms: 0.0,
+                per_decode_seq_us: 50.0,
+                per_decode_kctx_us: 55.0,
+            },
+            natural_length: default_natural_length(),
+            embedding_dim: default_embedding_dim(),
+            embedding_base_ms: 4.0,
+            embedding_per_token_us: 20.0,
+        }
+    }
+
+    /// A fast profile for tests and demos: steps of about a millisecond.
+    pub fn tiny() -> Profile {
+        Profile {
+            name: "tiny".into(),
+            model: "sim-tiny".into(),
+            block_size: 16,
+            num_blocks: 8_192,
+            max_num_seqs: 256,
+            max_num_batched_tokens: 4_096,
+            max_model_len: 8_192,
+            step: StepCost {
+                base_ms: 1.0,
+                per_prefill_token_us: 0.5,
+                per_prefill_seq_ms: 0.05,
+                prefill_attention_ms: 0.0,
+                per_decode_seq_us: 2.0,
+                per_decode_kctx_us: 1.0,
+            },
+            natural_length: [8, 64],
+            embedding_dim: default_embedding_dim(),
+            embedding_base_ms: 0.5,
+            embedding_per_token_us: 1.0,
+        }
+    }
+
+    /// A built-in profile by name, or a YAML/JSON file by path.
+    pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
+        let profile = match name_or_path {
+            "7b" => Profile::seven_b(),
+            "tiny" => Profile::tiny(),
+            path if Path::new(path).is_file() => {
+                let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+                    path: path.into(),
+                    source,
+                })?;
+                serde_yaml::from_str(&text).map_err(|source| ProfileError::Parse {
+                    path: path.into(),
+                    source,
+                })?
+            }
+            other => return Err(ProfileError::Unknown(other.into())),
+        };
+        profile.validate()?;
+        Ok(profile)
+    }
+
+    /// Checks the limits are usable: a profile that cannot hold one full-length
+    /// sequence would make requests wait forever.
+    pub fn validate(&self) -> Result<(), ProfileError> {
+        let invalid = |reason: String| ProfileError::Invalid {
+            name: self.name.clone(),
+            reason,
+        };
+        if self.block_size == 0 || self.max_num_seqs == 0 || self.max_num_batched_tokens == 0 {
+            return Err(invalid(
+                "block_size, max_num_seqs and max_num_batched_tokens must be positive".into(),
+            ));
+        }
+        let blocks_for_longest = self.max_model_len.div_ceil(self.block_size);
+        if self.num_blocks < blocks_for_longest {
+            return Err(invalid(format!(
+                "num_blocks {} cannot hold one sequence of max_model_len {} ({blocks_for_longest} blocks of {}); raise num_blocks or lower max_model_len",
+                self.num_blocks, self.max_model_len, self.block_size
+            )));
+        }
+        let [low, high] = self.natural_length;
+        if low == 0 || low > high {
+            return Err(invalid(format!(
+                "natural_length must be [min, max] with 1 <= min <= max, got [{low}, {high}]"
+            )));
+        }
+        let costs = [
+            self.step.base_ms,
+            self.step.per_prefill_token_us,
+            self.step.per_prefill_seq_ms,
+            self.step.prefill_attention_ms,
+            self.step.per_decode_seq_us,
+            self.step.per_decode_kctx_us,
+            self.embedding_base_ms,
+            self.embedding_per_token_us,
+        ];
+        if costs.iter().any(|c| !c.is_finite() || *c < 0.0) {
+            return Err(invalid("step costs must be finite and non-negative".into()));
+        }
+        Ok(())
+    }
+
+    /// Duration of a step of the given shape, in nanoseconds.
+    pub fn step_nanos(&self, shape: &StepShape) -> u64 {
+        let c = &self.step;
+        let ms = c.base_ms
+            + c.per_prefill_token_us * shape.prefill_tokens as f64 / 1e3
+            + c.per_prefill_seq_ms * shape.prefill_seqs_started as f64
+            + c.prefill_attention_ms * shape.prefill_attention / 1e6
+            + c.per_decode_seq_us * shape.decode_seqs as f64 / 1e3
+            + c.per_decode_kctx_us * shape.decode_context_tokens as f64 / 1e6;
+        (ms * 1e6).round() as u64
+    }
+
+    /// Embedding latency for a request of `tokens` input tokens, in nanoseconds.
+    pub fn embedding_nanos(&self, tokens: usize) -> u64 {
+        let ms = self.embedding_base_ms + self.embedding_per_token_us * tokens as f64 / 1e3;
+        (ms * 1e6).round() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_are_valid() {
+        for name in BUILTIN_NAMES {
+            Profile::load(name).unwrap();
+        }
+    }
+
+    #[test]
+    fn unknown_name_lists_the_choices() {
+        let err = Profile::load("13b").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unknown profile `13b`: choose from 7b, tiny, or give a path to a YAML/JSON profile file"
+        );
+    }
+
+    #[test]
+    fn a_profile_file_round_trips_and_is_validated() {
+        let dir = std::env::temp_dir().join(format!("redline-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.yaml");
+        let mut profile = Profile::tiny();
+        profile.name = "custom".into();
+        std::fs::write(&path, serde_yaml::to_string(&profile).unwrap()).unwrap();
+        assert_eq!(Profile::load(path.to_str().unwrap()).unwrap(), profile);
+
+        profile.num_blocks = 3;
+        std::fs::write(&path, serde_yaml::to_string(&profile).unwrap()).unwrap();
+        let err = Profile::load(path.to_str().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("num_blocks 3 cannot hold one sequence"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn decode_step_of_the_7b_profile_matches_the_table_scale() {
+        let p = Profile::seven_b();
+        let shape = StepShape {
+            decode_seqs: 8,
+            decode_context_tokens: 8 * 256,
+            ..StepShape::default()
+        };
+        let ms = p.step_nanos(&shape) as f64 / 1e6;
+        assert!((ms - 12.7).abs() < 0.5, "{ms}");
+    }
+}

@@ -1,0 +1,422 @@
+//! Deterministic answers: what the simulated model says, token by token.
+//!
+//! An answer is a function of the prompt's tokens and a seed, so semantic checks have
+//! ground truth. Text answers are words from a fixed vocabulary, each one token for
+//! [`crate::tokenize`], so the requested length in tokens is exact. Stop strings are
+//! matched on text, and the text that could still become a stop string is held back
+//! until it cannot (as vLLM's detokenizer does), so a stop string never leaks out.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Map, Value};
+
+use crate::tokenize;
+
+/// Words the simulator speaks: common, short (one token each with their leading space).
+const VOCABULARY: &[&str] = &[
+    "the", "model", "answer", "system", "data", "request", "latency", "token", "cache", "server",
+    "query", "vector", "search", "result", "agent", "tool", "memory", "context", "prompt",
+    "stream", "batch", "queue", "time", "first", "second", "value", "number", "table", "graph",
+    "node", "edge", "path", "route", "state", "step", "plan", "task", "load", "test", "rate",
+    "level", "limit", "error", "retry", "signal", "metric", "trace", "span", "event", "record",
+    "report", "review", "release", "deploy", "scale", "replica", "cluster", "region", "zone",
+    "shard", "index", "passage", "chapter", "section", "summary", "detail", "example", "reason",
+    "because", "which", "where", "when", "while", "after", "before", "during", "between", "across",
+    "through", "under", "over", "about", "against", "without", "within", "simple", "clear", "fast",
+    "slow", "steady", "stable", "robust", "careful", "precise", "honest", "useful", "small",
+    "large", "early", "late", "recent", "common", "rare", "likely", "certain", "open", "closed",
+    "warm", "cold", "light", "heavy", "quiet", "busy", "ready", "done", "and", "or", "but", "so",
+    "then", "also", "still", "only", "often", "rarely", "always", "never", "perhaps", "indeed",
+    "thus", "hence", "we", "you", "they", "it", "this", "that", "these", "those", "each", "every",
+    "some", "many", "few", "most", "more", "less", "is", "are", "was", "were", "has", "have",
+    "can", "will", "should", "must", "may", "might", "does", "makes", "keeps", "holds", "shows",
+    "finds", "gives", "takes", "uses", "sends", "reads", "writes", "checks", "counts", "learns",
+    "builds", "serves", "waits", "returns", "starts", "stops", "grows", "falls", "rises", "moves",
+    "meets", "misses", "breaks", "fixes", "green", "blue", "amber", "red", "north", "south",
+    "river", "bridge", "garden", "window", "harbor", "paper", "pencil", "engine", "market",
+    "season", "morning", "evening",
+];
+
+/// Why an answer ended, as OpenAI's `finish_reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ToolCalls,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+        }
+    }
+}
+
+/// A tool call the model decided to make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The full arguments JSON; streamed in token-sized pieces.
+    pub arguments: String,
+}
+
+/// One generated token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Token {
+    pub id: u32,
+    /// Text now safe to send (may be empty while a possible stop string is held back).
+    pub delta: String,
+    /// Set on the answer's last token.
+    pub finish: Option<FinishReason>,
+}
+
+/// Produces an answer one token at a time.
+#[derive(Debug)]
+pub struct Generator {
+    rng: ChaCha8Rng,
+    /// Tokens this answer will have unless a stop string ends it first.
+    length: u32,
+    /// Reason given when `length` is reached.
+    at_length: FinishReason,
+    produced: u32,
+    stop: Vec<String>,
+    /// Text so far and how much of it was sent; kept only when stop strings are set.
+    text: String,
+    sent: usize,
+    tool: Option<ToolPieces>,
+}
+
+#[derive(Debug)]
+struct ToolPieces {
+    pieces: Vec<String>,
+}
+
+/// How long an answer may be and what ends it.
+#[derive(Debug, Clone)]
+pub struct AnswerLimits {
+    /// The request's `max_tokens`, if any.
+    pub max_tokens: Option<u32>,
+    /// Tokens left in the context window after the prompt.
+    pub room: u32,
+    /// Range of natural lengths when no `max_tokens` is set.
+    pub natural_length: [u32; 2],
+    pub stop: Vec<String>,
+}
+
+impl Generator {
+    /// A text answer, seeded by `seed` (already mixed with the prompt).
+    pub fn text(seed: u64, limits: &AnswerLimits) -> Generator {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let [low, high] = limits.natural_length;
+        let natural = rng.random_range(low..=high.max(low));
+        let (wanted, at_length) = match limits.max_tokens {
+            Some(max) => (max, FinishReason::Length),
+            None => (natural, FinishReason::Stop),
+        };
+        let (length, at_length) = if wanted > limits.room {
+            (limits.room, FinishReason::Length)
+        } else {
+            (wanted, at_length)
+        };
+        Generator {
+            rng,
+            length,
+            at_length,
+            produced: 0,
+            stop: limits
+                .stop
+                .iter()
+                .filter(|s| !s.is_empty())
+                .cloned()
+                .collect(),
+            text: String::new(),
+            sent: 0,
+            tool: None,
+        }
+    }
+
+    /// A tool call answer: the arguments streamed as tokens.
+    pub fn tool_call(call: &ToolCall, limits: &AnswerLimits) -> Generator {
+        let pieces: Vec<String> = tokenize::Pieces::new(&call.arguments)
+            .map(str::to_owned)
+            .collect();
+        let cap = limits.max_tokens.unwrap_or(u32::MAX).min(limits.room);
+        let (length, at_length) = if pieces.len() as u32 > cap {
+            (cap, FinishReason::Length)
+        } else {
+            (pieces.len() as u32, FinishReason::ToolCalls)
+        };
+        Generator {
+            rng: ChaCha8Rng::seed_from_u64(0),
+            length: length.max(1),
+            at_length,
+            produced: 0,
+            stop: Vec::new(),
+            text: String::new(),
+            sent: 0,
+            tool: Some(ToolPieces { pieces }),
+        }
+    }
+
+    /// Tokens this answer has when no stop string fires.
+    pub fn planned_length(&self) -> u32 {
+        self.length
+    }
+
+    /// Produces the next token. Must not be called after a token with `finish` set.
+    pub fn next_token(&mut self) -> Token {
+        self.produced += 1;
+        let last = self.produced >= self.length;
+        let piece = match &self.tool {
+            Some(tool) => tool
+                .pieces
+                .get(self.produced as usize - 1)
+                .cloned()
+                .unwrap_or_default(),
+            None => self.word(),
+        };
+        let id = tokenize::piece_id(&piece);
+        if self.stop.is_empty() {
+            let finish = last.then_some(self.at_length);
+            return Token {
+                id,
+                delta: piece,
+                finish,
+            };
+        }
+        self.text.push_str(&piece);
+        if let Some(at) = self.find_stop() {
+            let delta = self.text[self.sent..at].to_owned();
+            self.text.truncate(at);
+            self.sent = at;
+            return Token {
+                id,
+                delta,
+                finish: Some(FinishReason::Stop),
+            };
+        }
+        let safe = if last {
+            self.text.len()
+        } else {
+            self.text.len() - self.held_back()
+        };
+        let delta = self.text[self.sent..safe].to_owned();
+        self.sent = safe;
+        Token {
+            id,
+            delta,
+            finish: last.then_some(self.at_length),
+        }
+    }
+
+    fn word(&mut self) -> String {
+        // A full stop now and then, so the text reads as sentences.
+        if self.produced > 1 && self.rng.random_ratio(1, 12) {
+            return ".".into();
+        }
+        let word = VOCABULARY[self.rng.random_range(0..VOCABULARY.len())];
+        format!(" {word}")
+    }
+
+    /// Where the earliest stop string starts in the unsent text, if one is there.
+    fn find_stop(&self) -> Option<usize> {
+        let unsent = &self.text[self.sent..];
+        self.stop
+            .iter()
+            .filter_map(|stop| unsent.find(stop.as_str()))
+            .min()
+            .map(|at| self.sent + at)
+    }
+
+    /// Length of the longest unsent suffix that could still grow into a stop string.
+    fn held_back(&self) -> usize {
+        let unsent = &self.text[self.sent..];
+        self.stop
+            .iter()
+            .flat_map(|stop| {
+                (1..stop.len().min(unsent.len() + 1))
+                    .rev()
+                    .filter(|n| stop.is_char_boundary(*n) && unsent.ends_with(&stop[..*n]))
+                    .take(1)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Mixes values into one seed (SplitMix64 finaliser over each value in turn).
+pub fn mix_seed(parts: &[u64]) -> u64 {
+    parts.iter().fold(0x9e37_79b9_7f4a_7c15, |acc, part| {
+        let mut z = acc ^ part.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    })
+}
+
+/// Seed of a prompt's answer: same prompt and seed, same answer.
+pub fn prompt_seed(prompt: &[u32], seed: u64) -> u64 {
+    let prompt_hash = crate::sim::kv::block_hash(None, prompt);
+    mix_seed(&[prompt_hash, seed])
+}
+
+/// Arguments for a call to a tool with the given JSON Schema `parameters`, filled
+/// deterministically: string fields that look like a query get the user's words.
+pub fn tool_arguments(parameters: Option<&Value>, user_text: &str, seed: u64) -> String {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let empty = Map::new();
+    let properties = parameters
+        .and_then(|p| p.get("properties"))
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let required: Vec<&str> = parameters
+        .and_then(|p| p.get("required"))
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut out = Map::new();
+    for (name, schema) in properties {
+        if !required.is_empty() && !required.contains(&name.as_str()) {
+            continue;
+        }
+        out.insert(
+            name.clone(),
+            example_value(name, schema, user_text, &mut rng),
+        );
+    }
+    Value::Object(out).to_string()
+}
+
+fn example_value(name: &str, schema: &Value, user_text: &str, rng: &mut ChaCha8Rng) -> Value {
+    if let Some(choices) = schema.get("enum").and_then(Value::as_array)
+        && !choices.is_empty()
+    {
+        return choices[rng.random_range(0..choices.len())].clone();
+    }
+    match schema
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("string")
+    {
+        "integer" => Value::from(rng.random_range(1..=100)),
+        "number" => Value::from(f64::from(rng.random_range(1..=1000)) / 10.0),
+        "boolean" => Value::from(rng.random_bool(0.5)),
+        "array" => Value::Array(Vec::new()),
+        "object" => Value::Object(Map::new()),
+        _ if ["query", "q", "text", "input", "question", "prompt"].contains(&name) => {
+            Value::from(user_text.chars().take(64).collect::<String>().trim())
+        }
+        _ => {
+            let a = VOCABULARY[rng.random_range(0..VOCABULARY.len())];
+            let b = VOCABULARY[rng.random_range(0..VOCABULARY.len())];
+            Value::from(format!("{a} {b}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max_tokens: Option<u32>, stop: &[&str]) -> AnswerLimits {
+        AnswerLimits {
+            max_tokens,
+            room: 4_096,
+            natural_length: [16, 64],
+            stop: stop.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn run(mut generator: Generator) -> (String, Vec<u32>, FinishReason) {
+        let (mut text, mut ids) = (String::new(), Vec::new());
+        loop {
+            let token = generator.next_token();
+            text.push_str(&token.delta);
+            ids.push(token.id);
+            if let Some(reason) = token.finish {
+                return (text, ids, reason);
+            }
+        }
+    }
+
+    #[test]
+    fn every_vocabulary_word_is_one_token() {
+        for word in VOCABULARY {
+            assert_eq!(tokenize::count(&format!(" {word}")), 1, "{word}");
+        }
+    }
+
+    #[test]
+    fn max_tokens_gives_exact_length_and_the_text_round_trips() {
+        let (text, ids, reason) = run(Generator::text(7, &limits(Some(100), &[])));
+        assert_eq!(ids.len(), 100);
+        assert_eq!(reason, FinishReason::Length);
+        assert_eq!(tokenize::encode(&text), ids);
+    }
+
+    #[test]
+    fn same_seed_same_answer_other_seed_other_answer() {
+        let a = run(Generator::text(1, &limits(None, &[])));
+        let b = run(Generator::text(1, &limits(None, &[])));
+        let c = run(Generator::text(2, &limits(None, &[])));
+        assert_eq!(a, b);
+        assert_ne!(a.0, c.0);
+        assert_eq!(a.2, FinishReason::Stop, "natural end without max_tokens");
+        assert!((16..=64).contains(&a.1.len()));
+    }
+
+    #[test]
+    fn the_context_window_caps_the_length() {
+        let mut l = limits(Some(100), &[]);
+        l.room = 10;
+        let (_, ids, reason) = run(Generator::text(3, &l));
+        assert_eq!((ids.len(), reason), (10, FinishReason::Length));
+    }
+
+    #[test]
+    fn stop_string_spanning_tokens_ends_the_answer_and_never_leaks() {
+        let (full, _, _) = run(Generator::text(9, &limits(Some(60), &[])));
+        // A stop string made of the end of the 5th word and the start of the 6th.
+        let words: Vec<&str> = tokenize::Pieces::new(&full).collect();
+        let prefix: String = words[..5].concat();
+        let stop = format!("{}{}", &words[4][words[4].len() - 2..], &words[5][..2]);
+        let expected = &full[..full.find(&stop).unwrap()];
+        assert!(expected.len() <= prefix.len());
+        let (text, _, reason) = run(Generator::text(9, &limits(Some(60), &[&stop])));
+        assert_eq!(reason, FinishReason::Stop);
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn tool_arguments_follow_the_schema() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "limit": {"type": "integer"},
+                "unit": {"type": "string", "enum": ["c", "f"]},
+                "verbose": {"type": "boolean"}
+            },
+            "required": ["query", "limit", "unit"]
+        });
+        let args = tool_arguments(Some(&schema), "weather in Paris", 5);
+        let parsed: Value = serde_json::from_str(&args).unwrap();
+        assert_eq!(parsed["query"], "weather in Paris");
+        assert!(parsed["limit"].as_i64().unwrap() >= 1);
+        assert!(["c", "f"].contains(&parsed["unit"].as_str().unwrap()));
+        assert!(parsed.get("verbose").is_none(), "only required fields");
+        assert_eq!(args, tool_arguments(Some(&schema), "weather in Paris", 5));
+
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "search".into(),
+            arguments: args.clone(),
+        };
+        let (text, _, reason) = run(Generator::tool_call(&call, &limits(None, &[])));
+        assert_eq!((text, reason), (args, FinishReason::ToolCalls));
+    }
+}
