@@ -1,7 +1,18 @@
 //! The embedded simulators: an OpenAI-compatible LLM server driven by a
 //! continuous-batching engine model, with embeddings, and ground truth on every answer.
+//!
+//! Pure parts ([`scheduler`], [`kv`], [`text`], [`profile`], [`embed`], [`openai`])
+//! do no IO; [`engine`] gives the scheduler a real clock; [`server`] speaks HTTP.
 
+pub mod embed;
+pub mod engine;
 pub mod kv;
+pub mod metrics;
+pub mod openai;
 pub mod profile;
 pub mod scheduler;
+pub mod server;
 pub mod text;
+
+pub use profile::Profile;
+pub use server::{EmbeddedSim, SimConfig};

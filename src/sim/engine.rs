@@ -1,0 +1,227 @@
+//! The engine clock: runs the [`Scheduler`] in real time on a thread of its own.
+//!
+//! A dedicated OS thread sleeps to each step's end with `std::thread::sleep`, whose
+//! precision is tens of microseconds, where the async runtime's timer works in whole
+//! milliseconds. Requests arrive over a channel and are admitted between steps, as in
+//! vLLM's engine core; each request's tokens go back over its own channel. How late
+//! the thread wakes against the model's step end is exported as
+//! `redline_sim_step_lag_seconds`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use super::metrics::SimMetrics;
+use super::profile::Profile;
+use super::scheduler::{Emission, NewRequest, Scheduler, Timeline};
+use super::text::{FinishReason, Generator};
+
+/// What a request's stream receives.
+#[derive(Debug)]
+pub enum Event {
+    Token {
+        index: u32,
+        delta: String,
+    },
+    Finished {
+        reason: FinishReason,
+        timeline: Timeline,
+    },
+}
+
+/// Monotonic time since the server started.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    start: Instant,
+}
+
+impl Clock {
+    pub fn new() -> Self {
+        Clock {
+            start: Instant::now(),
+        }
+    }
+
+    pub fn nanos_at(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.start).as_nanos() as u64
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.nanos_at(Instant::now())
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+struct Submit {
+    request: NewRequest,
+    events: UnboundedSender<Event>,
+}
+
+/// Handle to the engine thread; the thread stops when the last handle is dropped.
+pub struct Engine {
+    commands: mpsc::Sender<Submit>,
+    clock: Clock,
+    next_id: AtomicU64,
+}
+
+/// How often requests still waiting are checked for a client that went away.
+const SWEEP_EVERY: Duration = Duration::from_millis(100);
+
+impl Engine {
+    pub fn start(profile: Arc<Profile>, metrics: Arc<SimMetrics>, clock: Clock) -> Engine {
+        let (commands, inbox) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("redline-sim-engine".into())
+            .spawn(move || run(Scheduler::new(profile), inbox, metrics, clock))
+            .expect("spawning the engine thread");
+        Engine {
+            commands,
+            clock,
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Queues a request that arrived at `arrival_ns`; its tokens come on the receiver.
+    /// Dropping the receiver aborts the request.
+    pub fn submit(
+        &self,
+        prompt: Vec<u32>,
+        generator: Generator,
+        arrival_ns: u64,
+    ) -> UnboundedReceiver<Event> {
+        let (events, receiver) = unbounded_channel();
+        let request = NewRequest {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            prompt,
+            generator,
+            arrival_ns,
+        };
+        // A send error means the engine thread is gone; the dropped sender then closes
+        // the receiver, which the caller reports as an engine failure.
+        let _ = self.commands.send(Submit { request, events });
+        receiver
+    }
+}
+
+struct Route {
+    events: UnboundedSender<Event>,
+    last_token_ns: u64,
+}
+
+fn run(
+    mut scheduler: Scheduler,
+    inbox: mpsc::Receiver<Submit>,
+    metrics: Arc<SimMetrics>,
+    clock: Clock,
+) {
+    let mut routes: HashMap<u64, Route> = HashMap::new();
+    let mut last_sweep = Instant::now();
+    let admit = |submit: Submit, scheduler: &mut Scheduler, routes: &mut HashMap<u64, Route>| {
+        routes.insert(
+            submit.request.id,
+            Route {
+                events: submit.events,
+                last_token_ns: 0,
+            },
+        );
+        scheduler.add(submit.request);
+    };
+    loop {
+        loop {
+            match inbox.try_recv() {
+                Ok(submit) => admit(submit, &mut scheduler, &mut routes),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => return, // the server is gone
+            }
+        }
+        if last_sweep.elapsed() >= SWEEP_EVERY {
+            last_sweep = Instant::now();
+            let gone: Vec<u64> = scheduler
+                .waiting_ids()
+                .filter(|id| routes.get(id).is_none_or(|r| r.events.is_closed()))
+                .collect();
+            for id in gone {
+                scheduler.abort(id);
+                routes.remove(&id);
+            }
+        }
+
+        let start = Instant::now();
+        let Some(duration_ns) = scheduler.plan_step(clock.nanos_at(start)) else {
+            // Nothing to compute: sleep until a request arrives (waking now and then to
+            // sweep requests whose clients went away).
+            match inbox.recv_timeout(SWEEP_EVERY) {
+                Ok(submit) => admit(submit, &mut scheduler, &mut routes),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+            continue;
+        };
+        let deadline = start + Duration::from_nanos(duration_ns);
+        let now = Instant::now();
+        if deadline > now {
+            std::thread::sleep(deadline - now);
+        }
+        let woke = Instant::now();
+        let now_ns = clock.nanos_at(woke);
+        for emission in scheduler.finish_step(now_ns) {
+            route(emission, now_ns, &mut routes, &mut scheduler, &metrics);
+        }
+        let lag_ns = woke.saturating_duration_since(deadline).as_nanos() as u64;
+        metrics.after_step(
+            scheduler.running(),
+            scheduler.waiting(),
+            scheduler.kv_usage(),
+            scheduler.counters(),
+            lag_ns,
+        );
+    }
+}
+
+fn route(
+    emission: Emission,
+    now_ns: u64,
+    routes: &mut HashMap<u64, Route>,
+    scheduler: &mut Scheduler,
+    metrics: &SimMetrics,
+) {
+    match emission {
+        Emission::Token { id, index, delta } => {
+            let Some(route) = routes.get_mut(&id) else {
+                return;
+            };
+            if index > 0 {
+                metrics.inter_token(now_ns - route.last_token_ns);
+            }
+            route.last_token_ns = now_ns;
+            if route.events.send(Event::Token { index, delta }).is_err() {
+                // The client went away: stop computing for it, as vLLM aborts.
+                scheduler.abort(id);
+                routes.remove(&id);
+            }
+        }
+        Emission::Finished {
+            id,
+            reason,
+            timeline,
+        } => {
+            metrics.finished(reason, &timeline);
+            if let Some(route) = routes.remove(&id) {
+                let _ = route.events.send(Event::Finished { reason, timeline });
+            }
+        }
+    }
+}

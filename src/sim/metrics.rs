@@ -1,0 +1,222 @@
+//! The simulator's `/metrics`, under vLLM's metric names so that dashboards, scrapers
+//! and redline's own server-metric probe see what they would see on vLLM.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use super::scheduler::{Counters, Timeline};
+use super::text::FinishReason;
+
+/// Latency buckets in seconds, as vLLM's (1 ms to 80 s, coarser at the top).
+const LATENCY_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0,
+];
+/// Step-clock lag buckets in seconds: how late the engine woke for a step.
+const LAG_BUCKETS: &[f64] = &[
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002, 0.005, 0.01, 0.05,
+];
+
+type Labels = Vec<(&'static str, &'static str)>;
+
+/// Every metric the simulator exports.
+pub struct SimMetrics {
+    registry: Registry,
+    running: Gauge,
+    waiting: Gauge,
+    kv_usage: Gauge<f64, AtomicU64>,
+    prompt_tokens: Counter,
+    generation_tokens: Counter,
+    prefix_queries: Counter,
+    prefix_hits: Counter,
+    preemptions: Counter,
+    success: Family<Labels, Counter>,
+    ttft: Histogram,
+    inter_token: Histogram,
+    e2e: Histogram,
+    queue_time: Histogram,
+    step_lag: Histogram,
+    steps: Counter,
+    last: std::sync::Mutex<Counters>,
+}
+
+impl SimMetrics {
+    pub fn new(model: &str) -> Self {
+        let latency = || Histogram::new(LATENCY_BUCKETS.iter().copied());
+        let mut m = SimMetrics {
+            running: Gauge::default(),
+            waiting: Gauge::default(),
+            kv_usage: Gauge::default(),
+            prompt_tokens: Counter::default(),
+            generation_tokens: Counter::default(),
+            prefix_queries: Counter::default(),
+            prefix_hits: Counter::default(),
+            preemptions: Counter::default(),
+            success: Family::default(),
+            ttft: latency(),
+            inter_token: latency(),
+            e2e: latency(),
+            queue_time: latency(),
+            step_lag: Histogram::new(LAG_BUCKETS.iter().copied()),
+            steps: Counter::default(),
+            last: std::sync::Mutex::new(Counters::default()),
+            registry: Registry::with_labels(
+                [("model_name".into(), model.to_owned().into())].into_iter(),
+            ),
+        };
+        let registry = &mut m.registry;
+        registry.register(
+            "vllm:num_requests_running",
+            "Requests in the running batch",
+            m.running.clone(),
+        );
+        registry.register(
+            "vllm:num_requests_waiting",
+            "Requests waiting to be scheduled",
+            m.waiting.clone(),
+        );
+        registry.register(
+            "vllm:kv_cache_usage_perc",
+            "Fraction of KV-cache blocks in use (1 = 100%)",
+            m.kv_usage.clone(),
+        );
+        registry.register(
+            "vllm:prompt_tokens",
+            "Prefill tokens processed",
+            m.prompt_tokens.clone(),
+        );
+        registry.register(
+            "vllm:generation_tokens",
+            "Generation tokens processed",
+            m.generation_tokens.clone(),
+        );
+        registry.register(
+            "vllm:prefix_cache_queries",
+            "Prompt tokens looked up in the prefix cache",
+            m.prefix_queries.clone(),
+        );
+        registry.register(
+            "vllm:prefix_cache_hits",
+            "Prompt tokens found in the prefix cache",
+            m.prefix_hits.clone(),
+        );
+        registry.register(
+            "vllm:num_preemptions",
+            "Preemptions of running requests",
+            m.preemptions.clone(),
+        );
+        registry.register(
+            "vllm:request_success",
+            "Finished requests by finish reason",
+            m.success.clone(),
+        );
+        registry.register(
+            "vllm:time_to_first_token_seconds",
+            "Arrival to first token",
+            m.ttft.clone(),
+        );
+        registry.register(
+            "vllm:inter_token_latency_seconds",
+            "Time between consecutive tokens",
+            m.inter_token.clone(),
+        );
+        registry.register(
+            "vllm:e2e_request_latency_seconds",
+            "Arrival to last token",
+            m.e2e.clone(),
+        );
+        registry.register(
+            "vllm:request_queue_time_seconds",
+            "Arrival to first scheduled",
+            m.queue_time.clone(),
+        );
+        registry.register(
+            "redline_sim_step_lag_seconds",
+            "How late the engine clock woke for a step, against the model's step end",
+            m.step_lag.clone(),
+        );
+        registry.register("redline_sim_steps", "Engine steps run", m.steps.clone());
+        m
+    }
+
+    /// Updates the gauges and counters after a step.
+    pub fn after_step(
+        &self,
+        running: usize,
+        waiting: usize,
+        kv_usage: f64,
+        counters: Counters,
+        lag_ns: u64,
+    ) {
+        self.running.set(running as i64);
+        self.waiting.set(waiting as i64);
+        self.kv_usage.set(kv_usage);
+        self.step_lag.observe(lag_ns as f64 / 1e9);
+        let mut last = self.last.lock().expect("metrics lock is never poisoned");
+        self.prompt_tokens
+            .inc_by(counters.prompt_tokens - last.prompt_tokens);
+        self.generation_tokens
+            .inc_by(counters.generation_tokens - last.generation_tokens);
+        self.prefix_queries
+            .inc_by(counters.prefix_queries - last.prefix_queries);
+        self.prefix_hits
+            .inc_by(counters.prefix_hits - last.prefix_hits);
+        self.preemptions
+            .inc_by(counters.preemptions - last.preemptions);
+        self.steps.inc_by(counters.steps - last.steps);
+        *last = counters;
+    }
+
+    pub fn inter_token(&self, gap_ns: u64) {
+        self.inter_token.observe(gap_ns as f64 / 1e9);
+    }
+
+    pub fn finished(&self, reason: FinishReason, t: &Timeline) {
+        let secs = |ns: u64| ns as f64 / 1e9;
+        self.success
+            .get_or_create(&vec![("finished_reason", reason.as_str())])
+            .inc();
+        self.ttft.observe(secs(t.first_token_ns - t.arrival_ns));
+        self.e2e.observe(secs(t.finish_ns - t.arrival_ns));
+        self.queue_time.observe(secs(t.scheduled_ns - t.arrival_ns));
+    }
+
+    /// The exposition text.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposes_vllm_names_with_the_model_label() {
+        let m = SimMetrics::new("sim-7b");
+        let counters = Counters {
+            prefix_queries: 2048,
+            prefix_hits: 1024,
+            ..Counters::default()
+        };
+        m.after_step(3, 2, 0.25, counters, 10_000);
+        let text = m.render();
+        for line in [
+            "vllm:num_requests_running{model_name=\"sim-7b\"} 3",
+            "vllm:num_requests_waiting{model_name=\"sim-7b\"} 2",
+            "vllm:kv_cache_usage_perc{model_name=\"sim-7b\"} 0.25",
+            "vllm:prefix_cache_queries_total{model_name=\"sim-7b\"} 2048",
+            "vllm:prefix_cache_hits_total{model_name=\"sim-7b\"} 1024",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+}

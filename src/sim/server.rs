@@ -1,0 +1,513 @@
+//! The simulator's HTTP server: vLLM's OpenAI-compatible API over the engine.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine as _;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::embed::embed;
+use super::engine::{Clock, Engine, Event};
+use super::metrics::SimMetrics;
+use super::openai::{self, ApiError, Context, Plan};
+use super::profile::Profile;
+use super::scheduler::Timeline;
+use super::text::FinishReason;
+use crate::tokenize;
+
+/// How a simulator is set up.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub profile: Profile,
+    /// Model name to serve; the profile's when `None`.
+    pub model: Option<String>,
+    /// Seed of every answer (with the prompt).
+    pub seed: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            profile: Profile::tiny(),
+            model: None,
+            seed: 0,
+        }
+    }
+}
+
+/// Largest request body accepted: long prompts are megabytes at most.
+const MAX_BODY_BYTES: usize = 64 << 20;
+
+/// Shared by all handlers.
+pub struct SimState {
+    profile: Arc<Profile>,
+    model: String,
+    seed: u64,
+    engine: Engine,
+    metrics: Arc<SimMetrics>,
+    nonce: AtomicU64,
+    clock: Clock,
+}
+
+impl SimState {
+    /// Starts the engine thread; it stops when the state is dropped.
+    pub fn new(config: SimConfig) -> Arc<SimState> {
+        let model = config.model.unwrap_or_else(|| config.profile.model.clone());
+        let profile = Arc::new(config.profile);
+        let metrics = Arc::new(SimMetrics::new(&model));
+        let clock = Clock::new();
+        Arc::new(SimState {
+            engine: Engine::start(profile.clone(), metrics.clone(), clock),
+            profile,
+            model,
+            seed: config.seed,
+            metrics,
+            nonce: AtomicU64::new(0),
+            clock,
+        })
+    }
+
+    fn context(&self) -> Context<'_> {
+        Context {
+            profile: &self.profile,
+            served_model: &self.model,
+            server_seed: self.seed,
+            request_nonce: self.nonce.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+/// The router, for tests that call it without a socket.
+pub fn app(state: Arc<SimState>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions", post(completions))
+        .route("/v1/embeddings", post(embeddings))
+        .route("/v1/models", get(models))
+        .route("/health", get(|| async { StatusCode::OK }))
+        .route("/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Serves on a bound listener until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    config: SimConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = app(SimState::new(config));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// A simulator running in this process on an ephemeral loopback port (a spec's
+/// `url: embedded`). Stops when dropped.
+pub struct EmbeddedSim {
+    pub addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl EmbeddedSim {
+    pub async fn start(config: SimConfig) -> std::io::Result<EmbeddedSim> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        tokio::spawn(serve(listener, config, async {
+            let _ = stopped.await;
+        }));
+        Ok(EmbeddedSim {
+            addr,
+            stop: Some(stop),
+        })
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for EmbeddedSim {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+fn error_response(error: ApiError) -> Response {
+    let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::BAD_REQUEST);
+    json_response(status, &error.body())
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Api {
+    Chat,
+    Completions,
+}
+
+async fn chat_completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    let arrival_ns = state.clock.now_ns();
+    let plan =
+        openai::parse(&body).and_then(|request| openai::plan_chat(request, &state.context()));
+    answer(state, plan, Api::Chat, arrival_ns).await
+}
+
+async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    let arrival_ns = state.clock.now_ns();
+    let plan =
+        openai::parse(&body).and_then(|request| openai::plan_completion(request, &state.context()));
+    answer(state, plan, Api::Completions, arrival_ns).await
+}
+
+async fn answer(
+    state: Arc<SimState>,
+    plan: Result<Plan, ApiError>,
+    api: Api,
+    arrival_ns: u64,
+) -> Response {
+    let plan = match plan {
+        Ok(plan) => plan,
+        Err(error) => return error_response(error),
+    };
+    let id = state.nonce.fetch_add(1, Ordering::Relaxed);
+    let chunks = Chunks::new(api, &state.model, id, plan.tool_call.clone());
+    let (stream, include_usage) = (plan.stream, plan.include_usage);
+    let events = state.engine.submit(plan.prompt, plan.generator, arrival_ns);
+    if stream {
+        let body = Body::from_stream(sse_stream(events, chunks, include_usage));
+        return Response::builder()
+            .header(header::CONTENT_TYPE, "text/event-stream; charset=utf-8")
+            .header(header::CACHE_CONTROL, "no-cache")
+            .body(body)
+            .expect("static headers are valid");
+    }
+    collect_answer(events, chunks).await
+}
+
+/// What the final answer of a non-streaming request needs.
+async fn collect_answer(mut events: UnboundedReceiver<Event>, chunks: Chunks) -> Response {
+    let mut text = String::new();
+    while let Some(event) = events.recv().await {
+        match event {
+            Event::Token { delta, .. } => text.push_str(&delta),
+            Event::Finished { reason, timeline } => {
+                let mut response =
+                    json_response(StatusCode::OK, &chunks.full_body(&text, reason, &timeline));
+                truth_headers(response.headers_mut(), &timeline);
+                return response;
+            }
+        }
+    }
+    error_response(engine_gone())
+}
+
+fn engine_gone() -> ApiError {
+    ApiError {
+        status: 500,
+        kind: "InternalServerError",
+        message: "the engine stopped before the request finished".into(),
+    }
+}
+
+fn truth_headers(headers: &mut HeaderMap, t: &Timeline) {
+    let us = |ns: u64| HeaderValue::from(ns / 1_000);
+    headers.insert("x-redline-arrival-us", us(t.arrival_ns));
+    headers.insert("x-redline-scheduled-us", us(t.scheduled_ns));
+    headers.insert("x-redline-first-token-us", us(t.first_token_ns));
+    headers.insert("x-redline-finish-us", us(t.finish_ns));
+    headers.insert("x-redline-preemptions", HeaderValue::from(t.preemptions));
+    headers.insert(
+        "x-redline-cached-tokens",
+        HeaderValue::from(t.cached_prompt_tokens),
+    );
+}
+
+/// The ground truth object carried by the final SSE chunk.
+pub fn truth_json(t: &Timeline) -> Value {
+    json!({
+        "arrival_us": t.arrival_ns / 1_000,
+        "scheduled_us": t.scheduled_ns / 1_000,
+        "first_token_us": t.first_token_ns / 1_000,
+        "finish_us": t.finish_ns / 1_000,
+        "preempted": t.preemptions > 0,
+        "preemptions": t.preemptions,
+        "cached_prompt_tokens": t.cached_prompt_tokens,
+        "prompt_tokens": t.prompt_tokens,
+        "completion_tokens": t.completion_tokens,
+    })
+}
+
+fn usage_json(t: &Timeline) -> Value {
+    json!({
+        "prompt_tokens": t.prompt_tokens,
+        "completion_tokens": t.completion_tokens,
+        "total_tokens": t.prompt_tokens + t.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": t.cached_prompt_tokens},
+    })
+}
+
+fn sse_stream(
+    events: UnboundedReceiver<Event>,
+    chunks: Chunks,
+    include_usage: bool,
+) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> {
+    futures_util::stream::unfold(Some((events, chunks)), move |state| async move {
+        let (mut events, chunks) = state?;
+        match events.recv().await {
+            Some(Event::Token { index, delta }) => {
+                let bytes = chunks.token(index, &delta);
+                Some((Ok(bytes), Some((events, chunks))))
+            }
+            Some(Event::Finished { reason, timeline }) => {
+                Some((Ok(chunks.finish(reason, &timeline, include_usage)), None))
+            }
+            None => {
+                // The engine stopped mid-stream: say so in-band, as vLLM does.
+                let error = format!("data: {}\n\n", engine_gone().body());
+                Some((Ok(Bytes::from(error)), None))
+            }
+        }
+    })
+}
+
+/// Formats the chunks of one answer. The constant head of every chunk is rendered
+/// once, so a token costs one escape of its text.
+struct Chunks {
+    api: Api,
+    id: String,
+    created: u64,
+    model: String,
+    head: String,
+    tool_call: Option<super::text::ToolCall>,
+}
+
+impl Chunks {
+    fn new(api: Api, model: &str, n: u64, tool_call: Option<super::text::ToolCall>) -> Chunks {
+        let (id, object) = match api {
+            Api::Chat => (format!("chatcmpl-{n:016x}"), "chat.completion.chunk"),
+            Api::Completions => (format!("cmpl-{n:016x}"), "text_completion"),
+        };
+        let created = unix_now();
+        let head = format!(
+            "data: {{\"id\":{},\"object\":\"{object}\",\"created\":{created},\"model\":{},\"choices\":[{{\"index\":0,",
+            Value::from(id.as_str()),
+            Value::from(model)
+        );
+        Chunks {
+            api,
+            id,
+            created,
+            model: model.to_owned(),
+            head,
+            tool_call,
+        }
+    }
+
+    fn token(&self, index: u32, delta: &str) -> Bytes {
+        let escaped = Value::from(delta).to_string();
+        let mut out = String::with_capacity(self.head.len() + escaped.len() + 160);
+        if index == 0 && self.api == Api::Chat {
+            // vLLM sends the role with the first output, not before it.
+            out.push_str(&self.head);
+            out.push_str("\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+        }
+        out.push_str(&self.head);
+        match (self.api, &self.tool_call) {
+            (Api::Chat, Some(call)) if index == 0 => {
+                out.push_str(&format!(
+                    "\"delta\":{{\"tool_calls\":[{{\"index\":0,\"id\":{},\"type\":\"function\",\"function\":{{\"name\":{},\"arguments\":{escaped}}}}}]}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n",
+                    Value::from(call.id.as_str()),
+                    Value::from(call.name.as_str())
+                ));
+            }
+            (Api::Chat, Some(_)) => {
+                out.push_str(
+                    "\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":",
+                );
+                out.push_str(&escaped);
+                out.push_str("}}]},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+            }
+            (Api::Chat, None) => {
+                out.push_str("\"delta\":{\"content\":");
+                out.push_str(&escaped);
+                out.push_str("},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+            }
+            (Api::Completions, _) => {
+                out.push_str("\"text\":");
+                out.push_str(&escaped);
+                out.push_str(
+                    ",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}]}\n\n",
+                );
+            }
+        }
+        Bytes::from(out)
+    }
+
+    /// The finishing chunk, the usage chunk when asked for, ground truth on the last
+    /// of them, then `[DONE]`.
+    fn finish(&self, reason: FinishReason, timeline: &Timeline, include_usage: bool) -> Bytes {
+        let choice = match self.api {
+            Api::Chat => {
+                json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": reason.as_str()})
+            }
+            Api::Completions => {
+                json!({"index": 0, "text": "", "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null})
+            }
+        };
+        let mut finishing = self.envelope(vec![choice]);
+        let mut out = String::new();
+        if include_usage {
+            let mut usage = self.envelope(Vec::new());
+            usage["usage"] = usage_json(timeline);
+            usage["redline"] = truth_json(timeline);
+            out.push_str(&format!("data: {finishing}\n\ndata: {usage}\n\n"));
+        } else {
+            finishing["redline"] = truth_json(timeline);
+            out.push_str(&format!("data: {finishing}\n\n"));
+        }
+        out.push_str("data: [DONE]\n\n");
+        Bytes::from(out)
+    }
+
+    fn envelope(&self, choices: Vec<Value>) -> Value {
+        let object = match self.api {
+            Api::Chat => "chat.completion.chunk",
+            Api::Completions => "text_completion",
+        };
+        json!({"id": self.id, "object": object, "created": self.created, "model": self.model, "choices": choices})
+    }
+
+    /// A non-streaming response body.
+    fn full_body(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Value {
+        let choice = match (self.api, &self.tool_call) {
+            (Api::Chat, Some(call)) => json!({
+                "index": 0,
+                "message": {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": text}}
+                ]},
+                "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null
+            }),
+            (Api::Chat, None) => json!({
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "tool_calls": []},
+                "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null
+            }),
+            (Api::Completions, _) => json!({
+                "index": 0, "text": text, "logprobs": null,
+                "finish_reason": reason.as_str(), "stop_reason": null
+            }),
+        };
+        let object = match self.api {
+            Api::Chat => "chat.completion",
+            Api::Completions => "text_completion",
+        };
+        json!({
+            "id": self.id, "object": object, "created": self.created, "model": self.model,
+            "choices": [choice], "usage": usage_json(timeline),
+        })
+    }
+}
+
+async fn embeddings(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    let request: openai::EmbeddingRequest = match openai::parse(&body) {
+        Ok(r) => r,
+        Err(e) => return error_response(e),
+    };
+    if let Err(e) = openai::check_model(request.model.as_deref(), &state.model) {
+        return error_response(e);
+    }
+    let texts = request.input.into_texts();
+    if texts.is_empty() || texts.iter().any(String::is_empty) {
+        return error_response(ApiError::bad_request("input must not be empty"));
+    }
+    let dim = request.dimensions.unwrap_or(state.profile.embedding_dim) as usize;
+    if !(1..=8192).contains(&dim) {
+        return error_response(ApiError::bad_request(format!(
+            "dimensions must be between 1 and 8192, got {dim}"
+        )));
+    }
+    let base64 = match request.encoding_format.as_deref() {
+        None | Some("float") => false,
+        Some("base64") => true,
+        Some(other) => {
+            return error_response(ApiError::bad_request(format!(
+                "invalid encoding_format `{other}`: choose from float, base64"
+            )));
+        }
+    };
+    let tokens: usize = texts.iter().map(|t| tokenize::count(t)).sum();
+    tokio::time::sleep(Duration::from_nanos(state.profile.embedding_nanos(tokens))).await;
+    let data: Vec<Value> = texts
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            let vector = embed(text, dim);
+            let embedding = if base64 {
+                let bytes: Vec<u8> = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+                Value::from(base64::engine::general_purpose::STANDARD.encode(bytes))
+            } else {
+                Value::from(vector)
+            };
+            json!({"object": "embedding", "index": index, "embedding": embedding})
+        })
+        .collect();
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "object": "list", "data": data, "model": state.model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }),
+    )
+}
+
+async fn models(State(state): State<Arc<SimState>>) -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({"object": "list", "data": [{
+            "id": state.model, "object": "model", "created": unix_now(), "owned_by": "redline",
+            "root": state.model, "max_model_len": state.profile.max_model_len,
+        }]}),
+    )
+}
+
+async fn metrics(State(state): State<Arc<SimState>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
+}
