@@ -1,0 +1,173 @@
+//! Helpers shared by integration tests: a plain HTTP client (hyper) that records when
+//! each SSE event arrived, and a simulator started on an ephemeral loopback port.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+pub use redline::sim::{EmbeddedSim, Profile, SimConfig};
+
+pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+pub fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+pub async fn sim(profile: Profile) -> EmbeddedSim {
+    EmbeddedSim::start(SimConfig {
+        profile,
+        model: None,
+        seed: 0,
+    })
+    .await
+    .expect("start the simulator")
+}
+
+/// A whole (non-streaming) response.
+pub struct Answer {
+    pub status: u16,
+    pub headers: hyper::HeaderMap,
+    pub body: Value,
+}
+
+impl Answer {
+    pub fn header_u64(&self, name: &str) -> u64 {
+        self.headers[name].to_str().unwrap().parse().unwrap()
+    }
+}
+
+pub async fn post(client: &HttpClient, url: String, body: Value) -> Answer {
+    let request = Request::post(url)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let response = client.request(request).await.expect("request sent");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+pub async fn get_text(client: &HttpClient, url: String) -> String {
+    let response = client
+        .request(Request::get(url).body(Full::new(Bytes::new())).unwrap())
+        .await
+        .unwrap();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+/// The value of a metric line `name{labels} value` (the first one matching).
+pub fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("metric {name} not found in\n{text}"))
+}
+
+/// A streamed response: each `data:` payload with the time it arrived.
+pub struct Stream {
+    pub sent: Instant,
+    pub events: Vec<(Instant, String)>,
+}
+
+impl Stream {
+    /// The JSON events (everything but `[DONE]`).
+    pub fn json(&self) -> Vec<(Instant, Value)> {
+        self.events
+            .iter()
+            .filter(|(_, data)| data != "[DONE]")
+            .map(|(at, data)| (*at, serde_json::from_str(data).unwrap()))
+            .collect()
+    }
+
+    /// The ground truth object of the final chunk.
+    pub fn truth(&self) -> Value {
+        self.json().last().unwrap().1["redline"].clone()
+    }
+
+    /// Arrival times of events carrying generated content.
+    pub fn content_times(&self) -> Vec<Instant> {
+        self.json()
+            .into_iter()
+            .filter(|(_, v)| {
+                let choice = &v["choices"][0];
+                choice["delta"]["content"]
+                    .as_str()
+                    .is_some_and(|s| !s.is_empty())
+                    || choice["text"].as_str().is_some_and(|s| !s.is_empty())
+                    || choice["delta"]["tool_calls"].is_array()
+            })
+            .map(|(at, _)| at)
+            .collect()
+    }
+
+    pub fn text(&self) -> String {
+        self.json()
+            .iter()
+            .filter_map(|(_, v)| {
+                let choice = &v["choices"][0];
+                choice["delta"]["content"]
+                    .as_str()
+                    .or(choice["text"].as_str())
+                    .map(str::to_owned)
+            })
+            .collect()
+    }
+
+    pub fn finish_reason(&self) -> String {
+        self.json()
+            .iter()
+            .find_map(|(_, v)| v["choices"][0]["finish_reason"].as_str().map(str::to_owned))
+            .unwrap()
+    }
+}
+
+pub async fn stream(client: &HttpClient, url: String, body: Value) -> Stream {
+    let request = Request::post(url)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let sent = Instant::now();
+    let response = client.request(request).await.expect("request sent");
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut buffer = String::new();
+    let mut events = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let at = Instant::now();
+        let frame = frame.unwrap();
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        buffer.push_str(std::str::from_utf8(data).unwrap());
+        while let Some(end) = buffer.find("\n\n") {
+            let event: String = buffer.drain(..end + 2).collect();
+            if let Some(data) = event.trim_end().strip_prefix("data: ") {
+                events.push((at, data.to_owned()));
+            }
+        }
+    }
+    Stream { sent, events }
+}
+
+/// A prompt of exactly `n` tokens, distinct for each `seed`.
+pub fn prompt(seed: u64, n: usize) -> String {
+    (0..n)
+        .map(|i| format!(" w{:x}", (seed * 1_000_003 + i as u64) % 0xff_ffff))
+        .collect()
+}
