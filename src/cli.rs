@@ -1,12 +1,35 @@
 //! The `redline` command line: subcommands parse their arguments and call into the
 //! library; no logic of their own.
 
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
 
+use crate::report::{RunInfo, render_json, render_terminal, summarize};
+use crate::runner::{RunOptions, run as run_scenario};
+use crate::scenario::Scenario;
 use crate::sim::{Profile, SimConfig};
+use crate::spec::{
+    self, ApiKind, Dur, InferenceSpec, LengthSpec, Metadata, PayloadTemplate, Positive,
+    PromptsSpec, ServiceSpec, SpecErrors, SpecFile, StageSpec, SyntheticSpec,
+};
+
+/// Exit codes, as documented in `--help` and the README.
+pub mod exit {
+    /// The run completed.
+    pub const OK: i32 = 0;
+    /// The spec or the command line is wrong.
+    pub const USAGE: i32 = 2;
+    /// The run could not be carried out: no request reached the target.
+    pub const UNREACHABLE: i32 = 3;
+    /// Interrupted by Ctrl-C or SIGTERM (records and a partial report are written).
+    pub const INTERRUPTED: i32 = 130;
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -21,6 +44,14 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a load test from a spec file, or from shorthands
+    /// (`redline run --url http://127.0.0.1:8000 --model M --rate 20 --duration 60s`).
+    Run(RunArgs),
+    /// Check a spec file and print what it would run, without running it.
+    Validate {
+        /// The spec file.
+        spec: PathBuf,
+    },
     /// Serve the LLM simulator: an OpenAI-compatible server (chat, completions,
     /// embeddings, /metrics) driven by a continuous-batching engine model.
     Sim(SimArgs),
@@ -45,11 +76,284 @@ pub struct SimArgs {
     pub model: Option<String>,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The spec file (YAML). Without it, the shorthands below describe the test.
+    pub spec: Option<PathBuf>,
+    /// Output directory for records.jsonl and summary.json [default: out/NAME].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print no progress line (it is printed only on a terminal anyway).
+    #[arg(long)]
+    pub quiet: bool,
+
+    /// Shorthand: base URL of an OpenAI-compatible server, or `embedded`.
+    #[arg(long, help_heading = "Shorthands")]
+    pub url: Option<String>,
+    /// Shorthand: model name (required for a real server).
+    #[arg(long, help_heading = "Shorthands")]
+    pub model: Option<String>,
+    /// Shorthand: simulator profile for `--url embedded`.
+    #[arg(long, help_heading = "Shorthands")]
+    pub profile: Option<String>,
+    /// Shorthand: chat or completions.
+    #[arg(long, value_enum, default_value = "chat", help_heading = "Shorthands")]
+    pub api: ApiArg,
+    /// Shorthand: open-loop Poisson rate, requests per second.
+    #[arg(long, conflicts_with = "concurrency", help_heading = "Shorthands")]
+    pub rate: Option<f64>,
+    /// Shorthand: closed-loop sessions back to back.
+    #[arg(long, help_heading = "Shorthands")]
+    pub concurrency: Option<u32>,
+    /// Shorthand: how long to schedule requests (e.g. 60s).
+    #[arg(long, help_heading = "Shorthands")]
+    pub duration: Option<String>,
+    /// Shorthand: how many requests to schedule.
+    #[arg(long, help_heading = "Shorthands")]
+    pub requests: Option<u64>,
+    /// Shorthand: prompt length in tokens.
+    #[arg(long, default_value_t = 256, help_heading = "Shorthands")]
+    pub input_tokens: u32,
+    /// Shorthand: answer length in tokens (max_tokens).
+    #[arg(long, default_value_t = 128, help_heading = "Shorthands")]
+    pub output_tokens: u32,
+    /// Shorthand: a JSONL file of prompts instead of synthetic ones.
+    #[arg(long, help_heading = "Shorthands")]
+    pub prompts: Option<PathBuf>,
+    /// Shorthand: do not stream (no TTFT or ITL then).
+    #[arg(long, help_heading = "Shorthands")]
+    pub no_stream: bool,
+    /// Shorthand: environment variable holding the API key.
+    #[arg(long, help_heading = "Shorthands")]
+    pub api_key_env: Option<String>,
+    /// Shorthand: seed of arrivals and prompts.
+    #[arg(long, default_value_t = 0, help_heading = "Shorthands")]
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ApiArg {
+    Chat,
+    Completions,
+}
+
 /// Runs the parsed command; returns the process exit code.
 pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
+        Command::Run(args) => run_command(args).await,
+        Command::Validate { spec } => validate(&spec),
         Command::Sim(args) => sim(args).await,
     }
+}
+
+/// A spec file's scenario, or every problem in it printed to stderr.
+fn load_scenario(path: &std::path::Path) -> Result<Result<Scenario, SpecErrors>> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the spec file {name}"))?;
+    Ok(spec::parse(&name, &text).and_then(|file| Scenario::from_spec(&file, &text)))
+}
+
+fn validate(path: &std::path::Path) -> Result<i32> {
+    match load_scenario(path)? {
+        Ok(scenario) => {
+            println!(
+                "{}: valid — {} stage(s) against {}",
+                path.display(),
+                scenario.stages.len(),
+                scenario.service.name
+            );
+            for (i, stage) in scenario.stages.iter().enumerate() {
+                println!("  stage {i}: {}", stage.describe());
+            }
+            Ok(exit::OK)
+        }
+        Err(errors) => {
+            eprint!("{errors}");
+            Ok(exit::USAGE)
+        }
+    }
+}
+
+/// Builds the same spec a YAML file would hold from the command-line shorthands.
+fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
+    let Some(url) = args.url.clone() else {
+        bail!(
+            "give a spec file, or --url (e.g. `redline run --url embedded --rate 10 --duration 30s`)"
+        );
+    };
+    let duration = args
+        .duration
+        .as_deref()
+        .map(Dur::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    if duration.is_none() && args.requests.is_none() {
+        bail!("say how long to run: --duration (e.g. 30s) and/or --requests N");
+    }
+    let rate = args
+        .rate
+        .map(|r| {
+            if r.is_finite() && r > 0.0 {
+                Ok(Positive(r))
+            } else {
+                Err(anyhow::anyhow!("--rate must be positive, got {r}"))
+            }
+        })
+        .transpose()?;
+    let concurrency = match (rate, args.concurrency) {
+        (None, None) => Some(1),
+        (_, c) => c,
+    };
+    let prompts = match &args.prompts {
+        Some(path) => PromptsSpec {
+            file: Some(std::path::absolute(path)?),
+            synthetic: None,
+        },
+        None => PromptsSpec {
+            synthetic: Some(SyntheticSpec {
+                input_tokens: LengthSpec::Fixed(args.input_tokens),
+                output_tokens: LengthSpec::Fixed(args.output_tokens),
+                prefix_tokens: 0,
+                prefixes: 1,
+            }),
+            file: None,
+        },
+    };
+    let service = ServiceSpec {
+        url,
+        model: args.model.clone(),
+        profile: args.profile.clone(),
+        api: match args.api {
+            ApiArg::Chat => ApiKind::Chat,
+            ApiArg::Completions => ApiKind::Completions,
+        },
+        api_key_env: args.api_key_env.clone(),
+        headers: BTreeMap::new(),
+        http2: false,
+    };
+    Ok(SpecFile {
+        path: "command line".into(),
+        metadata: Metadata {
+            name: "cli".into(),
+            labels: BTreeMap::new(),
+        },
+        inference: InferenceSpec {
+            seed: args.seed,
+            services: BTreeMap::from([("llm".to_owned(), service)]),
+            payload_template: PayloadTemplate {
+                prompts,
+                service: None,
+                stream: !args.no_stream,
+                include_usage: true,
+                body: serde_json::Map::new(),
+            },
+            load: vec![StageSpec {
+                rate,
+                concurrency,
+                duration,
+                requests: args.requests,
+                ..StageSpec::default()
+            }],
+            qps_target: None,
+            duration: None,
+            warmup: Dur::default(),
+            cooldown: Dur::default(),
+            timeouts: Default::default(),
+            max_in_flight: None,
+            drain_timeout: None,
+        },
+    })
+}
+
+async fn run_command(args: RunArgs) -> Result<i32> {
+    let scenario = match &args.spec {
+        Some(path) => match load_scenario(path)? {
+            Ok(scenario) => scenario,
+            Err(errors) => {
+                eprint!("{errors}");
+                return Ok(exit::USAGE);
+            }
+        },
+        None => match Scenario::from_spec(&shorthand_spec(&args)?, "") {
+            Ok(scenario) => scenario,
+            Err(errors) => {
+                eprint!("{errors}");
+                return Ok(exit::USAGE);
+            }
+        },
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("out").join(&scenario.name));
+    std::fs::create_dir_all(&out)
+        .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let stop = CancellationToken::new();
+    tokio::spawn(stop_on_signal(stop.clone()));
+    let options = RunOptions {
+        records_path: out.join("records.jsonl"),
+        progress: !args.quiet && std::io::stderr().is_terminal(),
+    };
+    let stages = scenario.stages.iter().map(|s| s.describe()).collect();
+    let name = scenario.name.clone();
+    let result = run_scenario(scenario, options, stop).await?;
+    let summary = summarize(
+        &result.aggregator,
+        RunInfo {
+            name: &name,
+            target: &result.target_url,
+            model: &result.model,
+            interrupted: result.interrupted,
+            elapsed_s: result.elapsed.as_secs_f64(),
+            stages,
+        },
+    );
+    std::fs::write(out.join("summary.json"), render_json(&summary))
+        .context("cannot write summary.json")?;
+    print!("{}", render_terminal(&summary));
+    println!(
+        "  records: {}  summary: {}",
+        out.join("records.jsonl").display(),
+        out.join("summary.json").display()
+    );
+    let counts = &result.aggregator.counts;
+    if result.interrupted {
+        return Ok(exit::INTERRUPTED);
+    }
+    let unreachable = counts.ok == 0
+        && counts.scheduled > 0
+        && summary
+            .errors
+            .iter()
+            .all(|e| e.stage == crate::record::Stage::Connect);
+    Ok(if unreachable {
+        exit::UNREACHABLE
+    } else {
+        exit::OK
+    })
+}
+
+/// Ctrl-C or SIGTERM: stop scheduling and drain.
+async fn stop_on_signal(stop: CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+    eprintln!("\nredline: stopping — draining requests in flight, then writing the partial report");
+    stop.cancel();
 }
 
 async fn sim(args: SimArgs) -> Result<i32> {

@@ -1,11 +1,29 @@
 //! redline: a load tester for AI-native services.
 //!
 //! # Layout
+//! - [`spec`]: the spec file's types (serde), parsed strictly with located errors.
+//! - [`scenario`]: the validated scenario a spec (or the CLI's shorthands) means.
+//! - [`schedule`]: arrival processes and stages, pure and seeded.
+//! - [`workload`]: prompt sources (synthetic lengths, shared prefixes, JSONL datasets).
+//! - [`client`]: protocol clients and the incremental SSE decoder.
+//! - [`record`]: the outcome record, one per scheduled request.
+//! - [`metrics`]: HDR histograms, counters and windows over the records.
+//! - [`runner`]: carries out a scenario: scheduling, sending, collecting, draining.
+//! - [`report`]: the JSON summary and the terminal table.
 //! - [`sim`]: the embedded simulators (an OpenAI-compatible LLM server over a
 //!   continuous-batching engine model, embeddings), with ground truth on every answer.
 //! - [`tokenize`]: the simulator's tokenizer, also the client's fallback counter.
 //! - [`cli`]: the `redline` command line; subcommands only.
 
 pub mod cli;
+pub mod client;
+pub mod metrics;
+pub mod record;
+pub mod report;
+pub mod runner;
+pub mod scenario;
+pub mod schedule;
 pub mod sim;
+pub mod spec;
 pub mod tokenize;
+pub mod workload;

@@ -11,6 +11,32 @@
 /// The longest piece, in bytes, a single word is allowed before it is cut.
 pub const MAX_PIECE_BYTES: usize = 8;
 
+/// Common short words, each one token with its leading space: what the simulator
+/// speaks and what synthetic prompts are made of, so their lengths are exact.
+pub const WORDS: &[&str] = &[
+    "the", "model", "answer", "system", "data", "request", "latency", "token", "cache", "server",
+    "query", "vector", "search", "result", "agent", "tool", "memory", "context", "prompt",
+    "stream", "batch", "queue", "time", "first", "second", "value", "number", "table", "graph",
+    "node", "edge", "path", "route", "state", "step", "plan", "task", "load", "test", "rate",
+    "level", "limit", "error", "retry", "signal", "metric", "trace", "span", "event", "record",
+    "report", "review", "release", "deploy", "scale", "replica", "cluster", "region", "zone",
+    "shard", "index", "passage", "chapter", "section", "summary", "detail", "example", "reason",
+    "because", "which", "where", "when", "while", "after", "before", "during", "between", "across",
+    "through", "under", "over", "about", "against", "without", "within", "simple", "clear", "fast",
+    "slow", "steady", "stable", "robust", "careful", "precise", "honest", "useful", "small",
+    "large", "early", "late", "recent", "common", "rare", "likely", "certain", "open", "closed",
+    "warm", "cold", "light", "heavy", "quiet", "busy", "ready", "done", "and", "or", "but", "so",
+    "then", "also", "still", "only", "often", "rarely", "always", "never", "perhaps", "indeed",
+    "thus", "hence", "we", "you", "they", "it", "this", "that", "these", "those", "each", "every",
+    "some", "many", "few", "most", "more", "less", "is", "are", "was", "were", "has", "have",
+    "can", "will", "should", "must", "may", "might", "does", "makes", "keeps", "holds", "shows",
+    "finds", "gives", "takes", "uses", "sends", "reads", "writes", "checks", "counts", "learns",
+    "builds", "serves", "waits", "returns", "starts", "stops", "grows", "falls", "rises", "moves",
+    "meets", "misses", "breaks", "fixes", "green", "blue", "amber", "red", "north", "south",
+    "river", "bridge", "garden", "window", "harbor", "paper", "pencil", "engine", "market",
+    "season", "morning", "evening",
+];
+
 /// Token ids of `text`.
 pub fn encode(text: &str) -> Vec<u32> {
     Pieces::new(text).map(piece_id).collect()

@@ -107,7 +107,13 @@ pub async fn serve(
     config: SimConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
     let app = app(SimState::new(config));
+    // Tokens are small writes: without TCP_NODELAY, Nagle's algorithm holds each one
+    // back until the previous is acknowledged, adding up to a delayed-ACK interval.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await

@@ -10,32 +10,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value};
 
-use crate::tokenize;
-
-/// Words the simulator speaks: common, short (one token each with their leading space).
-const VOCABULARY: &[&str] = &[
-    "the", "model", "answer", "system", "data", "request", "latency", "token", "cache", "server",
-    "query", "vector", "search", "result", "agent", "tool", "memory", "context", "prompt",
-    "stream", "batch", "queue", "time", "first", "second", "value", "number", "table", "graph",
-    "node", "edge", "path", "route", "state", "step", "plan", "task", "load", "test", "rate",
-    "level", "limit", "error", "retry", "signal", "metric", "trace", "span", "event", "record",
-    "report", "review", "release", "deploy", "scale", "replica", "cluster", "region", "zone",
-    "shard", "index", "passage", "chapter", "section", "summary", "detail", "example", "reason",
-    "because", "which", "where", "when", "while", "after", "before", "during", "between", "across",
-    "through", "under", "over", "about", "against", "without", "within", "simple", "clear", "fast",
-    "slow", "steady", "stable", "robust", "careful", "precise", "honest", "useful", "small",
-    "large", "early", "late", "recent", "common", "rare", "likely", "certain", "open", "closed",
-    "warm", "cold", "light", "heavy", "quiet", "busy", "ready", "done", "and", "or", "but", "so",
-    "then", "also", "still", "only", "often", "rarely", "always", "never", "perhaps", "indeed",
-    "thus", "hence", "we", "you", "they", "it", "this", "that", "these", "those", "each", "every",
-    "some", "many", "few", "most", "more", "less", "is", "are", "was", "were", "has", "have",
-    "can", "will", "should", "must", "may", "might", "does", "makes", "keeps", "holds", "shows",
-    "finds", "gives", "takes", "uses", "sends", "reads", "writes", "checks", "counts", "learns",
-    "builds", "serves", "waits", "returns", "starts", "stops", "grows", "falls", "rises", "moves",
-    "meets", "misses", "breaks", "fixes", "green", "blue", "amber", "red", "north", "south",
-    "river", "bridge", "garden", "window", "harbor", "paper", "pencil", "engine", "market",
-    "season", "morning", "evening",
-];
+use crate::tokenize::{self, WORDS};
 
 /// Why an answer ended, as OpenAI's `finish_reason`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,7 +193,7 @@ impl Generator {
         if self.produced > 1 && self.rng.random_ratio(1, 12) {
             return ".".into();
         }
-        let word = VOCABULARY[self.rng.random_range(0..VOCABULARY.len())];
+        let word = WORDS[self.rng.random_range(0..WORDS.len())];
         format!(" {word}")
     }
 
@@ -311,8 +286,8 @@ fn example_value(name: &str, schema: &Value, user_text: &str, rng: &mut ChaCha8R
             Value::from(user_text.chars().take(64).collect::<String>().trim())
         }
         _ => {
-            let a = VOCABULARY[rng.random_range(0..VOCABULARY.len())];
-            let b = VOCABULARY[rng.random_range(0..VOCABULARY.len())];
+            let a = WORDS[rng.random_range(0..WORDS.len())];
+            let b = WORDS[rng.random_range(0..WORDS.len())];
             Value::from(format!("{a} {b}"))
         }
     }
@@ -345,7 +320,7 @@ mod tests {
 
     #[test]
     fn every_vocabulary_word_is_one_token() {
-        for word in VOCABULARY {
+        for word in WORDS {
             assert_eq!(tokenize::count(&format!(" {word}")), 1, "{word}");
         }
     }

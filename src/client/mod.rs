@@ -1,0 +1,99 @@
+//! Protocol clients. Each fills an outcome [`Record`](crate::record::Record) with timing
+//! marks and a typed outcome.
+
+pub mod openai;
+pub mod sse;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use crate::record::Stage;
+
+pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+/// Client-side time limits of one request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timeouts {
+    pub connect: Duration,
+    /// Send to the first content token (streaming) or to the response (not streaming).
+    pub first_token: Duration,
+    /// Longest silence between two stream frames once tokens flow.
+    pub between_tokens: Duration,
+    /// Send to the last byte.
+    pub total: Duration,
+}
+
+/// Microseconds since the run started: the time base of every record.
+#[derive(Debug, Clone, Copy)]
+pub struct RunClock {
+    start: Instant,
+}
+
+impl RunClock {
+    pub fn new(start: Instant) -> Self {
+        RunClock { start }
+    }
+
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+
+    pub fn us(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.start).as_micros() as u64
+    }
+
+    pub fn now_us(&self) -> u64 {
+        self.us(Instant::now())
+    }
+
+    pub fn at(&self, us: u64) -> Instant {
+        self.start + Duration::from_micros(us)
+    }
+}
+
+/// A keep-alive connection pool: HTTP/1.1, or HTTP/2 only (prior knowledge) when asked.
+pub fn http_client(timeouts: &Timeouts, http2: bool) -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(timeouts.connect));
+    connector.set_keepalive(Some(Duration::from_secs(60)));
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(usize::MAX)
+        .http2_only(http2)
+        .build(connector)
+}
+
+/// Names a failure to get a response: stage, kind and message.
+pub fn classify_send_error(
+    error: &hyper_util::client::legacy::Error,
+) -> (Stage, &'static str, String) {
+    let io_kind = std::iter::successors(std::error::Error::source(error), |e| e.source())
+        .find_map(|e| e.downcast_ref::<std::io::Error>())
+        .map(std::io::Error::kind);
+    let message = std::iter::successors(Some(error as &dyn std::error::Error), |e| e.source())
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ");
+    use std::io::ErrorKind::*;
+    if error.is_connect() {
+        let kind = match io_kind {
+            Some(ConnectionRefused) => "connect_refused",
+            Some(TimedOut) => "timeout",
+            Some(ConnectionReset) => "reset",
+            _ => "connect_error",
+        };
+        return (Stage::Connect, kind, message);
+    }
+    let kind = match io_kind {
+        Some(ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof) => "reset",
+        _ if message.contains("closed") || message.contains("incomplete") => "reset",
+        _ => "io",
+    };
+    (Stage::Send, kind, message)
+}

@@ -1,0 +1,590 @@
+//! The OpenAI-compatible client: chat and text completions, streaming or not, over a
+//! keep-alive hyper pool. Fills a [`Record`] with timing marks and a typed outcome;
+//! never panics on what a server sends.
+
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
+use hyper::{Request, Response, Uri};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::sse::{SseDecoder, SseError};
+use super::{HttpClient, RunClock, Timeouts, classify_send_error};
+
+use crate::record::{Outcome, Record, ServerTruth, Stage, TokenSource};
+use crate::tokenize;
+
+/// Which OpenAI API to call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Chat,
+    Completions,
+}
+
+/// Everything about the endpoint that does not change between requests.
+#[derive(Debug, Clone)]
+pub struct LlmTarget {
+    /// `…/v1/chat/completions` or `…/v1/completions`.
+    pub uri: Uri,
+    pub api: Api,
+    pub model: String,
+    pub stream: bool,
+    /// Ask for `usage` in the stream (`stream_options.include_usage`).
+    pub include_usage: bool,
+    /// Sent as `Authorization: Bearer …`; never recorded.
+    pub api_key: Option<String>,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// Merged into every request body (e.g. `temperature`, `ignore_eos`).
+    pub extra_body: serde_json::Map<String, Value>,
+    pub timeouts: Timeouts,
+    /// Largest response body read, in bytes.
+    pub max_response_bytes: usize,
+}
+
+/// What one request sends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptBody {
+    Text(String),
+    Messages(Vec<Value>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Payload {
+    pub prompt: PromptBody,
+    pub max_tokens: Option<u32>,
+    /// Prompt tokens by the local tokenizer, for when the server reports none.
+    pub input_tokens: u32,
+}
+
+impl LlmTarget {
+    /// The JSON body of a request.
+    pub fn body(&self, payload: &Payload) -> Value {
+        let mut body = json!({"model": self.model, "stream": self.stream});
+        match (&payload.prompt, self.api) {
+            (PromptBody::Text(text), Api::Completions) => body["prompt"] = json!(text),
+            (PromptBody::Text(text), Api::Chat) => {
+                body["messages"] = json!([{"role": "user", "content": text}])
+            }
+            (PromptBody::Messages(messages), Api::Chat) => body["messages"] = json!(messages),
+            (PromptBody::Messages(messages), Api::Completions) => {
+                // A completions endpoint takes text: join the messages' contents.
+                let text: Vec<&str> = messages
+                    .iter()
+                    .filter_map(|m| m["content"].as_str())
+                    .collect();
+                body["prompt"] = json!(text.join("\n"));
+            }
+        }
+        if let Some(max) = payload.max_tokens {
+            body["max_tokens"] = json!(max);
+        }
+        if self.stream && self.include_usage {
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        if let Value::Object(map) = &mut body {
+            for (k, v) in &self.extra_body {
+                map.insert(k.clone(), v.clone());
+            }
+        }
+        body
+    }
+
+    fn request(&self, payload: &Payload) -> Request<Full<Bytes>> {
+        let mut builder = Request::post(self.uri.clone()).header(CONTENT_TYPE, "application/json");
+        if let Some(key) = &self.api_key {
+            builder = builder.header(AUTHORIZATION, format!("Bearer {key}"));
+        }
+        for (name, value) in &self.headers {
+            builder = builder.header(name, value);
+        }
+        builder
+            .body(Full::new(Bytes::from(self.body(payload).to_string())))
+            .expect("URI and headers were validated when the target was built")
+    }
+}
+
+/// Sends one request and fills `record` with what happened.
+pub async fn call(
+    http: &HttpClient,
+    target: &LlmTarget,
+    payload: &Payload,
+    clock: RunClock,
+    record: &mut Record,
+) {
+    let request = target.request(payload);
+    let sent = Instant::now();
+    record.sent_us = Some(clock.us(sent));
+    let total_deadline = sent + target.timeouts.total;
+    let first_deadline = total_deadline.min(sent + target.timeouts.first_token);
+    let response = match tokio::time::timeout_at(first_deadline.into(), http.request(request)).await
+    {
+        Err(_) => {
+            record.fail(
+                Outcome::Timeout,
+                Stage::FirstByte,
+                "timeout",
+                "no response headers before the deadline",
+            );
+            return;
+        }
+        Ok(Err(error)) => {
+            let (stage, kind, message) = classify_send_error(&error);
+            record.fail(Outcome::Error, stage, kind, message);
+            return;
+        }
+        Ok(Ok(response)) => response,
+    };
+    record.headers_us = Some(clock.now_us());
+    record.status = Some(response.status().as_u16());
+    read_truth_headers(&response, record);
+    let mut reader = Reader {
+        target,
+        clock,
+        record,
+        first_deadline,
+        total_deadline,
+        text: String::new(),
+        last_content: None,
+        itl_sum_us: 0,
+    };
+    reader.read(response, payload).await;
+}
+
+struct Reader<'a> {
+    target: &'a LlmTarget,
+    clock: RunClock,
+    record: &'a mut Record,
+    first_deadline: Instant,
+    total_deadline: Instant,
+    text: String,
+    last_content: Option<Instant>,
+    itl_sum_us: u64,
+}
+
+/// The fields of a chunk or response redline looks at; borrowed where possible.
+#[derive(Debug, Deserialize)]
+struct ChunkView<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<ChoiceView<'a>>,
+    usage: Option<UsageView>,
+    error: Option<Value>,
+    redline: Option<ServerTruth>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChoiceView<'a> {
+    #[serde(borrow)]
+    delta: Option<MessageView<'a>>,
+    #[serde(borrow)]
+    message: Option<MessageView<'a>>,
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct MessageView<'a> {
+    #[serde(borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    reasoning: Option<Cow<'a, str>>,
+    tool_calls: Option<Vec<Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct UsageView {
+    prompt_tokens: Option<u32>,
+    completion_tokens: Option<u32>,
+}
+
+/// What one chunk carried.
+#[derive(Debug, Default, PartialEq)]
+struct Content {
+    answer: bool,
+    reasoning: bool,
+}
+
+impl Reader<'_> {
+    async fn read(&mut self, response: Response<Incoming>, payload: &Payload) {
+        let status = response.status();
+        let is_sse = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut body = response.into_body();
+        if !status.is_success() {
+            let bytes = self.collect(&mut body, 64 << 10).await.unwrap_or_default();
+            let kind = match status.as_u16() {
+                429 => "http_429",
+                400..=499 => "http_4xx",
+                _ => "http_5xx",
+            };
+            self.record.last_byte_us = Some(self.clock.now_us());
+            self.record.fail(
+                Outcome::Error,
+                Stage::FirstByte,
+                kind,
+                format!("HTTP {status}: {}", error_message(&bytes)),
+            );
+            return;
+        }
+        if is_sse {
+            self.read_stream(&mut body).await;
+        } else {
+            self.read_whole(&mut body).await;
+        }
+        self.finish(payload);
+    }
+
+    /// Reads a whole body within the total deadline; `None` after recording why not.
+    async fn collect(&mut self, body: &mut Incoming, limit: usize) -> Option<Vec<u8>> {
+        let mut bytes = Vec::new();
+        loop {
+            let frame =
+                match tokio::time::timeout_at(self.total_deadline.into(), body.frame()).await {
+                    Err(_) => {
+                        self.record.fail(
+                            Outcome::Timeout,
+                            Stage::Stream,
+                            "timeout",
+                            "body not complete before the total timeout",
+                        );
+                        return None;
+                    }
+                    Ok(None) => return Some(bytes),
+                    Ok(Some(Err(error))) => {
+                        self.record.fail(
+                            Outcome::Error,
+                            Stage::Stream,
+                            "reset",
+                            format!("body broken: {error}"),
+                        );
+                        return None;
+                    }
+                    Ok(Some(Ok(frame))) => frame,
+                };
+            if self.record.first_byte_us.is_none() {
+                self.record.first_byte_us = Some(self.clock.now_us());
+            }
+            if let Some(data) = frame.data_ref() {
+                if bytes.len() + data.len() > limit {
+                    self.record.fail(
+                        Outcome::Error,
+                        Stage::Stream,
+                        "too_large",
+                        format!("response larger than {limit} bytes"),
+                    );
+                    return None;
+                }
+                bytes.extend_from_slice(data);
+            }
+        }
+    }
+
+    async fn read_whole(&mut self, body: &mut Incoming) {
+        let Some(bytes) = self.collect(body, self.target.max_response_bytes).await else {
+            return;
+        };
+        self.record.last_byte_us = Some(self.clock.now_us());
+        let chunk: ChunkView = match serde_json::from_slice(&bytes) {
+            Ok(chunk) => chunk,
+            Err(error) => {
+                self.record.fail(
+                    Outcome::Error,
+                    Stage::Decode,
+                    "invalid_json",
+                    format!("response is not JSON ({error}): {}", preview(&bytes)),
+                );
+                return;
+            }
+        };
+        self.absorb(&chunk, None);
+    }
+
+    async fn read_stream(&mut self, body: &mut Incoming) {
+        let mut decoder = SseDecoder::new(self.target.max_response_bytes);
+        let mut done = false;
+        loop {
+            let deadline = if self.last_content.is_none() {
+                self.first_deadline
+            } else {
+                self.total_deadline
+                    .min(Instant::now() + self.target.timeouts.between_tokens)
+            };
+            let frame = match tokio::time::timeout_at(deadline.into(), body.frame()).await {
+                Err(_) => {
+                    let (stage, what) = if self.last_content.is_none() {
+                        (
+                            Stage::FirstToken,
+                            "no content token before the first-token timeout",
+                        )
+                    } else if Instant::now() >= self.total_deadline {
+                        (
+                            Stage::Stream,
+                            "stream not finished before the total timeout",
+                        )
+                    } else {
+                        (Stage::Stream, "no event within the between-tokens timeout")
+                    };
+                    self.record.fail(Outcome::Timeout, stage, "timeout", what);
+                    return;
+                }
+                Ok(None) => break,
+                Ok(Some(Err(error))) => {
+                    self.record.last_byte_us = Some(self.clock.now_us());
+                    self.record.fail(
+                        Outcome::Error,
+                        Stage::Stream,
+                        "reset",
+                        format!("stream broken: {error}"),
+                    );
+                    return;
+                }
+                Ok(Some(Ok(frame))) => frame,
+            };
+            let at = Instant::now();
+            if self.record.first_byte_us.is_none() {
+                self.record.first_byte_us = Some(self.clock.us(at));
+            }
+            let Some(data) = frame.data_ref() else {
+                continue;
+            };
+            self.record.last_byte_us = Some(self.clock.us(at));
+            decoder.feed(data);
+            while let Some(event) = decoder.next_event() {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(error @ SseError::TooLarge { .. }) => {
+                        self.record.fail(
+                            Outcome::Error,
+                            Stage::Stream,
+                            "too_large",
+                            error.to_string(),
+                        );
+                        return;
+                    }
+                    Err(error @ SseError::NotUtf8) => {
+                        self.record.fail(
+                            Outcome::Error,
+                            Stage::Decode,
+                            "invalid_utf8",
+                            error.to_string(),
+                        );
+                        return;
+                    }
+                };
+                if event.data == "[DONE]" {
+                    done = true;
+                    continue;
+                }
+                match serde_json::from_str::<ChunkView>(&event.data) {
+                    Ok(chunk) => {
+                        if let Some(error) = &chunk.error {
+                            self.record.fail(
+                                Outcome::Error,
+                                Stage::Stream,
+                                "stream_error",
+                                format!("server error in stream: {}", error_text(error)),
+                            );
+                            return;
+                        }
+                        self.absorb(&chunk, Some(at));
+                    }
+                    Err(error) => {
+                        self.record.fail(
+                            Outcome::Error,
+                            Stage::Decode,
+                            "invalid_json",
+                            format!(
+                                "event is not JSON ({error}): {}",
+                                preview(event.data.as_bytes())
+                            ),
+                        );
+                        return;
+                    }
+                }
+            }
+        }
+        if !done {
+            let what = if decoder.has_partial() || self.record.finish_reason.is_none() {
+                (
+                    "truncated",
+                    "stream ended before the answer was complete (no finish_reason, no [DONE])",
+                )
+            } else {
+                ("missing_done", "stream ended without [DONE]")
+            };
+            self.record
+                .fail(Outcome::Error, Stage::Stream, what.0, what.1);
+        }
+    }
+
+    /// Takes what a chunk (or a whole response) carries into the record.
+    fn absorb(&mut self, chunk: &ChunkView, at: Option<Instant>) {
+        if let Some(usage) = &chunk.usage {
+            if let Some(n) = usage.completion_tokens {
+                self.record.output_tokens = Some(n);
+                self.record.token_source = Some(TokenSource::Usage);
+            }
+            if let Some(n) = usage.prompt_tokens {
+                self.record.input_tokens = Some(n);
+            }
+        }
+        if let Some(truth) = chunk.redline {
+            self.record.server = Some(truth);
+        }
+        let Some(choice) = chunk.choices.first() else {
+            return;
+        };
+        if let Some(reason) = &choice.finish_reason {
+            self.record.finish_reason = Some(reason.to_string());
+        }
+        let mut content = Content::default();
+        if let Some(text) = choice.text.as_deref().filter(|t| !t.is_empty()) {
+            self.text.push_str(text);
+            content.answer = true;
+        }
+        if let Some(message) = choice.delta.as_ref().or(choice.message.as_ref()) {
+            if let Some(text) = message.content.as_deref().filter(|t| !t.is_empty()) {
+                self.text.push_str(text);
+                content.answer = true;
+            }
+            for reasoning in [&message.reasoning_content, &message.reasoning]
+                .into_iter()
+                .flatten()
+            {
+                if !reasoning.is_empty() {
+                    self.text.push_str(reasoning);
+                    content.reasoning = true;
+                }
+            }
+            if let Some(calls) = message.tool_calls.as_ref().filter(|c| !c.is_empty()) {
+                for call in calls {
+                    if let Some(arguments) =
+                        call.pointer("/function/arguments").and_then(Value::as_str)
+                    {
+                        self.text.push_str(arguments);
+                    }
+                }
+                content.answer = true;
+            }
+        }
+        let Some(at) = at else {
+            return; // a whole response: no per-token timing to take
+        };
+        if !(content.answer || content.reasoning) {
+            return;
+        }
+        let at_us = self.clock.us(at);
+        self.record.content_events += 1;
+        match self.record.content_events {
+            1 => self.record.first_token_us = Some(at_us),
+            2 => self.record.second_token_us = Some(at_us),
+            _ => {}
+        }
+        if content.reasoning && self.record.first_reasoning_us.is_none() {
+            self.record.first_reasoning_us = Some(at_us);
+        }
+        if content.answer && self.record.first_answer_us.is_none() {
+            self.record.first_answer_us = Some(at_us);
+        }
+        if let Some(previous) = self.last_content {
+            let gap = at.saturating_duration_since(previous).as_micros() as u64;
+            self.itl_sum_us += gap;
+            self.record.itl_us.push(gap.min(u64::from(u32::MAX)) as u32);
+        }
+        self.last_content = Some(at);
+    }
+
+    fn finish(&mut self, payload: &Payload) {
+        let local = tokenize::count(&self.text) as u32;
+        self.record.output_tokens_local = Some(local);
+        if self.record.output_tokens.is_none() {
+            self.record.output_tokens = Some(local);
+            self.record.token_source = Some(TokenSource::Estimated);
+        }
+        if self.record.input_tokens.is_none() {
+            self.record.input_tokens = Some(payload.input_tokens);
+        }
+        if self.record.content_events > 1 {
+            self.record.itl_mean_us =
+                Some(self.itl_sum_us / u64::from(self.record.content_events - 1));
+        }
+        if self.record.outcome == Outcome::Ok
+            && self.text.is_empty()
+            && self.record.output_tokens == Some(0)
+        {
+            self.record.fail(
+                Outcome::Error,
+                Stage::Stream,
+                "empty_output",
+                "the answer has no content",
+            );
+        }
+    }
+}
+
+fn read_truth_headers(response: &Response<Incoming>, record: &mut Record) {
+    let get =
+        |name: &str| -> Option<u64> { response.headers().get(name)?.to_str().ok()?.parse().ok() };
+    if let (Some(arrival_us), Some(first_token_us), Some(finish_us)) = (
+        get("x-redline-arrival-us"),
+        get("x-redline-first-token-us"),
+        get("x-redline-finish-us"),
+    ) {
+        record.server = Some(ServerTruth {
+            arrival_us,
+            scheduled_us: get("x-redline-scheduled-us").unwrap_or(arrival_us),
+            first_token_us,
+            finish_us,
+            preemptions: get("x-redline-preemptions").unwrap_or(0) as u32,
+            cached_prompt_tokens: get("x-redline-cached-tokens").unwrap_or(0) as u32,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+        });
+    }
+}
+
+/// The `error.message` of an error body, or its first bytes.
+fn error_message(bytes: &[u8]) -> String {
+    serde_json::from_slice::<Value>(bytes)
+        .ok()
+        .map(|v| error_text(v.get("error").unwrap_or(&v)))
+        .unwrap_or_else(|| preview(bytes))
+}
+
+fn error_text(error: &Value) -> String {
+    error
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| error.to_string())
+}
+
+fn preview(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
+    if bytes.len() > 200 {
+        format!("{text}…")
+    } else {
+        text.into_owned()
+    }
+}
+
+/// Default time limits.
+pub fn default_timeouts() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_secs(10),
+        first_token: Duration::from_secs(60),
+        between_tokens: Duration::from_secs(30),
+        total: Duration::from_secs(600),
+    }
+}

@@ -1,0 +1,266 @@
+//! An incremental Server-Sent Events decoder that does no IO: feed it bytes as they
+//! arrive, take complete events out. Follows the WHATWG event-stream rules: lines end
+//! with `\n`, `\r\n` or `\r` (a `\r\n` may be split across chunks); a blank line ends
+//! an event; `:` starts a comment; `data` lines are joined with `\n`; one space after
+//! the colon is dropped; a leading byte-order mark is ignored.
+
+/// One dispatched event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` field, when one was given.
+    pub event: Option<String>,
+    pub data: String,
+}
+
+/// Why the stream cannot be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SseError {
+    #[error("event stream line is not UTF-8")]
+    NotUtf8,
+    #[error("event larger than {limit} bytes")]
+    TooLarge { limit: usize },
+}
+
+/// Largest event accepted by default (a guard against a server that never ends a line).
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 << 20;
+
+#[derive(Debug)]
+pub struct SseDecoder {
+    buffer: Vec<u8>,
+    /// Bytes of `buffer` already consumed.
+    start: usize,
+    /// The previous chunk ended in `\r`: a `\n` opening the next one belongs to it.
+    skip_lf: bool,
+    at_stream_start: bool,
+    data: String,
+    has_data: bool,
+    event: Option<String>,
+    max_event_bytes: usize,
+}
+
+impl Default for SseDecoder {
+    fn default() -> Self {
+        SseDecoder::new(DEFAULT_MAX_EVENT_BYTES)
+    }
+}
+
+impl SseDecoder {
+    pub fn new(max_event_bytes: usize) -> Self {
+        SseDecoder {
+            buffer: Vec::new(),
+            start: 0,
+            skip_lf: false,
+            at_stream_start: true,
+            data: String::new(),
+            has_data: false,
+            event: None,
+            max_event_bytes,
+        }
+    }
+
+    /// Appends bytes received from the stream.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if self.start > 0 && self.start == self.buffer.len() {
+            self.buffer.clear();
+            self.start = 0;
+        }
+        self.buffer.extend_from_slice(bytes);
+    }
+
+    /// The next complete event, if the bytes fed so far hold one.
+    pub fn next_event(&mut self) -> Option<Result<SseEvent, SseError>> {
+        loop {
+            if self.skip_lf && self.start < self.buffer.len() {
+                if self.buffer[self.start] == b'\n' {
+                    self.start += 1;
+                }
+                self.skip_lf = false;
+            }
+            if self.at_stream_start {
+                let rest = &self.buffer[self.start..];
+                if rest.len() < 3 && b"\xEF\xBB\xBF".starts_with(rest) {
+                    return None; // could still be a byte-order mark
+                }
+                if rest.starts_with(b"\xEF\xBB\xBF") {
+                    self.start += 3;
+                }
+                self.at_stream_start = false;
+            }
+            let rest = &self.buffer[self.start..];
+            let Some(end) = rest.iter().position(|b| *b == b'\n' || *b == b'\r') else {
+                if rest.len() + self.data.len() > self.max_event_bytes {
+                    return Some(Err(SseError::TooLarge {
+                        limit: self.max_event_bytes,
+                    }));
+                }
+                self.compact();
+                return None;
+            };
+            let terminator = rest[end];
+            let line_start = self.start;
+            self.start += end + 1;
+            if terminator == b'\r' {
+                if self.start < self.buffer.len() {
+                    if self.buffer[self.start] == b'\n' {
+                        self.start += 1;
+                    }
+                } else {
+                    self.skip_lf = true;
+                }
+            }
+            let line = &self.buffer[line_start..line_start + end];
+            if line.is_empty() {
+                if let Some(event) = self.dispatch() {
+                    return Some(Ok(event));
+                }
+                continue;
+            }
+            let Ok(line) = std::str::from_utf8(line) else {
+                return Some(Err(SseError::NotUtf8));
+            };
+            let (field, value) = match line.find(':') {
+                Some(0) => continue, // comment
+                Some(colon) => {
+                    let value = &line[colon + 1..];
+                    (&line[..colon], value.strip_prefix(' ').unwrap_or(value))
+                }
+                None => (line, ""),
+            };
+            match field {
+                "data" => {
+                    if self.data.len() + value.len() > self.max_event_bytes {
+                        return Some(Err(SseError::TooLarge {
+                            limit: self.max_event_bytes,
+                        }));
+                    }
+                    if self.has_data {
+                        self.data.push('\n');
+                    }
+                    self.data.push_str(value);
+                    self.has_data = true;
+                }
+                "event" => self.event = Some(value.to_owned()),
+                _ => {} // id, retry and unknown fields do not matter to a load tester
+            }
+        }
+    }
+
+    /// Bytes fed but not yet part of a complete event (a stream that ended here was cut).
+    pub fn has_partial(&self) -> bool {
+        self.start < self.buffer.len() || self.has_data
+    }
+
+    fn dispatch(&mut self) -> Option<SseEvent> {
+        let event = self.event.take();
+        if !self.has_data {
+            return None;
+        }
+        self.has_data = false;
+        Some(SseEvent {
+            event,
+            data: std::mem::take(&mut self.data),
+        })
+    }
+
+    fn compact(&mut self) {
+        if self.start > 0 {
+            self.buffer.drain(..self.start);
+            self.start = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn decode_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut decoder = SseDecoder::default();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            decoder.feed(chunk);
+            while let Some(event) = decoder.next_event() {
+                out.push(event.unwrap());
+            }
+        }
+        out
+    }
+
+    fn data(events: &[SseEvent]) -> Vec<&str> {
+        events.iter().map(|e| e.data.as_str()).collect()
+    }
+
+    #[test]
+    fn openai_style_stream() {
+        let events = decode_all(&[b"data: {\"a\":1}\n\ndata: [DONE]\n\n"]);
+        assert_eq!(data(&events), ["{\"a\":1}", "[DONE]"]);
+    }
+
+    #[test]
+    fn crlf_cr_comments_multiline_event_names_and_bom() {
+        let stream = b"\xEF\xBB\xBF: keep-alive\r\nevent: delta\r\ndata: one\r\ndata:two\r\n\r\ndata: three\r\rid: 7\nretry: 10\ndata\n\n";
+        let events = decode_all(&[stream]);
+        assert_eq!(events[0].event.as_deref(), Some("delta"));
+        assert_eq!(data(&events), ["one\ntwo", "three", ""]);
+    }
+
+    #[test]
+    fn blank_lines_without_data_dispatch_nothing() {
+        assert!(decode_all(&[b"\n\n: comment\n\nevent: x\n\n"]).is_empty());
+    }
+
+    #[test]
+    fn an_unterminated_event_is_held_as_partial() {
+        let mut decoder = SseDecoder::default();
+        decoder.feed(b"data: {\"cut\":");
+        assert!(decoder.next_event().is_none());
+        assert!(decoder.has_partial());
+    }
+
+    #[test]
+    fn oversized_events_and_bad_utf8_are_errors() {
+        let mut decoder = SseDecoder::new(8);
+        decoder.feed(b"data: 0123456789\n");
+        assert_eq!(
+            decoder.next_event(),
+            Some(Err(SseError::TooLarge { limit: 8 }))
+        );
+        let mut decoder = SseDecoder::new(8);
+        decoder.feed(b"data: 0123456789");
+        assert_eq!(
+            decoder.next_event(),
+            Some(Err(SseError::TooLarge { limit: 8 }))
+        );
+        let mut decoder = SseDecoder::default();
+        decoder.feed(b"data: \xff\xfe\n\n");
+        assert_eq!(decoder.next_event(), Some(Err(SseError::NotUtf8)));
+    }
+
+    proptest! {
+        #[test]
+        fn any_chunk_split_decodes_the_same(
+            payloads in proptest::collection::vec("[a-z{}\":, 0-9é]{0,20}", 1..8),
+            crlf in any::<bool>(),
+            cuts in proptest::collection::vec(0usize..400, 0..12),
+        ) {
+            let nl = if crlf { "\r\n" } else { "\n" };
+            let stream: String = payloads
+                .iter()
+                .map(|p| format!(": c{nl}data: {p}{nl}{nl}"))
+                .collect();
+            let bytes = stream.as_bytes();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
+            cuts.sort_unstable();
+            let mut chunks = Vec::new();
+            let mut last = 0;
+            for cut in cuts {
+                chunks.push(&bytes[last..cut]);
+                last = cut;
+            }
+            chunks.push(&bytes[last..]);
+            let events = decode_all(&chunks);
+            prop_assert_eq!(data(&events), payloads.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+    }
+}

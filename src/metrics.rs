@@ -1,0 +1,332 @@
+//! Run statistics: HDR histograms (microseconds) per metric, counters by outcome and by
+//! failure stage and kind, and per-second windows. One collector owns an [`Aggregator`];
+//! histograms are mergeable, so per-worker aggregators can be combined exactly.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::record::{Outcome, Phase, Record, Stage, TokenSource};
+
+/// Highest value a latency histogram holds: one hour in microseconds.
+const MAX_US: u64 = 3_600_000_000;
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_US, 3).expect("static bounds are valid")
+}
+
+/// The latency (and token) distributions of the measured requests.
+#[derive(Debug, Clone)]
+pub struct Distributions {
+    pub ttft: Histogram<u64>,
+    pub ttft_intended: Histogram<u64>,
+    pub time_to_second_token: Histogram<u64>,
+    /// Gaps between content events, pooled over all requests.
+    pub itl: Histogram<u64>,
+    /// Each request's mean gap.
+    pub itl_request_mean: Histogram<u64>,
+    pub tpot: Histogram<u64>,
+    pub e2e: Histogram<u64>,
+    pub e2e_intended: Histogram<u64>,
+    /// Actual send − intended start.
+    pub send_lag: Histogram<u64>,
+    pub input_tokens: Histogram<u64>,
+    pub output_tokens: Histogram<u64>,
+    /// Client TTFT − server-reported (first token − arrival), where the server says.
+    pub ttft_client_overhead: Histogram<u64>,
+}
+
+impl Default for Distributions {
+    fn default() -> Self {
+        Distributions {
+            ttft: histogram(),
+            ttft_intended: histogram(),
+            time_to_second_token: histogram(),
+            itl: histogram(),
+            itl_request_mean: histogram(),
+            tpot: histogram(),
+            e2e: histogram(),
+            e2e_intended: histogram(),
+            send_lag: histogram(),
+            input_tokens: histogram(),
+            output_tokens: histogram(),
+            ttft_client_overhead: histogram(),
+        }
+    }
+}
+
+/// Counts of one second of the run (by completion time).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    pub completed: u64,
+    pub failed: u64,
+    pub output_tokens: u64,
+    pub ttft_sum_us: u64,
+    pub ttft_count: u64,
+}
+
+/// Counts by outcome, over all phases.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub scheduled: u64,
+    pub ok: u64,
+    pub error: u64,
+    pub timeout: u64,
+    pub cancelled: u64,
+    pub dropped: u64,
+}
+
+impl Counts {
+    pub fn failed(&self) -> u64 {
+        self.error + self.timeout
+    }
+
+    /// Whether every scheduled request has exactly one outcome.
+    pub fn balanced(&self) -> bool {
+        self.scheduled == self.ok + self.error + self.timeout + self.cancelled + self.dropped
+    }
+}
+
+/// A failure class with its count and one example message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailureCount {
+    pub stage: Stage,
+    pub kind: String,
+    pub count: u64,
+    pub example: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Aggregator {
+    pub counts: Counts,
+    /// Counts of the measured phase only.
+    pub measured: Counts,
+    /// Measured requests that failed for the service being unavailable.
+    pub unavailable: u64,
+    pub dist: Distributions,
+    pub failures: BTreeMap<(Stage, String), (u64, String)>,
+    pub windows: BTreeMap<u64, Window>,
+    pub output_tokens: u64,
+    pub input_tokens: u64,
+    pub estimated_token_records: u64,
+    pub preempted: u64,
+    pub cached_prompt_tokens: u64,
+    /// Measured window: first intended start and last completion, microseconds.
+    pub window_start_us: Option<u64>,
+    pub window_end_us: Option<u64>,
+}
+
+impl Aggregator {
+    /// Takes one record into the statistics.
+    pub fn add(&mut self, r: &Record) {
+        let bump = |c: &mut Counts| {
+            c.scheduled += 1;
+            match r.outcome {
+                Outcome::Ok => c.ok += 1,
+                Outcome::Error => c.error += 1,
+                Outcome::Timeout => c.timeout += 1,
+                Outcome::Cancelled => c.cancelled += 1,
+                Outcome::Dropped => c.dropped += 1,
+            }
+        };
+        bump(&mut self.counts);
+        if let Some(f) = &r.error {
+            let entry = self
+                .failures
+                .entry((f.stage, f.kind.clone()))
+                .or_insert((0, f.message.clone()));
+            entry.0 += 1;
+        }
+        let done_us = r.last_byte_us.or(r.sent_us).unwrap_or(r.intended_us);
+        let window = self.windows.entry(done_us / 1_000_000).or_default();
+        if r.outcome == Outcome::Ok {
+            window.completed += 1;
+        } else if matches!(r.outcome, Outcome::Error | Outcome::Timeout) {
+            window.failed += 1;
+        }
+        if r.phase != Phase::Measure {
+            return;
+        }
+        bump(&mut self.measured);
+        if is_unavailability(r) {
+            self.unavailable += 1;
+        }
+        self.window_start_us = Some(
+            self.window_start_us
+                .map_or(r.intended_us, |s| s.min(r.intended_us)),
+        );
+        self.window_end_us = Some(self.window_end_us.map_or(done_us, |e| e.max(done_us)));
+        let d = &mut self.dist;
+        if let Some(sent) = r.sent_us {
+            d.send_lag
+                .saturating_record(sent.saturating_sub(r.intended_us));
+        }
+        if r.outcome != Outcome::Ok {
+            return;
+        }
+        let tokens = u64::from(r.output_tokens.unwrap_or(0));
+        self.output_tokens += tokens;
+        self.input_tokens += u64::from(r.input_tokens.unwrap_or(0));
+        window.output_tokens += tokens;
+        if r.token_source == Some(TokenSource::Estimated) {
+            self.estimated_token_records += 1;
+        }
+        if let Some(ttft) = r.ttft_us() {
+            d.ttft.saturating_record(ttft.max(1));
+            window.ttft_sum_us += ttft;
+            window.ttft_count += 1;
+        }
+        let record = |h: &mut Histogram<u64>, v: Option<u64>| {
+            if let Some(v) = v {
+                h.saturating_record(v.max(1));
+            }
+        };
+        record(&mut d.ttft_intended, r.ttft_intended_us());
+        record(
+            &mut d.time_to_second_token,
+            r.second_token_us
+                .zip(r.sent_us)
+                .map(|(s, t)| s.saturating_sub(t)),
+        );
+        record(&mut d.itl_request_mean, r.itl_mean_us);
+        record(&mut d.tpot, r.tpot_us().map(|v| v.round() as u64));
+        record(&mut d.e2e, r.e2e_us());
+        record(&mut d.e2e_intended, r.e2e_intended_us());
+        record(&mut d.input_tokens, r.input_tokens.map(u64::from));
+        record(&mut d.output_tokens, r.output_tokens.map(u64::from));
+        for gap in &r.itl_us {
+            d.itl.saturating_record(u64::from(*gap).max(1));
+        }
+        if let Some(server) = &r.server {
+            self.preempted += u64::from(server.preemptions > 0);
+            self.cached_prompt_tokens += u64::from(server.cached_prompt_tokens);
+            if let Some(ttft) = r.ttft_us() {
+                let server_ttft = server.first_token_us.saturating_sub(server.arrival_us);
+                d.ttft_client_overhead
+                    .saturating_record(ttft.saturating_sub(server_ttft).max(1));
+            }
+        }
+    }
+
+    pub fn failure_counts(&self) -> Vec<FailureCount> {
+        let mut out: Vec<FailureCount> = self
+            .failures
+            .iter()
+            .map(|((stage, kind), (count, example))| FailureCount {
+                stage: *stage,
+                kind: kind.clone(),
+                count: *count,
+                example: example.clone(),
+            })
+            .collect();
+        out.sort_by_key(|f| std::cmp::Reverse(f.count));
+        out
+    }
+}
+
+/// Failures that mean the service was not there to answer: refused or reset
+/// connections, 5xx, timeouts. (A 4xx is the client's fault; a bad answer is not
+/// unavailability.)
+pub fn is_unavailability(r: &Record) -> bool {
+    match (&r.outcome, &r.error) {
+        (Outcome::Timeout, _) => true,
+        (Outcome::Error, Some(f)) => {
+            matches!(
+                f.kind.as_str(),
+                "http_5xx" | "connect_refused" | "connect_error" | "reset"
+            )
+        }
+        _ => false,
+    }
+}
+
+/// Summary statistics of one histogram, in milliseconds (or tokens).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Dist {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl Dist {
+    /// Of a histogram, values divided by `scale` (1000 for µs → ms, 1 for tokens).
+    pub fn of(h: &Histogram<u64>, scale: f64) -> Dist {
+        if h.is_empty() {
+            return Dist::default();
+        }
+        let q = |q: f64| h.value_at_quantile(q) as f64 / scale;
+        Dist {
+            count: h.len(),
+            mean: h.mean() / scale,
+            p50: q(0.5),
+            p90: q(0.9),
+            p95: q(0.95),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: h.max() as f64 / scale,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Record;
+
+    fn ok(seq: u64, intended: u64, sent: u64, first: u64, last: u64, tokens: u32) -> Record {
+        let mut r = Record::unsent(seq, 0, Phase::Measure, intended);
+        r.sent_us = Some(sent);
+        r.first_token_us = Some(first);
+        r.last_byte_us = Some(last);
+        r.output_tokens = Some(tokens);
+        r.token_source = Some(TokenSource::Usage);
+        r.itl_us = vec![10_000; tokens as usize - 1];
+        r
+    }
+
+    #[test]
+    fn figures_follow_the_definitions() {
+        let mut agg = Aggregator::default();
+        // Sent 2 ms late; TTFT 50 ms from send, 52 from intent; 11 tokens over 100 ms.
+        agg.add(&ok(0, 0, 2_000, 52_000, 152_000, 11));
+        let d = &agg.dist;
+        assert_eq!(Dist::of(&d.ttft, 1e3).p50.round(), 50.0);
+        assert_eq!(Dist::of(&d.ttft_intended, 1e3).p50.round(), 52.0);
+        assert_eq!(Dist::of(&d.tpot, 1e3).p50.round(), 10.0);
+        assert_eq!(Dist::of(&d.e2e, 1e3).p50.round(), 150.0);
+        assert_eq!(Dist::of(&d.send_lag, 1e3).p50.round(), 2.0);
+        assert_eq!(d.itl.len(), 10);
+        assert_eq!(agg.output_tokens, 11);
+    }
+
+    #[test]
+    fn every_outcome_is_counted_once_and_warmup_is_not_measured() {
+        let mut agg = Aggregator::default();
+        agg.add(&ok(0, 0, 0, 10, 20, 2));
+        let mut warm = ok(1, 0, 0, 10, 20, 2);
+        warm.phase = Phase::Warmup;
+        agg.add(&warm);
+        let mut failed = Record::unsent(2, 0, Phase::Measure, 5);
+        failed.fail(Outcome::Error, Stage::FirstByte, "http_5xx", "HTTP 503");
+        agg.add(&failed);
+        let mut dropped = Record::unsent(3, 0, Phase::Measure, 5);
+        dropped.fail(
+            Outcome::Dropped,
+            Stage::Client,
+            "in_flight_limit",
+            "at the limit",
+        );
+        agg.add(&dropped);
+        assert!(agg.counts.balanced());
+        assert_eq!((agg.counts.scheduled, agg.measured.scheduled), (4, 3));
+        assert_eq!(agg.dist.ttft.len(), 1);
+        assert_eq!(agg.unavailable, 1);
+        assert_eq!(agg.failure_counts()[0].count, 1);
+    }
+}

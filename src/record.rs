@@ -1,0 +1,202 @@
+//! The outcome record: one per scheduled request, whatever happened to it, streamed to
+//! `records.jsonl` as requests complete. Times are microseconds since the run started.
+
+use serde::{Deserialize, Serialize};
+
+/// How a scheduled request ended. Exactly one per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ok,
+    /// Failed: see `error` for the stage and kind.
+    Error,
+    /// Stopped by a client-side timeout: see `error.stage`.
+    Timeout,
+    /// In flight when the run was interrupted and the drain ran out of time.
+    Cancelled,
+    /// Never sent: a client limit (in-flight cap) refused it at its intended time.
+    Dropped,
+}
+
+/// Where in a request's life a failure happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    Connect,
+    Send,
+    FirstByte,
+    FirstToken,
+    Stream,
+    Decode,
+    Assert,
+    Client,
+}
+
+/// A typed failure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub stage: Stage,
+    /// e.g. `http_5xx`, `http_429`, `timeout`, `connect_refused`, `reset`,
+    /// `truncated`, `invalid_json`, `empty_output`, `stream_error`, `in_flight_limit`.
+    pub kind: String,
+    pub message: String,
+}
+
+/// Which part of the run a request belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Warmup,
+    Measure,
+    Cooldown,
+}
+
+/// Where a token count came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// The server's `usage`.
+    Usage,
+    /// Counted locally from the text: an estimate.
+    Estimated,
+}
+
+/// The simulator's (or any server's) own account of the request, when it sent one.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ServerTruth {
+    pub arrival_us: u64,
+    pub scheduled_us: u64,
+    pub first_token_us: u64,
+    pub finish_us: u64,
+    pub preemptions: u32,
+    pub cached_prompt_tokens: u32,
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+}
+
+/// One request's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Position in the arrival schedule, from 0.
+    pub seq: u64,
+    /// Index of the load stage that scheduled it.
+    pub stage: u32,
+    pub phase: Phase,
+    pub outcome: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Failure>,
+    /// When the schedule meant it to start.
+    pub intended_us: u64,
+    /// When it was handed to the connection (absent if never sent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_byte_us: Option<u64>,
+    /// First event carrying generated content of any kind (text, reasoning, tool call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_token_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_reasoning_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_answer_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub second_token_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_byte_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Content-bearing events received.
+    pub content_events: u32,
+    /// Mean gap between content events, microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub itl_mean_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_source: Option<TokenSource>,
+    /// Local count of the output text, kept beside the server's when both exist.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens_local: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerTruth>,
+    /// Gaps between consecutive content events, microseconds: pooled into the ITL
+    /// histogram by the collector, not written to the records file.
+    #[serde(skip)]
+    pub itl_us: Vec<u32>,
+}
+
+impl Record {
+    /// A record for a request that has not (yet) been sent.
+    pub fn unsent(seq: u64, stage: u32, phase: Phase, intended_us: u64) -> Record {
+        Record {
+            seq,
+            stage,
+            phase,
+            outcome: Outcome::Ok,
+            error: None,
+            intended_us,
+            sent_us: None,
+            headers_us: None,
+            first_byte_us: None,
+            first_token_us: None,
+            first_reasoning_us: None,
+            first_answer_us: None,
+            second_token_us: None,
+            last_byte_us: None,
+            status: None,
+            content_events: 0,
+            itl_mean_us: None,
+            input_tokens: None,
+            output_tokens: None,
+            token_source: None,
+            output_tokens_local: None,
+            finish_reason: None,
+            server: None,
+            itl_us: Vec::new(),
+        }
+    }
+
+    pub fn fail(&mut self, outcome: Outcome, stage: Stage, kind: &str, message: impl Into<String>) {
+        self.outcome = outcome;
+        self.error = Some(Failure {
+            stage,
+            kind: kind.to_owned(),
+            message: message.into(),
+        });
+    }
+
+    /// Time to first token from the actual send.
+    pub fn ttft_us(&self) -> Option<u64> {
+        Some(self.first_token_us?.saturating_sub(self.sent_us?))
+    }
+
+    /// Time to first token from the intended start (includes any schedule lag).
+    pub fn ttft_intended_us(&self) -> Option<u64> {
+        Some(self.first_token_us?.saturating_sub(self.intended_us))
+    }
+
+    /// Send to last byte.
+    pub fn e2e_us(&self) -> Option<u64> {
+        Some(self.last_byte_us?.saturating_sub(self.sent_us?))
+    }
+
+    pub fn e2e_intended_us(&self) -> Option<u64> {
+        Some(self.last_byte_us?.saturating_sub(self.intended_us))
+    }
+
+    /// (E2E − TTFT) / (output tokens − 1); none for one-token answers.
+    pub fn tpot_us(&self) -> Option<f64> {
+        let tokens = self.output_tokens?;
+        if tokens < 2 {
+            return None;
+        }
+        let decode = self.last_byte_us?.checked_sub(self.first_token_us?)?;
+        Some(decode as f64 / f64::from(tokens - 1))
+    }
+}

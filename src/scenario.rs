@@ -1,0 +1,436 @@
+//! The validated scenario: what a spec file (or the CLI's shorthands, which build the
+//! same spec types) means, checked once. Every problem is reported together, each with
+//! the file, line and field it comes from.
+
+use std::path::Path;
+use std::time::Duration;
+
+use hyper::header::{HeaderName, HeaderValue};
+
+use crate::client::Timeouts;
+use crate::client::openai::{Api, default_timeouts};
+use crate::schedule::{Arrival, Stage};
+use crate::spec::{ApiKind, ArrivalKind, PromptsSpec, SpecError, SpecErrors, SpecFile, StageSpec};
+use crate::workload::{Length, PromptSource};
+
+/// Where the service is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Endpoint {
+    /// Start the built-in simulator with this profile.
+    Embedded { profile: String },
+    /// `http://host:port` (no trailing slash, no `/v1`).
+    Url(String),
+}
+
+/// The service the load goes to.
+#[derive(Debug, Clone)]
+pub struct Service {
+    pub name: String,
+    pub endpoint: Endpoint,
+    /// `None` only for an embedded simulator (its own model name is used).
+    pub model: Option<String>,
+    pub api: Api,
+    pub api_key: Option<String>,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub http2: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub seed: u64,
+    pub service: Service,
+    pub prompts: PromptSource,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    pub stages: Vec<Stage>,
+    pub warmup: Duration,
+    pub cooldown: Duration,
+    pub timeouts: Timeouts,
+    pub max_in_flight: u32,
+    pub drain_timeout: Duration,
+}
+
+impl Scenario {
+    /// Validates a parsed spec; `text` is the file's text, to locate problems.
+    pub fn from_spec(file: &SpecFile, text: &str) -> Result<Scenario, SpecErrors> {
+        let spec = &file.inference;
+        let mut errors = Vec::new();
+        let mut problem = |path: &str, message: String, fix: Option<String>| {
+            let (line, column) = locate(text, path);
+            errors.push(SpecError {
+                file: file.path.clone(),
+                line,
+                column,
+                path: path.to_owned(),
+                message,
+                fix,
+            });
+        };
+
+        // The service.
+        let names: Vec<&str> = spec.services.keys().map(String::as_str).collect();
+        let service_name = match &spec.payload_template.service {
+            Some(name) => Some(name.clone()),
+            None if names.len() == 1 => Some(names[0].to_owned()),
+            None if names.contains(&"llm") => Some("llm".to_owned()),
+            None => None,
+        };
+        let mut service = None;
+        match service_name
+            .as_deref()
+            .and_then(|n| spec.services.get_key_value(n))
+        {
+            None => problem(
+                "spec.payloadTemplate.service",
+                match &service_name {
+                    Some(n) => format!("names service `{n}`, which is not under spec.services"),
+                    None => "does not say which service to call".into(),
+                },
+                Some(format!("set `service:` to one of: {}", names.join(", "))),
+            ),
+            Some((name, s)) => {
+                let path = format!("spec.services.{name}");
+                let endpoint = if s.url == "embedded" {
+                    Some(Endpoint::Embedded {
+                        profile: s.profile.clone().unwrap_or_else(|| "7b".into()),
+                    })
+                } else if let Some(rest) = s.url.strip_prefix("http://") {
+                    if rest.is_empty() || s.url.parse::<hyper::Uri>().is_err() {
+                        problem(
+                            &format!("{path}.url"),
+                            format!("`{}` is not a valid URL", s.url),
+                            Some("write e.g. `http://127.0.0.1:8000`".into()),
+                        );
+                        None
+                    } else {
+                        let base = s.url.trim_end_matches('/');
+                        Some(Endpoint::Url(
+                            base.strip_suffix("/v1").unwrap_or(base).to_owned(),
+                        ))
+                    }
+                } else if s.url.starts_with("https://") {
+                    problem(&format!("{path}.url"), "https is not supported by this build".into(), Some("reach the service over http (e.g. through a port-forward or a sidecar)".into()));
+                    None
+                } else {
+                    problem(
+                        &format!("{path}.url"),
+                        format!("`{}` is neither `embedded` nor an http:// URL", s.url),
+                        Some("write `embedded` or e.g. `http://127.0.0.1:8000`".into()),
+                    );
+                    None
+                };
+                if s.profile.is_some() && s.url != "embedded" {
+                    problem(
+                        &format!("{path}.profile"),
+                        "a profile only applies to `url: embedded`".into(),
+                        Some("remove `profile`, or set `url: embedded`".into()),
+                    );
+                }
+                if s.model.is_none() && s.url != "embedded" {
+                    problem(
+                        &format!("{path}.model"),
+                        "is required for a real server".into(),
+                        Some("name the served model, as GET /v1/models lists it".into()),
+                    );
+                }
+                let api_key = match &s.api_key_env {
+                    Some(var) => match std::env::var(var) {
+                        Ok(key) => Some(key),
+                        Err(_) => {
+                            problem(
+                                &format!("{path}.api_key_env"),
+                                format!("environment variable `{var}` is not set"),
+                                Some(format!("export {var}=… before the run")),
+                            );
+                            None
+                        }
+                    },
+                    None => None,
+                };
+                let mut headers = Vec::new();
+                for (k, v) in &s.headers {
+                    match (
+                        HeaderName::try_from(k.as_str()),
+                        HeaderValue::try_from(v.as_str()),
+                    ) {
+                        (Ok(k), Ok(v)) => headers.push((k, v)),
+                        _ => problem(
+                            &format!("{path}.headers.{k}"),
+                            "is not a valid HTTP header".into(),
+                            None,
+                        ),
+                    }
+                }
+                service = endpoint.map(|endpoint| Service {
+                    name: name.clone(),
+                    endpoint,
+                    model: s.model.clone(),
+                    api: match s.api {
+                        ApiKind::Chat => Api::Chat,
+                        ApiKind::Completions => Api::Completions,
+                    },
+                    api_key,
+                    headers,
+                    http2: s.http2,
+                });
+            }
+        }
+
+        // Prompts.
+        let prompts = match &spec.payload_template.prompts {
+            PromptsSpec {
+                synthetic: Some(_),
+                file: Some(_),
+            }
+            | PromptsSpec {
+                synthetic: None,
+                file: None,
+            } => {
+                problem(
+                    "spec.payloadTemplate.prompts",
+                    "needs exactly one source".into(),
+                    Some("give `synthetic: {…}` or `file: prompts.jsonl`".into()),
+                );
+                None
+            }
+            PromptsSpec {
+                synthetic: Some(s),
+                file: None,
+            } => {
+                let input = Length::from_spec(&s.input_tokens)
+                    .map_err(|e| {
+                        problem(
+                            "spec.payloadTemplate.prompts.synthetic.input_tokens",
+                            e,
+                            None,
+                        )
+                    })
+                    .ok();
+                let output = Length::from_spec(&s.output_tokens)
+                    .map_err(|e| {
+                        problem(
+                            "spec.payloadTemplate.prompts.synthetic.output_tokens",
+                            e,
+                            None,
+                        )
+                    })
+                    .ok();
+                if let Some(input) = input
+                    && s.prefix_tokens > 0
+                    && input.upper() <= s.prefix_tokens
+                {
+                    problem(
+                        "spec.payloadTemplate.prompts.synthetic.prefix_tokens",
+                        format!(
+                            "{} leaves no room in prompts of at most {} tokens",
+                            s.prefix_tokens,
+                            input.upper()
+                        ),
+                        Some("make input_tokens longer than prefix_tokens".into()),
+                    );
+                }
+                input.zip(output).map(|(i, o)| {
+                    PromptSource::synthetic(i, o, s.prefix_tokens, s.prefixes, spec.seed)
+                })
+            }
+            PromptsSpec {
+                synthetic: None,
+                file: Some(path),
+            } => {
+                let path = Path::new(&file.path)
+                    .parent()
+                    .unwrap_or(Path::new("."))
+                    .join(path);
+                PromptSource::from_jsonl(&path)
+                    .map_err(|e| problem("spec.payloadTemplate.prompts.file", e, None))
+                    .ok()
+            }
+        };
+
+        // Stages.
+        let mut stages = Vec::new();
+        match (spec.qps_target, spec.load.is_empty()) {
+            (Some(_), false) => problem("spec.qpsTarget", "cannot be combined with `load`".into(), Some("keep one: `qpsTarget` + `duration`, or `load` stages".into())),
+            (Some(rate), true) => match spec.duration {
+                Some(d) => stages.push(Stage::Open { arrival: Arrival::Constant, rate: rate.0, ramp_to: None, duration: Some(d.0), requests: None, max_concurrency: None }),
+                None => problem("spec.qpsTarget", "needs a `duration`".into(), Some("add e.g. `duration: 60s` beside it".into())),
+            },
+            (None, true) => problem("spec.load", "no load: nothing to run".into(), Some("add stages, e.g. `load: [{ arrival: poisson, rate: 10, duration: 30s }]`, or `qpsTarget` + `duration`".into())),
+            (None, false) => {
+                for (i, stage) in spec.load.iter().enumerate() {
+                    match stage_from_spec(stage) {
+                        Ok(stage) => stages.push(stage),
+                        Err((field, message, fix)) => problem(&format!("spec.load[{i}]{field}"), message, fix),
+                    }
+                }
+            }
+        }
+        let planned: Option<Duration> = stages.iter().map(Stage::duration).sum();
+        if !spec.cooldown.0.is_zero() && planned.is_none() {
+            problem(
+                "spec.cooldown",
+                "needs every stage to have a `duration`, to know when the end is".into(),
+                None,
+            );
+        }
+
+        let defaults = default_timeouts();
+        let t = &spec.timeouts;
+        let timeouts = Timeouts {
+            connect: t.connect.map_or(defaults.connect, |d| d.0),
+            first_token: t.first_token.map_or(defaults.first_token, |d| d.0),
+            between_tokens: t.between_tokens.map_or(defaults.between_tokens, |d| d.0),
+            total: t.total.map_or(defaults.total, |d| d.0),
+        };
+        if spec.max_in_flight == Some(0) {
+            problem("spec.max_in_flight", "must be at least 1".into(), None);
+        }
+        if !errors.is_empty() {
+            return Err(SpecErrors(errors));
+        }
+        Ok(Scenario {
+            name: if file.metadata.name.is_empty() {
+                "redline".into()
+            } else {
+                file.metadata.name.clone()
+            },
+            seed: spec.seed,
+            service: service.expect("no errors means a service"),
+            prompts: prompts.expect("no errors means prompts"),
+            stream: spec.payload_template.stream,
+            include_usage: spec.payload_template.include_usage,
+            extra_body: spec.payload_template.body.clone(),
+            stages,
+            warmup: spec.warmup.0,
+            cooldown: spec.cooldown.0,
+            timeouts,
+            max_in_flight: spec.max_in_flight.unwrap_or(10_000),
+            drain_timeout: spec.drain_timeout.map_or(Duration::from_secs(10), |d| d.0),
+        })
+    }
+
+    /// When the schedule ends, if every stage is bounded in time.
+    pub fn planned_duration(&self) -> Option<Duration> {
+        self.stages.iter().map(Stage::duration).sum()
+    }
+}
+
+type StageProblem = (&'static str, String, Option<String>);
+
+fn stage_from_spec(s: &StageSpec) -> Result<Stage, StageProblem> {
+    if s.duration.is_none() && s.requests.is_none() {
+        return Err((
+            "",
+            "a stage needs a `duration` or a `requests` budget".into(),
+            Some("add e.g. `duration: 30s`".into()),
+        ));
+    }
+    if s.requests == Some(0) {
+        return Err((".requests", "must be at least 1".into(), None));
+    }
+    let duration = s.duration.map(|d| d.0);
+    match (s.rate, s.concurrency) {
+        (Some(_), Some(_)) => Err(("", "has both `rate` (open loop) and `concurrency` (closed loop)".into(), Some("keep one: `rate` for a target request rate, `concurrency` for N sessions back to back".into()))),
+        (None, None) => Err(("", "needs `rate` (open loop) or `concurrency` (closed loop)".into(), Some("add e.g. `rate: 10` or `concurrency: 8`".into()))),
+        (Some(rate), None) => {
+            if s.think_time.is_some() {
+                return Err((".think_time", "applies only to closed-loop stages".into(), Some("remove it, or use `concurrency`".into())));
+            }
+            let arrival = match (s.arrival.unwrap_or(ArrivalKind::Poisson), s.burstiness) {
+                (ArrivalKind::Gamma, b) => Arrival::Gamma { burstiness: b.map_or(1.0, |b| b.0) },
+                (_, Some(_)) => return Err((".burstiness", "applies only to `arrival: gamma`".into(), Some("set `arrival: gamma`, or remove `burstiness`".into()))),
+                (ArrivalKind::Constant, None) => Arrival::Constant,
+                (ArrivalKind::Poisson, None) => Arrival::Poisson,
+            };
+            if let Some(to) = s.ramp_to {
+                if !(to.is_finite() && to >= 0.0) {
+                    return Err((".ramp_to", format!("must be a rate >= 0, got {to}"), None));
+                }
+                if duration.is_none() {
+                    return Err((".ramp_to", "a ramp needs a `duration`".into(), None));
+                }
+            }
+            if s.max_concurrency == Some(0) {
+                return Err((".max_concurrency", "must be at least 1".into(), None));
+            }
+            Ok(Stage::Open { arrival, rate: rate.0, ramp_to: s.ramp_to, duration, requests: s.requests, max_concurrency: s.max_concurrency })
+        }
+        (None, Some(concurrency)) => {
+            if concurrency == 0 {
+                return Err((".concurrency", "must be at least 1".into(), None));
+            }
+            for (set, field) in [(s.arrival.is_some(), ".arrival"), (s.ramp_to.is_some(), ".ramp_to"), (s.burstiness.is_some(), ".burstiness"), (s.max_concurrency.is_some(), ".max_concurrency")] {
+                if set {
+                    return Err((field, "applies only to open-loop (`rate`) stages".into(), Some("remove it, or use `rate` instead of `concurrency`".into())));
+                }
+            }
+            Ok(Stage::Closed { concurrency, think_time: s.think_time.map_or(Duration::ZERO, |d| d.0), duration, requests: s.requests })
+        }
+    }
+}
+
+/// Line and column of a dotted field path (`spec.load[1].rate`) in YAML text: the
+/// best place to point at for a problem found after parsing. Falls back to the
+/// deepest part of the path that was found.
+pub fn locate(text: &str, path: &str) -> (usize, usize) {
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut line, mut column) = (0usize, 0usize);
+    let mut found = (0, 0);
+    for segment in path.split('.') {
+        let (key, index) = match segment.split_once('[') {
+            Some((k, i)) => (k, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (segment, None),
+        };
+        let pattern = format!("{key}:");
+        let Some((l, c)) = lines.iter().enumerate().skip(line).find_map(|(l, text)| {
+            let c = text.find(&pattern)?;
+            let before = text[..c].chars().last();
+            (before.is_none_or(|b| b == ' ' || b == '{' || b == ',' || b == '-')
+                && (l > line || c >= column))
+                .then_some((l, c))
+        }) else {
+            break;
+        };
+        (line, column) = (l, c);
+        found = (l + 1, c + 1);
+        if let Some(index) = index {
+            let items: Vec<(usize, usize)> = lines
+                .iter()
+                .enumerate()
+                .skip(l + 1)
+                .take_while(|(_, t)| {
+                    t.trim().is_empty()
+                        || t.len() - t.trim_start().len() > c
+                        || t.trim_start().starts_with('-')
+                })
+                .filter(|(_, t)| t.trim_start().starts_with('-'))
+                .map(|(n, t)| (n, t.len() - t.trim_start().len()))
+                .collect();
+            match items.get(index) {
+                Some(&(n, indent)) => {
+                    (line, column) = (n, indent);
+                    found = (n + 1, indent + 1);
+                }
+                None => break,
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_finds_nested_and_indexed_fields() {
+        let text = "spec:\n  services:\n    llm: { url: embedded }\n  load:\n    - { rate: 5, duration: 10s }\n    - rate: 7\n      duration: 5s\n";
+        assert_eq!(locate(text, "spec.services.llm"), (3, 5));
+        assert_eq!(locate(text, "spec.load[1]"), (6, 5));
+        assert_eq!(locate(text, "spec.load[1].duration"), (7, 7));
+        assert_eq!(locate(text, "spec.load[0].rate"), (5, 9));
+        assert_eq!(locate(text, "spec.nothing"), (1, 1));
+    }
+}

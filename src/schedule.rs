@@ -1,0 +1,278 @@
+//! Arrival schedules, pure and seeded: when each request of a stage is meant to start.
+//!
+//! Open-loop stages draw arrivals of a unit-rate process (constant spacing, Poisson,
+//! or gamma with a burstiness factor as vLLM's benchmark has it) and map them through
+//! the inverse of the stage's cumulative rate Λ(t), so a linear ramp is an exact
+//! non-homogeneous process rather than a rate that jumps now and then. Closed-loop
+//! stages have no schedule: each session starts its next request when the previous
+//! one ends (plus think time), and the runner records that time as intended.
+
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp1, Gamma};
+
+/// The unit-rate arrival process of an open stage.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrival {
+    Constant,
+    Poisson,
+    /// Gamma inter-arrivals of shape `burstiness` (1 = Poisson, < 1 burstier).
+    Gamma {
+        burstiness: f64,
+    },
+}
+
+/// One validated stage of the load.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stage {
+    Open {
+        arrival: Arrival,
+        /// Requests per second at the stage start.
+        rate: f64,
+        /// Rate at the stage end, for a linear ramp.
+        ramp_to: Option<f64>,
+        duration: Option<Duration>,
+        requests: Option<u64>,
+        /// In-flight cap of this stage: requests wait for a slot.
+        max_concurrency: Option<u32>,
+    },
+    Closed {
+        concurrency: u32,
+        think_time: Duration,
+        duration: Option<Duration>,
+        requests: Option<u64>,
+    },
+}
+
+impl Stage {
+    pub fn duration(&self) -> Option<Duration> {
+        match self {
+            Stage::Open { duration, .. } | Stage::Closed { duration, .. } => *duration,
+        }
+    }
+
+    pub fn requests(&self) -> Option<u64> {
+        match self {
+            Stage::Open { requests, .. } | Stage::Closed { requests, .. } => *requests,
+        }
+    }
+
+    /// One line describing the stage, for reports.
+    pub fn describe(&self) -> String {
+        let bound = match (self.duration(), self.requests()) {
+            (Some(d), Some(n)) => format!("{:.1}s or {n} requests", d.as_secs_f64()),
+            (Some(d), None) => format!("{:.1}s", d.as_secs_f64()),
+            (None, Some(n)) => format!("{n} requests"),
+            (None, None) => "unbounded".into(),
+        };
+        match self {
+            Stage::Open {
+                arrival,
+                rate,
+                ramp_to,
+                max_concurrency,
+                ..
+            } => {
+                let process = match arrival {
+                    Arrival::Constant => "constant".to_owned(),
+                    Arrival::Poisson => "poisson".to_owned(),
+                    Arrival::Gamma { burstiness } => format!("gamma(burstiness {burstiness})"),
+                };
+                let rate = match ramp_to {
+                    Some(to) => format!("{rate}→{to} req/s"),
+                    None => format!("{rate} req/s"),
+                };
+                let cap = max_concurrency
+                    .map(|c| format!(", at most {c} in flight"))
+                    .unwrap_or_default();
+                format!("open loop, {process} {rate}{cap}, {bound}")
+            }
+            Stage::Closed {
+                concurrency,
+                think_time,
+                ..
+            } => {
+                let think = if think_time.is_zero() {
+                    String::new()
+                } else {
+                    format!(", think {think_time:?}")
+                };
+                format!("closed loop, {concurrency} sessions{think}, {bound}")
+            }
+        }
+    }
+}
+
+/// Intended start times of an open stage, as offsets from the stage start.
+pub struct OpenArrivals {
+    rng: ChaCha8Rng,
+    arrival: Arrival,
+    gamma: Option<Gamma<f64>>,
+    rate: f64,
+    ramp_to: Option<f64>,
+    duration: Option<Duration>,
+    requests: Option<u64>,
+    /// Position in the unit-rate process.
+    unit_time: f64,
+    produced: u64,
+}
+
+impl OpenArrivals {
+    /// Panics if `stage` is closed; seeded per stage so stages are independent.
+    pub fn new(stage: &Stage, seed: u64) -> OpenArrivals {
+        let Stage::Open {
+            arrival,
+            rate,
+            ramp_to,
+            duration,
+            requests,
+            ..
+        } = stage
+        else {
+            panic!("OpenArrivals needs an open stage");
+        };
+        let gamma = match arrival {
+            Arrival::Gamma { burstiness } => {
+                Some(Gamma::new(*burstiness, 1.0 / burstiness).expect("burstiness is positive"))
+            }
+            _ => None,
+        };
+        OpenArrivals {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            arrival: *arrival,
+            gamma,
+            rate: *rate,
+            ramp_to: *ramp_to,
+            duration: *duration,
+            requests: *requests,
+            unit_time: 0.0,
+            produced: 0,
+        }
+    }
+
+    /// The time t at which the cumulative rate Λ(t) reaches `s`, if it ever does.
+    fn inverse_cumulative(&self, s: f64) -> Option<f64> {
+        let from = self.rate;
+        match (self.ramp_to, self.duration) {
+            (Some(to), Some(d)) if (to - from).abs() > f64::EPSILON => {
+                let a = (to - from) / (2.0 * d.as_secs_f64());
+                let discriminant = from * from + 4.0 * a * s;
+                (discriminant >= 0.0).then(|| (-from + discriminant.sqrt()) / (2.0 * a))
+            }
+            _ => Some(s / from),
+        }
+    }
+}
+
+impl Iterator for OpenArrivals {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        if self.requests.is_some_and(|n| self.produced >= n) {
+            return None;
+        }
+        if self.produced > 0 {
+            self.unit_time += match self.arrival {
+                Arrival::Constant => 1.0,
+                Arrival::Poisson => Exp1.sample(&mut self.rng),
+                Arrival::Gamma { .. } => self.gamma.expect("set for gamma").sample(&mut self.rng),
+            };
+        }
+        let t = self.inverse_cumulative(self.unit_time)?;
+        if !t.is_finite() || t < 0.0 || self.duration.is_some_and(|d| t >= d.as_secs_f64()) {
+            return None;
+        }
+        self.produced += 1;
+        Some(Duration::from_secs_f64(t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(arrival: Arrival, rate: f64, ramp_to: Option<f64>, secs: u64) -> Stage {
+        Stage::Open {
+            arrival,
+            rate,
+            ramp_to,
+            duration: Some(Duration::from_secs(secs)),
+            requests: None,
+            max_concurrency: None,
+        }
+    }
+
+    fn times(stage: &Stage, seed: u64) -> Vec<f64> {
+        OpenArrivals::new(stage, seed)
+            .map(|d| d.as_secs_f64())
+            .collect()
+    }
+
+    #[test]
+    fn constant_rate_is_evenly_spaced_from_zero() {
+        let t = times(&open(Arrival::Constant, 4.0, None, 2), 0);
+        assert_eq!(t, [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75]);
+    }
+
+    #[test]
+    fn poisson_count_and_dispersion_match_the_rate() {
+        // 200 req/s for 100 s: count within 3σ of 20,000; inter-arrival CV ≈ 1.
+        let t = times(&open(Arrival::Poisson, 200.0, None, 100), 7);
+        assert!(
+            (t.len() as f64 - 20_000.0).abs() < 3.0 * 20_000f64.sqrt(),
+            "{}",
+            t.len()
+        );
+        let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
+        assert!((sd / mean - 1.0).abs() < 0.05, "cv {}", sd / mean);
+    }
+
+    #[test]
+    fn gamma_burstiness_raises_dispersion_at_the_same_rate() {
+        let t = times(
+            &open(Arrival::Gamma { burstiness: 0.25 }, 200.0, None, 100),
+            7,
+        );
+        assert!(
+            (t.len() as f64 - 20_000.0).abs() < 0.05 * 20_000.0,
+            "{}",
+            t.len()
+        );
+        let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let cv = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt()
+            / mean;
+        assert!(
+            (cv - 2.0).abs() < 0.15,
+            "cv of gamma(0.25) is 1/sqrt(0.25) = 2, got {cv}"
+        );
+    }
+
+    #[test]
+    fn a_linear_ramp_schedules_the_integral_of_its_rate() {
+        // 0 → 100 req/s over 10 s: 500 requests, a quarter of them in the first half.
+        let t = times(&open(Arrival::Constant, 1e-9, Some(100.0), 10), 0);
+        assert!((t.len() as i64 - 500).abs() <= 1, "{}", t.len());
+        let first_half = t.iter().filter(|x| **x < 5.0).count();
+        assert!((first_half as i64 - 125).abs() <= 1, "{first_half}");
+    }
+
+    #[test]
+    fn request_budget_and_seed_reproducibility() {
+        let stage = Stage::Open {
+            arrival: Arrival::Poisson,
+            rate: 50.0,
+            ramp_to: None,
+            duration: None,
+            requests: Some(10),
+            max_concurrency: None,
+        };
+        assert_eq!(times(&stage, 3).len(), 10);
+        assert_eq!(times(&stage, 3), times(&stage, 3));
+        assert_ne!(times(&stage, 3), times(&stage, 4));
+    }
+}

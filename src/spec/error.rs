@@ -1,0 +1,145 @@
+//! Spec errors a user can act on: file, line, column, field path, what is wrong and how
+//! to fix it (the nearest valid key for a typo).
+
+use std::fmt;
+
+/// One problem in a spec file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    pub file: String,
+    /// 1-based; 0 when the problem has no single place (e.g. the file is empty).
+    pub line: usize,
+    pub column: usize,
+    /// Dotted path of the field, e.g. `spec.load[0].rate`; empty when unknown.
+    pub path: String,
+    pub message: String,
+    pub fix: Option<String>,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if self.line > 0 {
+            write!(f, ":{}:{}", self.line, self.column)?;
+        }
+        write!(f, ": ")?;
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        write!(f, "{}", self.message)?;
+        if let Some(fix) = &self.fix {
+            write!(f, "\n  fix: {fix}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every problem found, reported together.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct SpecErrors(pub Vec<SpecError>);
+
+impl fmt::Display for SpecErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        writeln!(
+            f,
+            "{n} problem{} in the spec:",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for error in &self.0 {
+            writeln!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl SpecError {
+    /// From a serde_yaml error: splits its `path: message at line L column C` apart and
+    /// adds a fix for unknown fields and variants.
+    pub fn from_yaml(file: &str, error: &serde_yaml::Error, line_offset: usize) -> SpecError {
+        let (line, column) = error
+            .location()
+            .map_or((0, 0), |l| (l.line() + line_offset, l.column()));
+        let mut text = error.to_string();
+        if let Some(at) = text.rfind(" at line ") {
+            text.truncate(at);
+        }
+        // serde_yaml prefixes the message with the field path, `spec.load[0]: …`.
+        let (path, message) = match text.split_once(": ") {
+            Some((path, message)) if !path.contains(' ') => (path.to_owned(), message.to_owned()),
+            _ => (String::new(), text),
+        };
+        let fix = unknown_name_fix(&message);
+        let message = match message.split_once(", expected") {
+            Some((head, _)) if fix.is_some() => head.to_owned(),
+            _ => message,
+        };
+        SpecError {
+            file: file.to_owned(),
+            line,
+            column,
+            path,
+            message,
+            fix,
+        }
+    }
+}
+
+/// For `unknown field `x`, expected one of `a`, `b`` (and variants): names the nearest
+/// valid choice and lists them all.
+fn unknown_name_fix(message: &str) -> Option<String> {
+    let rest = message
+        .strip_prefix("unknown field `")
+        .or_else(|| message.strip_prefix("unknown variant `"))?;
+    let (bad, expected) = rest.split_once('`')?;
+    let choices: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    if choices.is_empty() {
+        return Some(format!("remove `{bad}`: this mapping takes no other keys"));
+    }
+    let list = choices.join(", ");
+    Some(match nearest(bad, &choices) {
+        Some(near) => format!("did you mean `{near}`? Choose from: {list}"),
+        None => format!("choose from: {list}"),
+    })
+}
+
+/// The choice closest to `word` by edit distance, if it is close enough to be a typo.
+pub fn nearest<'a>(word: &str, choices: &[&'a str]) -> Option<&'a str> {
+    choices
+        .iter()
+        .map(|c| (edit_distance(&word.to_lowercase(), &c.to_lowercase()), *c))
+        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_finds_typos_only() {
+        let keys = ["arrival", "rate", "duration", "concurrency"];
+        assert_eq!(nearest("rat", &keys), Some("rate"));
+        assert_eq!(nearest("duraton", &keys), Some("duration"));
+        assert_eq!(nearest("Concurency", &keys), Some("concurrency"));
+        assert_eq!(nearest("zebra", &keys), None);
+    }
+}

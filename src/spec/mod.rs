@@ -1,0 +1,382 @@
+//! The spec file: Kubernetes-style YAML documents (`apiVersion`, `kind`, `metadata`,
+//! `spec`). Strict: unknown keys are errors naming the nearest valid key; values are
+//! validated as they are parsed, so every error has a file, line and field path.
+//! The doc comment of each field is its reference documentation.
+
+pub mod error;
+pub mod values;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use error::{SpecError, SpecErrors};
+pub use values::{Dur, Positive};
+
+/// The API version this build reads.
+pub const API_VERSION: &str = "redline.dev/v1alpha1";
+
+/// Kinds of document this build reads.
+pub const KINDS: &[&str] = &["InferenceSpec"];
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Header {
+    api_version: String,
+    kind: String,
+    #[serde(default, rename = "metadata")]
+    _metadata: serde::de::IgnoredAny,
+    #[serde(rename = "spec")]
+    _spec: serde::de::IgnoredAny,
+}
+
+/// `metadata` of a document.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    /// Name of the test; used in reports and the output directory.
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Document<T> {
+    #[allow(dead_code)] // checked through `Header`
+    api_version: String,
+    #[allow(dead_code)]
+    kind: String,
+    #[serde(default)]
+    metadata: Metadata,
+    spec: T,
+}
+
+/// `kind: InferenceSpec` — the load: services, what one session sends, the arrival plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InferenceSpec {
+    /// Seed of every random choice (arrival times, prompts): same seed, same traffic.
+    #[serde(default)]
+    pub seed: u64,
+    /// The services under test, by name.
+    pub services: BTreeMap<String, ServiceSpec>,
+    /// What one session sends.
+    #[serde(rename = "payloadTemplate")]
+    pub payload_template: PayloadTemplate,
+    /// Load stages, run in order.
+    #[serde(default)]
+    pub load: Vec<StageSpec>,
+    /// Shorthand for one constant-rate stage of `duration` (requests per second).
+    #[serde(rename = "qpsTarget", default, skip_serializing_if = "Option::is_none")]
+    pub qps_target: Option<Positive>,
+    /// Duration of the `qpsTarget` stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+    /// Requests whose intended start falls in the first `warmup` are recorded but left
+    /// out of the summary.
+    #[serde(default)]
+    pub warmup: Dur,
+    /// Likewise for the last `cooldown` of the schedule.
+    #[serde(default)]
+    pub cooldown: Dur,
+    /// Client-side time limits of every request.
+    #[serde(default)]
+    pub timeouts: TimeoutsSpec,
+    /// Most requests in flight at once; a request whose time comes while the client is
+    /// at the limit is recorded as `dropped` (default 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u32>,
+    /// On Ctrl-C or SIGTERM, how long in-flight requests may finish (default 10s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_timeout: Option<Dur>,
+}
+
+/// A service under test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceSpec {
+    /// Base URL (e.g. `http://127.0.0.1:8000`, with or without `/v1`), or `embedded`
+    /// to start the built-in simulator in-process.
+    pub url: String,
+    /// Model name sent in requests (default: the embedded simulator's, else required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Simulator profile for `url: embedded`: `7b`, `tiny`, or a profile file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Which OpenAI API to call.
+    #[serde(default)]
+    pub api: ApiKind,
+    /// Name of an environment variable holding the API key (sent as a bearer token,
+    /// never recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Extra request headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Speak HTTP/2 (prior knowledge) instead of HTTP/1.1.
+    #[serde(default)]
+    pub http2: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiKind {
+    /// `/v1/chat/completions`
+    #[default]
+    Chat,
+    /// `/v1/completions`
+    Completions,
+}
+
+/// What one session sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PayloadTemplate {
+    /// Where prompts come from.
+    pub prompts: PromptsSpec,
+    /// The service to call (default: the only service, or the one named `llm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// Stream the answer (SSE) — needed for TTFT and inter-token latency.
+    #[serde(default = "yes")]
+    pub stream: bool,
+    /// Ask for token usage in the stream (`stream_options.include_usage`).
+    #[serde(default = "yes")]
+    pub include_usage: bool,
+    /// Fields merged into every request body (e.g. `temperature: 0`, `ignore_eos: true`).
+    #[serde(default)]
+    pub body: serde_json::Map<String, serde_json::Value>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Prompt sources: exactly one of `synthetic` or `file`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptsSpec {
+    /// Generated prompts of given token lengths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synthetic: Option<SyntheticSpec>,
+    /// A JSONL file (relative to the spec file): one `{"prompt": …}` or
+    /// `{"messages": […]}` per line, with an optional `max_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
+}
+
+/// Synthetic prompts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyntheticSpec {
+    /// Prompt length in tokens.
+    pub input_tokens: LengthSpec,
+    /// Answer length in tokens (sent as `max_tokens`).
+    pub output_tokens: LengthSpec,
+    /// Tokens of a shared prefix (system prompt) at the start of every prompt.
+    #[serde(default)]
+    pub prefix_tokens: u32,
+    /// How many distinct shared prefixes; each request draws one.
+    #[serde(default = "one")]
+    pub prefixes: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A token length: a number, `{mean, stddev}` (normal), or `{min, max}` (uniform);
+/// `min`/`max` also bound a normal draw.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum LengthSpec {
+    Fixed(u32),
+    Normal {
+        mean: f64,
+        stddev: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<u32>,
+    },
+    Uniform {
+        min: u32,
+        max: u32,
+    },
+}
+
+/// One load stage: open loop (`rate`, with an `arrival` process) or closed loop
+/// (`concurrency`), bounded by `duration` and/or `requests`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageSpec {
+    /// Arrival process of an open-loop stage (default poisson).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival: Option<ArrivalKind>,
+    /// Requests per second (open loop); the start rate of a ramp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Positive>,
+    /// Ramp linearly from `rate` to this rate over the stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_to: Option<f64>,
+    /// Gamma arrivals: shape factor; 1 is Poisson, below 1 burstier (vLLM's
+    /// `--burstiness`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burstiness: Option<Positive>,
+    /// Open loop: most requests in flight; a request whose time comes at the cap
+    /// waits for a slot (its lag is recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+    /// Closed loop: sessions running back to back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// Closed loop: pause between a session's requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time: Option<Dur>,
+    /// How long the stage schedules requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+    /// Most requests the stage schedules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArrivalKind {
+    Constant,
+    Poisson,
+    Gamma,
+}
+
+/// Client-side time limits.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeoutsSpec {
+    /// TCP connect (default 10s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect: Option<Dur>,
+    /// Send to the first content token (default 60s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token: Option<Dur>,
+    /// Longest silence between stream events (default 30s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub between_tokens: Option<Dur>,
+    /// Send to last byte (default 600s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<Dur>,
+}
+
+/// A parsed spec file: its documents by kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpecFile {
+    pub path: String,
+    pub metadata: Metadata,
+    pub inference: InferenceSpec,
+}
+
+/// Reads and parses a spec file, reporting every document's problems together.
+pub fn load(path: &str) -> Result<SpecFile, SpecErrors> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        SpecErrors(vec![SpecError {
+            file: path.to_owned(),
+            line: 0,
+            column: 0,
+            path: String::new(),
+            message: format!("cannot read the spec file: {e}"),
+            fix: None,
+        }])
+    })?;
+    parse(path, &text)
+}
+
+/// Parses spec text; `file` names it in errors.
+pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
+    let mut errors = Vec::new();
+    let mut inference: Option<(Metadata, InferenceSpec)> = None;
+    let at = |line: usize, message: String, fix: Option<String>| SpecError {
+        file: file.to_owned(),
+        line,
+        column: 1,
+        path: String::new(),
+        message,
+        fix,
+    };
+    let mut documents = 0;
+    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        documents += 1;
+        let header = match Header::deserialize(document) {
+            Ok(header) => header,
+            Err(e) => {
+                errors.push(SpecError::from_yaml(file, &e, 0));
+                continue;
+            }
+        };
+        if header.api_version != API_VERSION {
+            errors.push(at(
+                0,
+                format!(
+                    "document {}: unsupported apiVersion `{}`",
+                    index + 1,
+                    header.api_version
+                ),
+                Some(format!("use `apiVersion: {API_VERSION}`")),
+            ));
+        }
+        match header.kind.as_str() {
+            "InferenceSpec" => {
+                // Parse the same document again, now with the kind's own type, so that
+                // errors keep their line numbers.
+                let typed = serde_yaml::Deserializer::from_str(text)
+                    .nth(index)
+                    .map(Document::<InferenceSpec>::deserialize);
+                match typed {
+                    Some(Ok(doc)) if inference.is_none() => {
+                        inference = Some((doc.metadata, doc.spec))
+                    }
+                    Some(Ok(_)) => errors.push(at(
+                        0,
+                        "more than one InferenceSpec document".into(),
+                        Some("keep one InferenceSpec per file".into()),
+                    )),
+                    Some(Err(e)) => errors.push(SpecError::from_yaml(file, &e, 0)),
+                    None => {}
+                }
+            }
+            other => errors.push(SpecError {
+                path: "kind".into(),
+                ..at(
+                    0,
+                    format!("unknown kind `{other}` in document {}", index + 1),
+                    Some(format!("choose from: {}", KINDS.join(", "))),
+                )
+            }),
+        }
+    }
+    if documents == 0 {
+        errors.push(at(
+            0,
+            "the spec file is empty".into(),
+            Some("start from examples/quickstart.yaml".into()),
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(SpecErrors(errors));
+    }
+    match inference {
+        Some((metadata, inference)) => Ok(SpecFile {
+            path: file.to_owned(),
+            metadata,
+            inference,
+        }),
+        None => Err(SpecErrors(vec![at(
+            0,
+            "no InferenceSpec document: nothing to run".into(),
+            Some("add a document with `kind: InferenceSpec` (see examples/quickstart.yaml)".into()),
+        )])),
+    }
+}

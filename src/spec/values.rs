@@ -1,0 +1,129 @@
+//! Value types of the spec that validate while they are parsed, so a bad value is
+//! reported by the YAML parser with its line, column and field path.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+/// A duration written `250ms`, `30s`, `1.5m`, `2h` (a bare number is seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Dur(pub Duration);
+
+impl Dur {
+    pub fn parse(text: &str) -> Result<Dur, String> {
+        let text = text.trim();
+        let split = text
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let value: f64 = number.parse().map_err(|_| invalid_duration(text))?;
+        let seconds = match unit.trim() {
+            "us" | "µs" => value / 1e6,
+            "ms" => value / 1e3,
+            "" | "s" => value,
+            "m" => value * 60.0,
+            "h" => value * 3600.0,
+            _ => return Err(invalid_duration(text)),
+        };
+        if !seconds.is_finite() || !(0.0..=1e9).contains(&seconds) {
+            return Err(invalid_duration(text));
+        }
+        Ok(Dur(Duration::from_secs_f64(seconds)))
+    }
+}
+
+fn invalid_duration(text: &str) -> String {
+    format!(
+        "invalid duration `{text}`: write a number and a unit (us, ms, s, m, h), e.g. `30s` or `250ms`"
+    )
+}
+
+impl fmt::Display for Dur {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_secs_f64() * 1e3;
+        if ms < 1000.0 {
+            write!(f, "{ms}ms")
+        } else {
+            write!(f, "{}s", self.0.as_secs_f64())
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Dur, D::Error> {
+        struct DurVisitor;
+        impl Visitor<'_> for DurVisitor {
+            type Value = Dur;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration such as `30s` or `250ms`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {
+                Dur::parse(v).map_err(E::custom)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
+                Ok(Dur(Duration::from_secs(v)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
+                u64::try_from(v)
+                    .map(|v| Dur(Duration::from_secs(v)))
+                    .map_err(|_| E::custom(invalid_duration(&v.to_string())))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
+                Dur::parse(&v.to_string()).map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_any(DurVisitor)
+    }
+}
+
+impl Serialize for Dur {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_string())
+    }
+}
+
+/// A positive finite number (a rate, a burstiness factor).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+pub struct Positive(pub f64);
+
+impl<'de> Deserialize<'de> for Positive {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Positive, D::Error> {
+        let value = f64::deserialize(deserializer)?;
+        if value.is_finite() && value > 0.0 {
+            Ok(Positive(value))
+        } else {
+            Err(de::Error::custom(format!(
+                "must be a positive number, got {value}"
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        let cases = [
+            ("250ms", 0.25),
+            ("30s", 30.0),
+            ("1.5m", 90.0),
+            ("2h", 7200.0),
+            ("10", 10.0),
+            ("500us", 0.0005),
+        ];
+        for (text, seconds) in cases {
+            assert_eq!(Dur::parse(text).unwrap().0.as_secs_f64(), seconds, "{text}");
+        }
+        assert_eq!(
+            Dur::parse("30x").unwrap_err(),
+            "invalid duration `30x`: write a number and a unit (us, ms, s, m, h), e.g. `30s` or `250ms`"
+        );
+        assert!(Dur::parse("-1s").is_err());
+        let from_yaml: Dur = serde_yaml::from_str("45").unwrap();
+        assert_eq!(from_yaml, Dur(Duration::from_secs(45)));
+    }
+}

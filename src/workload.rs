@@ -1,0 +1,299 @@
+//! Prompt sources: what request number `i` sends. A pure function of (seed, i), so the
+//! same spec and seed produce the same request stream.
+
+use std::path::Path;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal};
+use serde_json::Value;
+
+use crate::client::openai::{Payload, PromptBody};
+use crate::sim::text::mix_seed;
+use crate::spec::LengthSpec;
+use crate::tokenize::{self, WORDS};
+
+/// A validated token-length distribution.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Length {
+    Fixed(u32),
+    Normal {
+        mean: f64,
+        stddev: f64,
+        min: u32,
+        max: u32,
+    },
+    Uniform {
+        min: u32,
+        max: u32,
+    },
+}
+
+impl Length {
+    /// Validates a spec length; the error says what is wrong with it.
+    pub fn from_spec(spec: &LengthSpec) -> Result<Length, String> {
+        match *spec {
+            LengthSpec::Fixed(0) => Err("a length must be at least 1 token".into()),
+            LengthSpec::Fixed(n) => Ok(Length::Fixed(n)),
+            LengthSpec::Uniform { min, max } if min == 0 || min > max => Err(format!(
+                "uniform length needs 1 <= min <= max, got min {min}, max {max}"
+            )),
+            LengthSpec::Uniform { min, max } => Ok(Length::Uniform { min, max }),
+            LengthSpec::Normal {
+                mean,
+                stddev,
+                min,
+                max,
+            } => {
+                let (min, max) = (min.unwrap_or(1).max(1), max.unwrap_or(u32::MAX));
+                if !(mean.is_finite() && mean >= 1.0 && stddev.is_finite() && stddev >= 0.0)
+                    || min > max
+                {
+                    return Err(format!(
+                        "normal length needs mean >= 1, stddev >= 0 and min <= max, got mean {mean}, stddev {stddev}"
+                    ));
+                }
+                Ok(Length::Normal {
+                    mean,
+                    stddev,
+                    min,
+                    max,
+                })
+            }
+        }
+    }
+
+    pub fn sample(&self, rng: &mut ChaCha8Rng) -> u32 {
+        match *self {
+            Length::Fixed(n) => n,
+            Length::Uniform { min, max } => rng.random_range(min..=max),
+            Length::Normal {
+                mean,
+                stddev,
+                min,
+                max,
+            } => {
+                let draw = Normal::new(mean, stddev).expect("validated").sample(rng);
+                (draw.round().max(1.0) as u32).clamp(min, max)
+            }
+        }
+    }
+
+    /// The largest value a draw can take.
+    pub fn upper(&self) -> u32 {
+        match *self {
+            Length::Fixed(n) => n,
+            Length::Uniform { max, .. } => max,
+            Length::Normal {
+                mean, stddev, max, ..
+            } => max.min((mean + 6.0 * stddev).ceil() as u32),
+        }
+    }
+}
+
+/// Where prompts come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptSource {
+    Synthetic {
+        input: Length,
+        output: Length,
+        /// Shared prefixes (system prompts), each `prefix_tokens` long.
+        prefixes: Vec<String>,
+        prefix_tokens: u32,
+    },
+    /// Dataset lines, sent in order and then again from the start.
+    Dataset(Vec<Payload>),
+}
+
+impl PromptSource {
+    pub fn synthetic(
+        input: Length,
+        output: Length,
+        prefix_tokens: u32,
+        prefixes: u32,
+        seed: u64,
+    ) -> PromptSource {
+        let prefixes = (0..prefixes.max(1) * u32::from(prefix_tokens > 0))
+            .map(|p| {
+                words(
+                    &mut ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x5052_4546, p.into()])),
+                    prefix_tokens,
+                )
+            })
+            .collect();
+        PromptSource::Synthetic {
+            input,
+            output,
+            prefixes,
+            prefix_tokens,
+        }
+    }
+
+    /// The payload of request `index`.
+    pub fn payload(&self, seed: u64, index: u64) -> Payload {
+        match self {
+            PromptSource::Synthetic {
+                input,
+                output,
+                prefixes,
+                prefix_tokens,
+            } => {
+                let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x5052_4f4d, index]));
+                let total = input.sample(&mut rng).max(prefix_tokens + 1);
+                let max_tokens = output.sample(&mut rng);
+                let mut text = if prefixes.is_empty() {
+                    String::new()
+                } else {
+                    prefixes[rng.random_range(0..prefixes.len())].clone()
+                };
+                text.push_str(&words(&mut rng, total - prefix_tokens));
+                Payload {
+                    prompt: PromptBody::Text(text),
+                    max_tokens: Some(max_tokens),
+                    input_tokens: total,
+                }
+            }
+            PromptSource::Dataset(entries) => {
+                entries[(index % entries.len() as u64) as usize].clone()
+            }
+        }
+    }
+
+    /// Reads a JSONL dataset: one `{"prompt": "…"}` or `{"messages": […]}` per line,
+    /// with an optional `max_tokens`. Errors name the file and line.
+    pub fn from_jsonl(path: &Path) -> Result<PromptSource, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let mut entries = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let at = || format!("{}:{}", path.display(), n + 1);
+            let value: Value =
+                serde_json::from_str(line).map_err(|e| format!("{}: not valid JSON: {e}", at()))?;
+            let max_tokens = match value.get("max_tokens") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(
+                    v.as_u64()
+                        .filter(|n| (1..=u64::from(u32::MAX)).contains(n))
+                        .ok_or_else(|| {
+                            format!("{}: max_tokens must be a positive integer, got {v}", at())
+                        })? as u32,
+                ),
+            };
+            let (prompt, input_tokens) = match (value.get("prompt"), value.get("messages")) {
+                (Some(Value::String(p)), _) => (PromptBody::Text(p.clone()), tokenize::count(p)),
+                (_, Some(Value::Array(messages))) if !messages.is_empty() => {
+                    let tokens = messages
+                        .iter()
+                        .map(|m| m["content"].as_str().map_or(0, tokenize::count))
+                        .sum();
+                    (PromptBody::Messages(messages.clone()), tokens)
+                }
+                _ => {
+                    return Err(format!(
+                        "{}: each line needs a \"prompt\" string or a non-empty \"messages\" list",
+                        at()
+                    ));
+                }
+            };
+            entries.push(Payload {
+                prompt,
+                max_tokens,
+                input_tokens: input_tokens as u32,
+            });
+        }
+        if entries.is_empty() {
+            return Err(format!("{}: the dataset has no prompts", path.display()));
+        }
+        Ok(PromptSource::Dataset(entries))
+    }
+}
+
+/// `n` random words, one token each.
+fn words(rng: &mut ChaCha8Rng, n: u32) -> String {
+    let mut out = String::with_capacity(n as usize * 7);
+    for _ in 0..n {
+        out.push(' ');
+        out.push_str(WORDS[rng.random_range(0..WORDS.len())]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthetic_prompts_have_exact_lengths_and_are_reproducible() {
+        let source = PromptSource::synthetic(
+            Length::Normal {
+                mean: 200.0,
+                stddev: 50.0,
+                min: 20,
+                max: 400,
+            },
+            Length::Uniform { min: 10, max: 20 },
+            64,
+            3,
+            42,
+        );
+        let mut prefixes = std::collections::HashSet::new();
+        for i in 0..200 {
+            let payload = source.payload(42, i);
+            let PromptBody::Text(text) = &payload.prompt else {
+                panic!()
+            };
+            assert_eq!(tokenize::count(text) as u32, payload.input_tokens);
+            assert!((20..=400).contains(&payload.input_tokens));
+            assert!((10..=20).contains(&payload.max_tokens.unwrap()));
+            prefixes.insert(tokenize::encode(text)[..64].to_vec());
+            assert_eq!(payload, source.payload(42, i));
+        }
+        assert_eq!(prefixes.len(), 3, "three shared prefixes in use");
+        assert_ne!(source.payload(42, 0), source.payload(43, 0));
+    }
+
+    #[test]
+    fn lengths_are_validated() {
+        assert!(Length::from_spec(&LengthSpec::Fixed(0)).is_err());
+        assert_eq!(
+            Length::from_spec(&LengthSpec::Uniform { min: 9, max: 3 }).unwrap_err(),
+            "uniform length needs 1 <= min <= max, got min 9, max 3"
+        );
+    }
+
+    #[test]
+    fn datasets_name_the_bad_line() {
+        let dir = std::env::temp_dir().join(format!("redline-ds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.jsonl");
+        std::fs::write(&path, "{\"prompt\": \"hi there\", \"max_tokens\": 8}\n\n{\"messages\": [{\"role\": \"user\", \"content\": \"yo\"}]}\n{\"prompt\": 5}\n").unwrap();
+        let err = PromptSource::from_jsonl(&path).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "{}:4: each line needs a \"prompt\" string or a non-empty \"messages\" list",
+                path.display()
+            )
+        );
+        std::fs::write(
+            &path,
+            "{\"prompt\": \"hi there\", \"max_tokens\": 8}\n{oops\n",
+        )
+        .unwrap();
+        let err = PromptSource::from_jsonl(&path).unwrap_err();
+        assert!(
+            err.starts_with(&format!("{}:2: not valid JSON", path.display())),
+            "{err}"
+        );
+        std::fs::write(&path, "{\"prompt\": \"hi there\", \"max_tokens\": 8}\n").unwrap();
+        let PromptSource::Dataset(entries) = PromptSource::from_jsonl(&path).unwrap() else {
+            panic!()
+        };
+        assert_eq!(entries[0].max_tokens, Some(8));
+        assert_eq!(entries[0].input_tokens, 2);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
