@@ -15,7 +15,7 @@ use crate::runner::{RunOptions, run as run_scenario};
 use crate::scenario::Scenario;
 use crate::sim::{Profile, SimConfig};
 use crate::spec::{
-    self, ApiKind, Dur, InferenceSpec, LengthSpec, Metadata, PayloadTemplate, Positive,
+    self, ApiKind, Dur, InferenceSpec, LengthSpec, Metadata, PayloadTemplate,
     PromptsSpec, ServiceSpec, SpecErrors, SpecFile, StageSpec, SyntheticSpec,
 };
 
@@ -191,16 +191,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
     if duration.is_none() && args.requests.is_none() {
         bail!("say how long to run: --duration (e.g. 30s) and/or --requests N");
     }
-    let rate = args
-        .rate
-        .map(|r| {
-            if r.is_finite() && r > 0.0 {
-                Ok(Positive(r))
-            } else {
-                Err(anyhow::anyhow!("--rate must be positive, got {r}"))
-            }
-        })
-        .transpose()?;
+    let rate = args.rate;
     let concurrency = match (rate, args.concurrency) {
         (None, None) => Some(1),
         (_, c) => c,

@@ -10,7 +10,8 @@ use hyper::header::{HeaderName, HeaderValue};
 use crate::client::Timeouts;
 use crate::client::openai::{Api, default_timeouts};
 use crate::schedule::{Arrival, Stage};
-use crate::spec::{ApiKind, ArrivalKind, PromptsSpec, SpecError, SpecErrors, SpecFile, StageSpec};
+use crate::spec::error::locate;
+use crate::spec::{ApiKind, ArrivalKind, PromptsSpec, ServiceSpec, SpecError, SpecErrors, SpecFile, StageSpec};
 use crate::workload::{Length, PromptSource};
 
 /// Where the service is.
@@ -69,7 +70,12 @@ impl Scenario {
             });
         };
 
-        // The service.
+        // Every service is checked, used or not; then the one the payload calls.
+        let services: Vec<Service> = spec
+            .services
+            .iter()
+            .filter_map(|(name, s)| service_from_spec(name, s, &mut problem))
+            .collect();
         let names: Vec<&str> = spec.services.keys().map(String::as_str).collect();
         let service_name = match &spec.payload_template.service {
             Some(name) => Some(name.clone()),
@@ -77,106 +83,20 @@ impl Scenario {
             None if names.contains(&"llm") => Some("llm".to_owned()),
             None => None,
         };
-        let mut service = None;
-        match service_name
-            .as_deref()
-            .and_then(|n| spec.services.get_key_value(n))
-        {
-            None => problem(
-                "spec.payloadTemplate.service",
-                match &service_name {
-                    Some(n) => format!("names service `{n}`, which is not under spec.services"),
-                    None => "does not say which service to call".into(),
-                },
-                Some(format!("set `service:` to one of: {}", names.join(", "))),
-            ),
-            Some((name, s)) => {
-                let path = format!("spec.services.{name}");
-                let endpoint = if s.url == "embedded" {
-                    Some(Endpoint::Embedded {
-                        profile: s.profile.clone().unwrap_or_else(|| "7b".into()),
-                    })
-                } else if let Some(rest) = s.url.strip_prefix("http://") {
-                    if rest.is_empty() || s.url.parse::<hyper::Uri>().is_err() {
-                        problem(
-                            &format!("{path}.url"),
-                            format!("`{}` is not a valid URL", s.url),
-                            Some("write e.g. `http://127.0.0.1:8000`".into()),
-                        );
-                        None
-                    } else {
-                        let base = s.url.trim_end_matches('/');
-                        Some(Endpoint::Url(
-                            base.strip_suffix("/v1").unwrap_or(base).to_owned(),
-                        ))
-                    }
-                } else if s.url.starts_with("https://") {
-                    problem(&format!("{path}.url"), "https is not supported by this build".into(), Some("reach the service over http (e.g. through a port-forward or a sidecar)".into()));
-                    None
-                } else {
-                    problem(
-                        &format!("{path}.url"),
-                        format!("`{}` is neither `embedded` nor an http:// URL", s.url),
-                        Some("write `embedded` or e.g. `http://127.0.0.1:8000`".into()),
-                    );
-                    None
-                };
-                if s.profile.is_some() && s.url != "embedded" {
-                    problem(
-                        &format!("{path}.profile"),
-                        "a profile only applies to `url: embedded`".into(),
-                        Some("remove `profile`, or set `url: embedded`".into()),
-                    );
-                }
-                if s.model.is_none() && s.url != "embedded" {
-                    problem(
-                        &format!("{path}.model"),
-                        "is required for a real server".into(),
-                        Some("name the served model, as GET /v1/models lists it".into()),
-                    );
-                }
-                let api_key = match &s.api_key_env {
-                    Some(var) => match std::env::var(var) {
-                        Ok(key) => Some(key),
-                        Err(_) => {
-                            problem(
-                                &format!("{path}.api_key_env"),
-                                format!("environment variable `{var}` is not set"),
-                                Some(format!("export {var}=… before the run")),
-                            );
-                            None
-                        }
-                    },
-                    None => None,
-                };
-                let mut headers = Vec::new();
-                for (k, v) in &s.headers {
-                    match (
-                        HeaderName::try_from(k.as_str()),
-                        HeaderValue::try_from(v.as_str()),
-                    ) {
-                        (Ok(k), Ok(v)) => headers.push((k, v)),
-                        _ => problem(
-                            &format!("{path}.headers.{k}"),
-                            "is not a valid HTTP header".into(),
-                            None,
-                        ),
-                    }
-                }
-                service = endpoint.map(|endpoint| Service {
-                    name: name.clone(),
-                    endpoint,
-                    model: s.model.clone(),
-                    api: match s.api {
-                        ApiKind::Chat => Api::Chat,
-                        ApiKind::Completions => Api::Completions,
-                    },
-                    api_key,
-                    headers,
-                    http2: s.http2,
-                });
-            }
+        let known = service_name.as_deref().is_some_and(|n| spec.services.contains_key(n));
+        if !known {
+            let (message, near) = match &service_name {
+                Some(n) => (format!("names service `{n}`, which is not under spec.services"), crate::spec::error::nearest(n, &names)),
+                None => ("does not say which service to call".into(), None),
+            };
+            let fix = match near {
+                Some(near) => format!("did you mean `{near}`? Choose from: {}", names.join(", ")),
+                None if names.is_empty() => "add a service under spec.services, e.g. `llm: { url: embedded }`".into(),
+                None => format!("set `service:` to one of: {}", names.join(", ")),
+            };
+            problem("spec.payloadTemplate.service", message, Some(fix));
         }
+        let service = services.into_iter().find(|s| Some(&s.name) == service_name.as_ref());
 
         // Prompts.
         let prompts = match &spec.payload_template.prompts {
@@ -253,8 +173,9 @@ impl Scenario {
         let mut stages = Vec::new();
         match (spec.qps_target, spec.load.is_empty()) {
             (Some(_), false) => problem("spec.qpsTarget", "cannot be combined with `load`".into(), Some("keep one: `qpsTarget` + `duration`, or `load` stages".into())),
+            (Some(rate), true) if !(rate.is_finite() && rate > 0.0) => problem("spec.qpsTarget", format!("must be a positive number, got {rate}"), None),
             (Some(rate), true) => match spec.duration {
-                Some(d) => stages.push(Stage::Open { arrival: Arrival::Constant, rate: rate.0, ramp_to: None, duration: Some(d.0), requests: None, max_concurrency: None }),
+                Some(d) => stages.push(Stage::Open { arrival: Arrival::Constant, rate, ramp_to: None, duration: Some(d.0), requests: None, max_concurrency: None }),
                 None => problem("spec.qpsTarget", "needs a `duration`".into(), Some("add e.g. `duration: 60s` beside it".into())),
             },
             (None, true) => problem("spec.load", "no load: nothing to run".into(), Some("add stages, e.g. `load: [{ arrival: poisson, rate: 10, duration: 30s }]`, or `qpsTarget` + `duration`".into())),
@@ -317,6 +238,68 @@ impl Scenario {
     }
 }
 
+type Problem<'a> = dyn FnMut(&str, String, Option<String>) + 'a;
+
+fn service_from_spec(name: &str, s: &ServiceSpec, problem: &mut Problem) -> Option<Service> {
+    let path = format!("spec.services.{name}");
+    let endpoint = if s.url == "embedded" {
+        Some(Endpoint::Embedded { profile: s.profile.clone().unwrap_or_else(|| "7b".into()) })
+    } else if let Some(rest) = s.url.strip_prefix("http://") {
+        if rest.is_empty() || s.url.parse::<hyper::Uri>().is_err() {
+            problem(&format!("{path}.url"), format!("`{}` is not a valid URL", s.url), Some("write e.g. `http://127.0.0.1:8000`".into()));
+            None
+        } else {
+            let base = s.url.trim_end_matches('/');
+            Some(Endpoint::Url(base.strip_suffix("/v1").unwrap_or(base).to_owned()))
+        }
+    } else if s.url.starts_with("https://") {
+        problem(&format!("{path}.url"), "https is not supported by this build".into(), Some("reach the service over http (e.g. through a port-forward or a sidecar)".into()));
+        None
+    } else {
+        problem(&format!("{path}.url"), format!("`{}` is neither `embedded` nor an http:// URL", s.url), Some("write `embedded` or e.g. `http://127.0.0.1:8000`".into()));
+        None
+    };
+    if let Some(profile) = &s.profile {
+        if s.url != "embedded" {
+            problem(&format!("{path}.profile"), "a profile only applies to `url: embedded`".into(), Some("remove `profile`, or set `url: embedded`".into()));
+        } else if let Err(e) = crate::sim::Profile::load(profile) {
+            problem(&format!("{path}.profile"), e.to_string(), None);
+        }
+    }
+    if s.model.is_none() && s.url != "embedded" {
+        problem(&format!("{path}.model"), "is required for a real server".into(), Some("name the served model, as GET /v1/models lists it".into()));
+    }
+    let api_key = match &s.api_key_env {
+        Some(var) => match std::env::var(var) {
+            Ok(key) => Some(key),
+            Err(_) => {
+                problem(&format!("{path}.api_key_env"), format!("environment variable `{var}` is not set"), Some(format!("export {var}=… before the run")));
+                None
+            }
+        },
+        None => None,
+    };
+    let mut headers = Vec::new();
+    for (k, v) in &s.headers {
+        match (HeaderName::try_from(k.as_str()), HeaderValue::try_from(v.as_str())) {
+            (Ok(k), Ok(v)) => headers.push((k, v)),
+            _ => problem(&format!("{path}.headers.{k}"), "is not a valid HTTP header".into(), None),
+        }
+    }
+    Some(Service {
+        name: name.to_owned(),
+        endpoint: endpoint?,
+        model: s.model.clone(),
+        api: match s.api {
+            ApiKind::Chat => Api::Chat,
+            ApiKind::Completions => Api::Completions,
+        },
+        api_key,
+        headers,
+        http2: s.http2,
+    })
+}
+
 type StageProblem = (&'static str, String, Option<String>);
 
 fn stage_from_spec(s: &StageSpec) -> Result<Stage, StageProblem> {
@@ -335,11 +318,17 @@ fn stage_from_spec(s: &StageSpec) -> Result<Stage, StageProblem> {
         (Some(_), Some(_)) => Err(("", "has both `rate` (open loop) and `concurrency` (closed loop)".into(), Some("keep one: `rate` for a target request rate, `concurrency` for N sessions back to back".into()))),
         (None, None) => Err(("", "needs `rate` (open loop) or `concurrency` (closed loop)".into(), Some("add e.g. `rate: 10` or `concurrency: 8`".into()))),
         (Some(rate), None) => {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err((".rate", format!("must be a positive number, got {rate}"), None));
+            }
             if s.think_time.is_some() {
                 return Err((".think_time", "applies only to closed-loop stages".into(), Some("remove it, or use `concurrency`".into())));
             }
             let arrival = match (s.arrival.unwrap_or(ArrivalKind::Poisson), s.burstiness) {
-                (ArrivalKind::Gamma, b) => Arrival::Gamma { burstiness: b.map_or(1.0, |b| b.0) },
+                (ArrivalKind::Gamma, Some(b)) if !(b.is_finite() && b > 0.0) => {
+                    return Err((".burstiness", format!("must be a positive number, got {b}"), None));
+                }
+                (ArrivalKind::Gamma, b) => Arrival::Gamma { burstiness: b.unwrap_or(1.0) },
                 (_, Some(_)) => return Err((".burstiness", "applies only to `arrival: gamma`".into(), Some("set `arrival: gamma`, or remove `burstiness`".into()))),
                 (ArrivalKind::Constant, None) => Arrival::Constant,
                 (ArrivalKind::Poisson, None) => Arrival::Poisson,
@@ -355,7 +344,7 @@ fn stage_from_spec(s: &StageSpec) -> Result<Stage, StageProblem> {
             if s.max_concurrency == Some(0) {
                 return Err((".max_concurrency", "must be at least 1".into(), None));
             }
-            Ok(Stage::Open { arrival, rate: rate.0, ramp_to: s.ramp_to, duration, requests: s.requests, max_concurrency: s.max_concurrency })
+            Ok(Stage::Open { arrival, rate, ramp_to: s.ramp_to, duration, requests: s.requests, max_concurrency: s.max_concurrency })
         }
         (None, Some(concurrency)) => {
             if concurrency == 0 {
@@ -371,66 +360,8 @@ fn stage_from_spec(s: &StageSpec) -> Result<Stage, StageProblem> {
     }
 }
 
-/// Line and column of a dotted field path (`spec.load[1].rate`) in YAML text: the
-/// best place to point at for a problem found after parsing. Falls back to the
-/// deepest part of the path that was found.
-pub fn locate(text: &str, path: &str) -> (usize, usize) {
-    let lines: Vec<&str> = text.lines().collect();
-    let (mut line, mut column) = (0usize, 0usize);
-    let mut found = (0, 0);
-    for segment in path.split('.') {
-        let (key, index) = match segment.split_once('[') {
-            Some((k, i)) => (k, i.trim_end_matches(']').parse::<usize>().ok()),
-            None => (segment, None),
-        };
-        let pattern = format!("{key}:");
-        let Some((l, c)) = lines.iter().enumerate().skip(line).find_map(|(l, text)| {
-            let c = text.find(&pattern)?;
-            let before = text[..c].chars().last();
-            (before.is_none_or(|b| b == ' ' || b == '{' || b == ',' || b == '-')
-                && (l > line || c >= column))
-                .then_some((l, c))
-        }) else {
-            break;
-        };
-        (line, column) = (l, c);
-        found = (l + 1, c + 1);
-        if let Some(index) = index {
-            let items: Vec<(usize, usize)> = lines
-                .iter()
-                .enumerate()
-                .skip(l + 1)
-                .take_while(|(_, t)| {
-                    t.trim().is_empty()
-                        || t.len() - t.trim_start().len() > c
-                        || t.trim_start().starts_with('-')
-                })
-                .filter(|(_, t)| t.trim_start().starts_with('-'))
-                .map(|(n, t)| (n, t.len() - t.trim_start().len()))
-                .collect();
-            match items.get(index) {
-                Some(&(n, indent)) => {
-                    (line, column) = (n, indent);
-                    found = (n + 1, indent + 1);
-                }
-                None => break,
-            }
-        }
-    }
-    found
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn locate_finds_nested_and_indexed_fields() {
-        let text = "spec:\n  services:\n    llm: { url: embedded }\n  load:\n    - { rate: 5, duration: 10s }\n    - rate: 7\n      duration: 5s\n";
-        assert_eq!(locate(text, "spec.services.llm"), (3, 5));
-        assert_eq!(locate(text, "spec.load[1]"), (6, 5));
-        assert_eq!(locate(text, "spec.load[1].duration"), (7, 7));
-        assert_eq!(locate(text, "spec.load[0].rate"), (5, 9));
-        assert_eq!(locate(text, "spec.nothing"), (1, 1));
-    }
 }

@@ -130,9 +130,69 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// Line and column of a dotted field path (`spec.load[1].rate`) in YAML text: the
+/// best place to point at for a problem found after parsing. Falls back to the
+/// deepest part of the path that was found.
+pub fn locate(text: &str, path: &str) -> (usize, usize) {
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut line, mut column) = (0usize, 0usize);
+    let mut found = (0, 0);
+    for segment in path.split('.') {
+        let (key, index) = match segment.split_once('[') {
+            Some((k, i)) => (k, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (segment, None),
+        };
+        let pattern = format!("{key}:");
+        let Some((l, c)) = lines.iter().enumerate().skip(line).find_map(|(l, text)| {
+            let c = text.find(&pattern)?;
+            let before = text[..c].chars().last();
+            (before.is_none_or(|b| b == ' ' || b == '{' || b == ',' || b == '-')
+                && (l > line || c >= column))
+                .then_some((l, c))
+        }) else {
+            break;
+        };
+        (line, column) = (l, c);
+        found = (l + 1, c + 1);
+        if let Some(index) = index {
+            let items: Vec<(usize, usize)> = lines
+                .iter()
+                .enumerate()
+                .skip(l + 1)
+                .take_while(|(_, t)| {
+                    t.trim().is_empty()
+                        || t.len() - t.trim_start().len() > c
+                        || t.trim_start().starts_with('-')
+                })
+                .filter(|(_, t)| t.trim_start().starts_with('-'))
+                .map(|(n, t)| (n, t.len() - t.trim_start().len()))
+                .collect();
+            match items.get(index) {
+                Some(&(n, indent)) => {
+                    (line, column) = (n, indent);
+                    found = (n + 1, indent + 1);
+                }
+                None => break,
+            }
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn locate_finds_nested_and_indexed_fields() {
+        let text = "spec:\n  services:\n    llm: { url: embedded }\n  load:\n    - { rate: 5, duration: 10s }\n    - rate: 7\n      duration: 5s\n";
+        assert_eq!(locate(text, "spec.services.llm"), (3, 5));
+        assert_eq!(locate(text, "spec.load[1]"), (6, 5));
+        assert_eq!(locate(text, "spec.load[1].duration"), (7, 7));
+        assert_eq!(locate(text, "spec.load[0].rate"), (5, 9));
+        assert_eq!(locate(text, "spec.nothing"), (1, 1));
+    }
+
 
     #[test]
     fn nearest_finds_typos_only() {

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use error::{SpecError, SpecErrors};
-pub use values::{Dur, Positive};
+pub use values::Dur;
 
 /// The API version this build reads.
 pub const API_VERSION: &str = "redline.dev/v1alpha1";
@@ -71,7 +71,7 @@ pub struct InferenceSpec {
     pub load: Vec<StageSpec>,
     /// Shorthand for one constant-rate stage of `duration` (requests per second).
     #[serde(rename = "qpsTarget", default, skip_serializing_if = "Option::is_none")]
-    pub qps_target: Option<Positive>,
+    pub qps_target: Option<f64>,
     /// Duration of the `qpsTarget` stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<Dur>,
@@ -219,14 +219,14 @@ pub struct StageSpec {
     pub arrival: Option<ArrivalKind>,
     /// Requests per second (open loop); the start rate of a ramp.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate: Option<Positive>,
+    pub rate: Option<f64>,
     /// Ramp linearly from `rate` to this rate over the stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp_to: Option<f64>,
     /// Gamma arrivals: shape factor; 1 is Poisson, below 1 burstier (vLLM's
     /// `--burstiness`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub burstiness: Option<Positive>,
+    pub burstiness: Option<f64>,
     /// Open loop: most requests in flight; a request whose time comes at the cap
     /// waits for a slot (its lag is recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -271,6 +271,20 @@ pub struct TimeoutsSpec {
     pub total: Option<Dur>,
 }
 
+/// The 1-based line of the top-level `key` in document `index` (0 when not found).
+fn nth_line(text: &str, index: usize, key: &str) -> usize {
+    let mut document = 0;
+    for (n, line) in text.lines().enumerate() {
+        if line.starts_with("---") && n > 0 {
+            document += 1;
+        }
+        if document == index && line.starts_with(key) {
+            return n + 1;
+        }
+    }
+    0
+}
+
 /// A parsed spec file: its documents by kind.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpecFile {
@@ -306,6 +320,9 @@ pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
         message,
         fix,
     };
+    if text.trim().is_empty() {
+        return Err(SpecErrors(vec![at(0, "the spec file is empty".into(), Some("start from examples/quickstart.yaml".into()))]));
+    }
     let mut documents = 0;
     for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
         documents += 1;
@@ -318,7 +335,7 @@ pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
         };
         if header.api_version != API_VERSION {
             errors.push(at(
-                0,
+                nth_line(text, index, "apiVersion:"),
                 format!(
                     "document {}: unsupported apiVersion `{}`",
                     index + 1,
@@ -350,9 +367,12 @@ pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
             other => errors.push(SpecError {
                 path: "kind".into(),
                 ..at(
-                    0,
+                    nth_line(text, index, "kind:"),
                     format!("unknown kind `{other}` in document {}", index + 1),
-                    Some(format!("choose from: {}", KINDS.join(", "))),
+                    Some(match error::nearest(other, KINDS) {
+                        Some(near) => format!("did you mean `{near}`? Choose from: {}", KINDS.join(", ")),
+                        None => format!("choose from: {}", KINDS.join(", ")),
+                    }),
                 )
             }),
         }

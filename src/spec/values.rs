@@ -84,23 +84,6 @@ impl Serialize for Dur {
     }
 }
 
-/// A positive finite number (a rate, a burstiness factor).
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
-pub struct Positive(pub f64);
-
-impl<'de> Deserialize<'de> for Positive {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Positive, D::Error> {
-        let value = f64::deserialize(deserializer)?;
-        if value.is_finite() && value > 0.0 {
-            Ok(Positive(value))
-        } else {
-            Err(de::Error::custom(format!(
-                "must be a positive number, got {value}"
-            )))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,117 @@
+//! Spec errors, word for word: file, line, column, field path, and the fix.
+
+use redline::scenario::Scenario;
+
+fn errors(text: &str) -> String {
+    match redline::spec::parse("test.yaml", text).and_then(|file| Scenario::from_spec(&file, text)) {
+        Ok(_) => panic!("the spec was accepted"),
+        Err(errors) => errors.to_string(),
+    }
+}
+
+const HEAD: &str = "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: { name: t }\nspec:\n";
+
+fn spec(body: &str) -> String {
+    format!("{HEAD}{body}")
+}
+
+const SERVICES: &str = "  services:\n    llm: { url: embedded }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 10, output_tokens: 5 } }\n";
+
+#[test]
+fn unknown_key_names_the_nearest_one() {
+    let text = spec(&format!("{SERVICES}  load:\n    - {{ rat: 5, duration: 10s }}\n"));
+    assert_eq!(
+        errors(&text),
+        "1 problem in the spec:\n\
+         test.yaml:10:9: spec.load[0]: unknown field `rat`\n  \
+         fix: did you mean `rate`? Choose from: arrival, rate, ramp_to, burstiness, max_concurrency, concurrency, think_time, duration, requests\n"
+    );
+}
+
+#[test]
+fn bad_values_say_how_to_write_them() {
+    let text = spec(&format!("{SERVICES}  load:\n    - {{ rate: 5, duration: 10x }}\n"));
+    assert_eq!(
+        errors(&text),
+        "1 problem in the spec:\n\
+         test.yaml:10:28: spec.load[0].duration: invalid duration `10x`: write a number and a unit (us, ms, s, m, h), e.g. `30s` or `250ms`\n"
+    );
+    let text = spec(&format!("{SERVICES}  load:\n    - {{ rate: -2, duration: 10s }}\n"));
+    assert_eq!(errors(&text), "1 problem in the spec:\ntest.yaml:10:9: spec.load[0].rate: must be a positive number, got -2\n");
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let text = spec(
+        "  services:\n    llm: { url: \"ftp://x\", model: m }\n  payloadTemplate:\n    service: lm\n    prompts: { synthetic: { input_tokens: 0, output_tokens: 5 } }\n  load:\n    - { rate: 5 }\n    - concurrency: 2\n      duration: 5s\n      arrival: poisson\n",
+    );
+    assert_eq!(
+        errors(&text),
+        "5 problems in the spec:\n\
+         test.yaml:6:12: spec.services.llm.url: `ftp://x` is neither `embedded` nor an http:// URL\n  \
+         fix: write `embedded` or e.g. `http://127.0.0.1:8000`\n\
+         test.yaml:8:5: spec.payloadTemplate.service: names service `lm`, which is not under spec.services\n  \
+         fix: did you mean `llm`? Choose from: llm\n\
+         test.yaml:9:29: spec.payloadTemplate.prompts.synthetic.input_tokens: a length must be at least 1 token\n\
+         test.yaml:11:5: spec.load[0]: a stage needs a `duration` or a `requests` budget\n  \
+         fix: add e.g. `duration: 30s`\n\
+         test.yaml:14:7: spec.load[1].arrival: applies only to open-loop (`rate`) stages\n  \
+         fix: remove it, or use `rate` instead of `concurrency`\n"
+    );
+}
+
+#[test]
+fn open_and_closed_loop_cannot_mix() {
+    let text = spec(&format!("{SERVICES}  load:\n    - {{ rate: 5, concurrency: 3, duration: 10s }}\n"));
+    assert_eq!(
+        errors(&text),
+        "1 problem in the spec:\n\
+         test.yaml:10:5: spec.load[0]: has both `rate` (open loop) and `concurrency` (closed loop)\n  \
+         fix: keep one: `rate` for a target request rate, `concurrency` for N sessions back to back\n"
+    );
+}
+
+#[test]
+fn kind_version_and_empty_files() {
+    let text = "apiVersion: redline.dev/v1\nkind: InferenceSpc\nspec: {}\n";
+    assert_eq!(
+        errors(text),
+        "2 problems in the spec:\n\
+         test.yaml:1:1: document 1: unsupported apiVersion `redline.dev/v1`\n  \
+         fix: use `apiVersion: redline.dev/v1alpha1`\n\
+         test.yaml:2:1: kind: unknown kind `InferenceSpc` in document 1\n  \
+         fix: did you mean `InferenceSpec`? Choose from: InferenceSpec\n"
+    );
+    assert_eq!(errors("\n"), "1 problem in the spec:\ntest.yaml: the spec file is empty\n  fix: start from examples/quickstart.yaml\n");
+}
+
+#[test]
+fn a_real_server_needs_a_model_and_a_set_api_key() {
+    let text = spec(
+        "  services:\n    llm: { url: \"http://127.0.0.1:9\", api_key_env: REDLINE_TEST_SURELY_UNSET }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 10, output_tokens: 5 } }\n  qpsTarget: 5\n  duration: 10s\n",
+    );
+    assert_eq!(
+        errors(&text),
+        "2 problems in the spec:\n\
+         test.yaml:6:5: spec.services.llm.model: is required for a real server\n  \
+         fix: name the served model, as GET /v1/models lists it\n\
+         test.yaml:6:39: spec.services.llm.api_key_env: environment variable `REDLINE_TEST_SURELY_UNSET` is not set\n  \
+         fix: export REDLINE_TEST_SURELY_UNSET=… before the run\n"
+    );
+}
+
+#[test]
+fn every_example_spec_is_valid() {
+    let mut seen = 0;
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let name = path.display().to_string();
+            let file = redline::spec::parse(&name, &text).unwrap_or_else(|e| panic!("{e}"));
+            Scenario::from_spec(&file, &text).unwrap_or_else(|e| panic!("{e}"));
+            seen += 1;
+        }
+    }
+    assert!(seen >= 1);
+}
