@@ -15,8 +15,8 @@ use crate::runner::{RunOptions, run as run_scenario};
 use crate::scenario::Scenario;
 use crate::sim::{Profile, SimConfig};
 use crate::spec::{
-    self, ApiKind, Dur, InferenceSpec, LengthSpec, Metadata, PayloadTemplate,
-    PromptsSpec, ServiceSpec, SpecErrors, SpecFile, StageSpec, SyntheticSpec,
+    self, ApiKind, Dur, InferenceSpec, LengthSpec, Metadata, PayloadTemplate, PromptsSpec,
+    ServiceSpec, SpecErrors, SpecFile, StageSpec, SyntheticSpec,
 };
 
 /// Exit codes, as documented in `--help` and the README.

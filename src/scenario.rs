@@ -11,7 +11,9 @@ use crate::client::Timeouts;
 use crate::client::openai::{Api, default_timeouts};
 use crate::schedule::{Arrival, Stage};
 use crate::spec::error::locate;
-use crate::spec::{ApiKind, ArrivalKind, PromptsSpec, ServiceSpec, SpecError, SpecErrors, SpecFile, StageSpec};
+use crate::spec::{
+    ApiKind, ArrivalKind, PromptsSpec, ServiceSpec, SpecError, SpecErrors, SpecFile, StageSpec,
+};
 use crate::workload::{Length, PromptSource};
 
 /// Where the service is.
@@ -83,20 +85,29 @@ impl Scenario {
             None if names.contains(&"llm") => Some("llm".to_owned()),
             None => None,
         };
-        let known = service_name.as_deref().is_some_and(|n| spec.services.contains_key(n));
+        let known = service_name
+            .as_deref()
+            .is_some_and(|n| spec.services.contains_key(n));
         if !known {
             let (message, near) = match &service_name {
-                Some(n) => (format!("names service `{n}`, which is not under spec.services"), crate::spec::error::nearest(n, &names)),
+                Some(n) => (
+                    format!("names service `{n}`, which is not under spec.services"),
+                    crate::spec::error::nearest(n, &names),
+                ),
                 None => ("does not say which service to call".into(), None),
             };
             let fix = match near {
                 Some(near) => format!("did you mean `{near}`? Choose from: {}", names.join(", ")),
-                None if names.is_empty() => "add a service under spec.services, e.g. `llm: { url: embedded }`".into(),
+                None if names.is_empty() => {
+                    "add a service under spec.services, e.g. `llm: { url: embedded }`".into()
+                }
                 None => format!("set `service:` to one of: {}", names.join(", ")),
             };
             problem("spec.payloadTemplate.service", message, Some(fix));
         }
-        let service = services.into_iter().find(|s| Some(&s.name) == service_name.as_ref());
+        let service = services
+            .into_iter()
+            .find(|s| Some(&s.name) == service_name.as_ref());
 
         // Prompts.
         let prompts = match &spec.payload_template.prompts {
@@ -243,37 +254,65 @@ type Problem<'a> = dyn FnMut(&str, String, Option<String>) + 'a;
 fn service_from_spec(name: &str, s: &ServiceSpec, problem: &mut Problem) -> Option<Service> {
     let path = format!("spec.services.{name}");
     let endpoint = if s.url == "embedded" {
-        Some(Endpoint::Embedded { profile: s.profile.clone().unwrap_or_else(|| "7b".into()) })
+        Some(Endpoint::Embedded {
+            profile: s.profile.clone().unwrap_or_else(|| "7b".into()),
+        })
     } else if let Some(rest) = s.url.strip_prefix("http://") {
         if rest.is_empty() || s.url.parse::<hyper::Uri>().is_err() {
-            problem(&format!("{path}.url"), format!("`{}` is not a valid URL", s.url), Some("write e.g. `http://127.0.0.1:8000`".into()));
+            problem(
+                &format!("{path}.url"),
+                format!("`{}` is not a valid URL", s.url),
+                Some("write e.g. `http://127.0.0.1:8000`".into()),
+            );
             None
         } else {
             let base = s.url.trim_end_matches('/');
-            Some(Endpoint::Url(base.strip_suffix("/v1").unwrap_or(base).to_owned()))
+            Some(Endpoint::Url(
+                base.strip_suffix("/v1").unwrap_or(base).to_owned(),
+            ))
         }
     } else if s.url.starts_with("https://") {
-        problem(&format!("{path}.url"), "https is not supported by this build".into(), Some("reach the service over http (e.g. through a port-forward or a sidecar)".into()));
+        problem(
+            &format!("{path}.url"),
+            "https is not supported by this build".into(),
+            Some("reach the service over http (e.g. through a port-forward or a sidecar)".into()),
+        );
         None
     } else {
-        problem(&format!("{path}.url"), format!("`{}` is neither `embedded` nor an http:// URL", s.url), Some("write `embedded` or e.g. `http://127.0.0.1:8000`".into()));
+        problem(
+            &format!("{path}.url"),
+            format!("`{}` is neither `embedded` nor an http:// URL", s.url),
+            Some("write `embedded` or e.g. `http://127.0.0.1:8000`".into()),
+        );
         None
     };
     if let Some(profile) = &s.profile {
         if s.url != "embedded" {
-            problem(&format!("{path}.profile"), "a profile only applies to `url: embedded`".into(), Some("remove `profile`, or set `url: embedded`".into()));
+            problem(
+                &format!("{path}.profile"),
+                "a profile only applies to `url: embedded`".into(),
+                Some("remove `profile`, or set `url: embedded`".into()),
+            );
         } else if let Err(e) = crate::sim::Profile::load(profile) {
             problem(&format!("{path}.profile"), e.to_string(), None);
         }
     }
     if s.model.is_none() && s.url != "embedded" {
-        problem(&format!("{path}.model"), "is required for a real server".into(), Some("name the served model, as GET /v1/models lists it".into()));
+        problem(
+            &format!("{path}.model"),
+            "is required for a real server".into(),
+            Some("name the served model, as GET /v1/models lists it".into()),
+        );
     }
     let api_key = match &s.api_key_env {
         Some(var) => match std::env::var(var) {
             Ok(key) => Some(key),
             Err(_) => {
-                problem(&format!("{path}.api_key_env"), format!("environment variable `{var}` is not set"), Some(format!("export {var}=… before the run")));
+                problem(
+                    &format!("{path}.api_key_env"),
+                    format!("environment variable `{var}` is not set"),
+                    Some(format!("export {var}=… before the run")),
+                );
                 None
             }
         },
@@ -281,9 +320,16 @@ fn service_from_spec(name: &str, s: &ServiceSpec, problem: &mut Problem) -> Opti
     };
     let mut headers = Vec::new();
     for (k, v) in &s.headers {
-        match (HeaderName::try_from(k.as_str()), HeaderValue::try_from(v.as_str())) {
+        match (
+            HeaderName::try_from(k.as_str()),
+            HeaderValue::try_from(v.as_str()),
+        ) {
             (Ok(k), Ok(v)) => headers.push((k, v)),
-            _ => problem(&format!("{path}.headers.{k}"), "is not a valid HTTP header".into(), None),
+            _ => problem(
+                &format!("{path}.headers.{k}"),
+                "is not a valid HTTP header".into(),
+                None,
+            ),
         }
     }
     Some(Service {
@@ -358,10 +404,4 @@ fn stage_from_spec(s: &StageSpec) -> Result<Stage, StageProblem> {
             Ok(Stage::Closed { concurrency, think_time: s.think_time.map_or(Duration::ZERO, |d| d.0), duration, requests: s.requests })
         }
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
 }

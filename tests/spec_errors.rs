@@ -3,13 +3,15 @@
 use redline::scenario::Scenario;
 
 fn errors(text: &str) -> String {
-    match redline::spec::parse("test.yaml", text).and_then(|file| Scenario::from_spec(&file, text)) {
+    match redline::spec::parse("test.yaml", text).and_then(|file| Scenario::from_spec(&file, text))
+    {
         Ok(_) => panic!("the spec was accepted"),
         Err(errors) => errors.to_string(),
     }
 }
 
-const HEAD: &str = "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: { name: t }\nspec:\n";
+const HEAD: &str =
+    "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: { name: t }\nspec:\n";
 
 fn spec(body: &str) -> String {
     format!("{HEAD}{body}")
@@ -19,7 +21,9 @@ const SERVICES: &str = "  services:\n    llm: { url: embedded }\n  payloadTempla
 
 #[test]
 fn unknown_key_names_the_nearest_one() {
-    let text = spec(&format!("{SERVICES}  load:\n    - {{ rat: 5, duration: 10s }}\n"));
+    let text = spec(&format!(
+        "{SERVICES}  load:\n    - {{ rat: 5, duration: 10s }}\n"
+    ));
     assert_eq!(
         errors(&text),
         "1 problem in the spec:\n\
@@ -30,14 +34,21 @@ fn unknown_key_names_the_nearest_one() {
 
 #[test]
 fn bad_values_say_how_to_write_them() {
-    let text = spec(&format!("{SERVICES}  load:\n    - {{ rate: 5, duration: 10x }}\n"));
+    let text = spec(&format!(
+        "{SERVICES}  load:\n    - {{ rate: 5, duration: 10x }}\n"
+    ));
     assert_eq!(
         errors(&text),
         "1 problem in the spec:\n\
          test.yaml:10:28: spec.load[0].duration: invalid duration `10x`: write a number and a unit (us, ms, s, m, h), e.g. `30s` or `250ms`\n"
     );
-    let text = spec(&format!("{SERVICES}  load:\n    - {{ rate: -2, duration: 10s }}\n"));
-    assert_eq!(errors(&text), "1 problem in the spec:\ntest.yaml:10:9: spec.load[0].rate: must be a positive number, got -2\n");
+    let text = spec(&format!(
+        "{SERVICES}  load:\n    - {{ rate: -2, duration: 10s }}\n"
+    ));
+    assert_eq!(
+        errors(&text),
+        "1 problem in the spec:\ntest.yaml:10:9: spec.load[0].rate: must be a positive number, got -2\n"
+    );
 }
 
 #[test]
@@ -62,7 +73,9 @@ fn every_problem_is_reported_at_once() {
 
 #[test]
 fn open_and_closed_loop_cannot_mix() {
-    let text = spec(&format!("{SERVICES}  load:\n    - {{ rate: 5, concurrency: 3, duration: 10s }}\n"));
+    let text = spec(&format!(
+        "{SERVICES}  load:\n    - {{ rate: 5, concurrency: 3, duration: 10s }}\n"
+    ));
     assert_eq!(
         errors(&text),
         "1 problem in the spec:\n\
@@ -82,7 +95,10 @@ fn kind_version_and_empty_files() {
          test.yaml:2:1: kind: unknown kind `InferenceSpc` in document 1\n  \
          fix: did you mean `InferenceSpec`? Choose from: InferenceSpec\n"
     );
-    assert_eq!(errors("\n"), "1 problem in the spec:\ntest.yaml: the spec file is empty\n  fix: start from examples/quickstart.yaml\n");
+    assert_eq!(
+        errors("\n"),
+        "1 problem in the spec:\ntest.yaml: the spec file is empty\n  fix: start from examples/quickstart.yaml\n"
+    );
 }
 
 #[test]

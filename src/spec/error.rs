@@ -193,7 +193,6 @@ mod tests {
         assert_eq!(locate(text, "spec.nothing"), (1, 1));
     }
 
-
     #[test]
     fn nearest_finds_typos_only() {
         let keys = ["arrival", "rate", "duration", "concurrency"];

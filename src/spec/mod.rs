@@ -321,7 +321,11 @@ pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
         fix,
     };
     if text.trim().is_empty() {
-        return Err(SpecErrors(vec![at(0, "the spec file is empty".into(), Some("start from examples/quickstart.yaml".into()))]));
+        return Err(SpecErrors(vec![at(
+            0,
+            "the spec file is empty".into(),
+            Some("start from examples/quickstart.yaml".into()),
+        )]));
     }
     let mut documents = 0;
     for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
@@ -370,7 +374,9 @@ pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
                     nth_line(text, index, "kind:"),
                     format!("unknown kind `{other}` in document {}", index + 1),
                     Some(match error::nearest(other, KINDS) {
-                        Some(near) => format!("did you mean `{near}`? Choose from: {}", KINDS.join(", ")),
+                        Some(near) => {
+                            format!("did you mean `{near}`? Choose from: {}", KINDS.join(", "))
+                        }
                         None => format!("choose from: {}", KINDS.join(", ")),
                     }),
                 )
