@@ -307,6 +307,13 @@ fn sse_stream(
     })
 }
 
+/// `text` as a JSON string literal, escaped, without building a `Value`.
+fn json_string(text: &str) -> String {
+    let mut out = Vec::with_capacity(text.len() + 2);
+    serde_json::to_writer(&mut out, text).expect("writing to a Vec cannot fail");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
 /// Formats the chunks of one answer. The constant head of every chunk is rendered
 /// once, so a token costs one escape of its text.
 struct Chunks {
@@ -341,7 +348,7 @@ impl Chunks {
     }
 
     fn token(&self, index: u32, delta: &str) -> Bytes {
-        let escaped = Value::from(delta).to_string();
+        let escaped = json_string(delta);
         let mut out = String::with_capacity(self.head.len() + escaped.len() + 160);
         if index == 0 && self.api == Api::Chat {
             // vLLM sends the role with the first output, not before it.

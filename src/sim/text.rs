@@ -194,7 +194,10 @@ impl Generator {
             return ".".into();
         }
         let word = WORDS[self.rng.random_range(0..WORDS.len())];
-        format!(" {word}")
+        let mut piece = String::with_capacity(word.len() + 1);
+        piece.push(' ');
+        piece.push_str(word);
+        piece
     }
 
     /// Where the earliest stop string starts in the unsent text, if one is there.
