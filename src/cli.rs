@@ -35,7 +35,8 @@ pub mod exit {
 #[command(
     name = "redline",
     version,
-    about = "A load tester for AI-native services"
+    about = "A load tester for AI-native services",
+    after_help = "Exit codes: 0 the run completed · 2 spec or usage error · 3 no request reached the target · 130 interrupted (records and a partial report are written)"
 )]
 pub struct Cli {
     #[command(subcommand)]
