@@ -8,7 +8,7 @@ use std::time::Duration;
 use hyper::header::{HeaderName, HeaderValue};
 
 use crate::client::Timeouts;
-use crate::client::openai::{Api, default_timeouts};
+use crate::client::openai::Api;
 use crate::schedule::{Arrival, Stage};
 use crate::spec::error::locate;
 use crate::spec::{
@@ -208,7 +208,7 @@ impl Scenario {
             );
         }
 
-        let defaults = default_timeouts();
+        let defaults = Timeouts::default();
         let t = &spec.timeouts;
         let timeouts = Timeouts {
             connect: t.connect.map_or(defaults.connect, |d| d.0),

@@ -28,6 +28,17 @@ pub struct Timeouts {
     pub total: Duration,
 }
 
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(10),
+            first_token: Duration::from_secs(60),
+            between_tokens: Duration::from_secs(30),
+            total: Duration::from_secs(600),
+        }
+    }
+}
+
 /// Microseconds since the run started: the time base of every record.
 #[derive(Debug, Clone, Copy)]
 pub struct RunClock {

@@ -3,7 +3,7 @@
 //! never panics on what a server sends.
 
 use std::borrow::Cow;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -576,15 +576,5 @@ fn preview(bytes: &[u8]) -> String {
         format!("{text}…")
     } else {
         text.into_owned()
-    }
-}
-
-/// Default time limits.
-pub fn default_timeouts() -> Timeouts {
-    Timeouts {
-        connect: Duration::from_secs(10),
-        first_token: Duration::from_secs(60),
-        between_tokens: Duration::from_secs(30),
-        total: Duration::from_secs(600),
     }
 }

@@ -129,6 +129,8 @@ fn run(
 ) {
     let mut routes: HashMap<u64, Route> = HashMap::new();
     let mut last_sweep = Instant::now();
+    // Counters as last reported to /metrics; each step reports what it added.
+    let mut reported = scheduler.counters();
     let admit = |submit: Submit, scheduler: &mut Scheduler, routes: &mut HashMap<u64, Route>| {
         routes.insert(
             submit.request.id,
@@ -181,13 +183,15 @@ fn run(
             route(emission, now_ns, &mut routes, &mut scheduler, &metrics);
         }
         let lag_ns = woke.saturating_duration_since(deadline).as_nanos() as u64;
+        let counters = scheduler.counters();
         metrics.after_step(
             scheduler.running(),
             scheduler.waiting(),
             scheduler.kv_usage(),
-            scheduler.counters(),
+            counters.since(&reported),
             lag_ns,
         );
+        reported = counters;
     }
 }
 

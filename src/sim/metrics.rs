@@ -43,7 +43,6 @@ pub struct SimMetrics {
     queue_time: Histogram,
     step_lag: Histogram,
     steps: Counter,
-    last: std::sync::Mutex<Counters>,
 }
 
 impl SimMetrics {
@@ -65,7 +64,6 @@ impl SimMetrics {
             queue_time: latency(),
             step_lag: Histogram::new(LAG_BUCKETS.iter().copied()),
             steps: Counter::default(),
-            last: std::sync::Mutex::new(Counters::default()),
             registry: Registry::with_labels(
                 [("model_name".into(), model.to_owned().into())].into_iter(),
             ),
@@ -145,32 +143,25 @@ impl SimMetrics {
         m
     }
 
-    /// Updates the gauges and counters after a step.
+    /// Updates the gauges, and the counters by what the step added (`added`).
     pub fn after_step(
         &self,
         running: usize,
         waiting: usize,
         kv_usage: f64,
-        counters: Counters,
+        added: Counters,
         lag_ns: u64,
     ) {
         self.running.set(running as i64);
         self.waiting.set(waiting as i64);
         self.kv_usage.set(kv_usage);
         self.step_lag.observe(lag_ns as f64 / 1e9);
-        let mut last = self.last.lock().expect("metrics lock is never poisoned");
-        self.prompt_tokens
-            .inc_by(counters.prompt_tokens - last.prompt_tokens);
-        self.generation_tokens
-            .inc_by(counters.generation_tokens - last.generation_tokens);
-        self.prefix_queries
-            .inc_by(counters.prefix_queries - last.prefix_queries);
-        self.prefix_hits
-            .inc_by(counters.prefix_hits - last.prefix_hits);
-        self.preemptions
-            .inc_by(counters.preemptions - last.preemptions);
-        self.steps.inc_by(counters.steps - last.steps);
-        *last = counters;
+        self.prompt_tokens.inc_by(added.prompt_tokens);
+        self.generation_tokens.inc_by(added.generation_tokens);
+        self.prefix_queries.inc_by(added.prefix_queries);
+        self.prefix_hits.inc_by(added.prefix_hits);
+        self.preemptions.inc_by(added.preemptions);
+        self.steps.inc_by(added.steps);
     }
 
     pub fn inter_token(&self, gap_ns: u64) {

@@ -74,6 +74,24 @@ pub struct Counters {
     pub steps: u64,
 }
 
+impl Counters {
+    /// What was added since `earlier` (a snapshot of the same counters).
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        Counters {
+            prompt_tokens: self.prompt_tokens - earlier.prompt_tokens,
+            generation_tokens: self.generation_tokens - earlier.generation_tokens,
+            prefix_queries: self.prefix_queries - earlier.prefix_queries,
+            prefix_hits: self.prefix_hits - earlier.prefix_hits,
+            preemptions: self.preemptions - earlier.preemptions,
+            finished_stop: self.finished_stop - earlier.finished_stop,
+            finished_length: self.finished_length - earlier.finished_length,
+            finished_tool_calls: self.finished_tool_calls - earlier.finished_tool_calls,
+            aborted: self.aborted - earlier.aborted,
+            steps: self.steps - earlier.steps,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Sequence {
     id: u64,

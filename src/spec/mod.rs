@@ -45,10 +45,11 @@ pub struct Metadata {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Document<T> {
-    #[allow(dead_code)] // checked through `Header`
-    api_version: String,
-    #[allow(dead_code)]
-    kind: String,
+    // Checked through `Header`; named here so `deny_unknown_fields` accepts them.
+    #[serde(rename = "apiVersion")]
+    _api_version: String,
+    #[serde(rename = "kind")]
+    _kind: String,
     #[serde(default)]
     metadata: Metadata,
     spec: T,
