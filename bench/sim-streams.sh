@@ -2,11 +2,15 @@
 # Stream capacity of `redline sim`: N concurrent streams (default 5,000) driven by
 # `redline run` in a closed loop, both on this machine. Reports the SSE events/s the
 # simulator emitted, how late its step clock woke against the model (p99), and its
-# peak RSS. Usage: bench/sim-streams.sh [STREAMS] [SECONDS]
+# peak RSS. PROTOCOL h1 gives each stream its own HTTP/1.1 connection (a syscall per
+# token on each side); h2 multiplexes every stream over one HTTP/2 connection.
+# Usage: bench/sim-streams.sh [STREAMS] [SECONDS] [h1|h2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 streams=${1:-5000}
 seconds=${2:-30}
+protocol=${3:-h1}
+case "$protocol" in h1) http2=false ;; h2) http2=true ;; *) echo "protocol is h1 or h2" >&2; exit 2 ;; esac
 ulimit -n "$(ulimit -Hn)"  # one socket per stream in each process
 cargo build --release --quiet
 work=$(mktemp -d)
@@ -21,7 +25,7 @@ kind: InferenceSpec
 metadata: { name: sim-streams }
 spec:
   services:
-    llm: { url: "http://127.0.0.1:$port", model: sim-bench, api: completions }
+    llm: { url: "http://127.0.0.1:$port", model: sim-bench, api: completions, http2: $http2 }
   payloadTemplate:
     prompts: { synthetic: { input_tokens: 16, output_tokens: 400 } }
   max_in_flight: 20000

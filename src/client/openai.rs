@@ -313,14 +313,38 @@ impl Reader<'_> {
     async fn read_stream(&mut self, body: &mut Incoming) {
         let mut decoder = SseDecoder::new(self.target.max_response_bytes);
         let mut done = false;
+        // One timer for the whole stream, re-armed lazily: when it fires, the real
+        // deadline (which moves with every frame) is checked, and the timer is set to
+        // it if it has not passed. A timer per frame would cost a timer-wheel insert
+        // and removal for every token.
+        let mut last_frame = Instant::now();
+        let (first_deadline, total_deadline) = (self.first_deadline, self.total_deadline);
+        let between = self.target.timeouts.between_tokens;
+        let deadline = move |last_content: Option<Instant>, last_frame: Instant| match last_content
+        {
+            None => first_deadline,
+            Some(_) => total_deadline.min(last_frame + between),
+        };
+        let timer = tokio::time::sleep_until(self.first_deadline.into());
+        tokio::pin!(timer);
         loop {
-            let deadline = if self.last_content.is_none() {
-                self.first_deadline
-            } else {
-                self.total_deadline
-                    .min(Instant::now() + self.target.timeouts.between_tokens)
+            let next = tokio::select! {
+                biased;
+                frame = body.frame() => Ok(frame),
+                _ = &mut timer => Err(()),
             };
-            let frame = match tokio::time::timeout_at(deadline.into(), body.frame()).await {
+            let next = match next {
+                Ok(frame) => Ok(frame),
+                Err(()) => {
+                    let due = deadline(self.last_content, last_frame);
+                    if Instant::now() < due {
+                        timer.as_mut().reset(due.into());
+                        continue;
+                    }
+                    Err(())
+                }
+            };
+            let frame = match next {
                 Err(_) => {
                     let (stage, what) = if self.last_content.is_none() {
                         (
@@ -352,6 +376,7 @@ impl Reader<'_> {
                 Ok(Some(Ok(frame))) => frame,
             };
             let at = Instant::now();
+            last_frame = at;
             if self.record.first_byte_us.is_none() {
                 self.record.first_byte_us = Some(self.clock.us(at));
             }

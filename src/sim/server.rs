@@ -13,6 +13,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -101,22 +105,55 @@ pub fn app(state: Arc<SimState>) -> Router {
         .with_state(state)
 }
 
-/// Serves on a bound listener until `shutdown` completes.
+/// Most HTTP/2 streams one connection may carry: enough for a whole benchmark's
+/// streams over one connection, still a bound.
+const MAX_STREAMS_PER_CONNECTION: u32 = 16_384;
+
+/// Serves HTTP/1.1 and HTTP/2 (prior knowledge) on a bound listener until `shutdown`
+/// completes, then lets open connections finish.
 pub async fn serve(
     listener: TcpListener,
     config: SimConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
     let app = app(SimState::new(config));
-    // Tokens are small writes: without TCP_NODELAY, Nagle's algorithm holds each one
-    // back until the previous is acknowledged, adding up to a delayed-ACK interval.
-    let listener = listener.tap_io(|tcp| {
+    let mut builder = ConnectionBuilder::new(TokioExecutor::new());
+    // hyper's default of 200 streams per connection would queue a large benchmark's
+    // streams behind each other on one HTTP/2 connection.
+    builder
+        .http2()
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
+    let connections = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(_) => {
+                    // Out of file descriptors or a connection reset before accept:
+                    // transient; try again shortly rather than stop serving.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        // Tokens are small writes: without TCP_NODELAY, Nagle's algorithm holds each
+        // one back until the previous is acknowledged, adding a delayed-ACK interval.
         let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+        let service = TowerToHyperService::new(app.clone());
+        let connection = builder
+            .serve_connection(TokioIo::new(tcp), service)
+            .into_owned();
+        let connection = connections.watch(connection);
+        tokio::spawn(async move {
+            // A client that resets its connection is its own business.
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    connections.shutdown().await;
+    Ok(())
 }
 
 /// A simulator running in this process on an ephemeral loopback port (a spec's
