@@ -1,0 +1,386 @@
+//! The streaming client against servers that misbehave on purpose: each failure must
+//! become the right typed outcome (stage and kind), never a panic or a lost request.
+//! The server is a raw TCP script, so every byte and every pause is chosen.
+
+use std::time::Duration;
+
+use redline::client::openai::{Api, LlmTarget, Payload, PromptBody, call};
+use redline::client::{RunClock, Timeouts, http_client};
+use redline::record::{Outcome, Phase, Record, Stage, TokenSource};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// What the scripted server does after reading a request.
+enum Act {
+    Send(String),
+    /// One chunk of a chunked body.
+    Chunk(String),
+    Pause(u64),
+    /// End the chunked body cleanly.
+    End,
+    /// Drop the connection mid-body.
+    Cut,
+}
+
+const SSE_HEAD: &str =
+    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+
+fn event(json: &str) -> Act {
+    Act::Chunk(format!("data: {json}\n\n"))
+}
+
+fn content(text: &str) -> Act {
+    event(&format!(
+        r#"{{"choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}]}}"#
+    ))
+}
+
+fn finish(reason: &str) -> Act {
+    event(&format!(
+        r#"{{"choices":[{{"index":0,"delta":{{}},"finish_reason":"{reason}"}}]}}"#
+    ))
+}
+
+/// Serves one request with the script; returns the base URL.
+async fn scripted(script: Vec<Act>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut tcp, _) = listener.accept().await.unwrap();
+        let mut request = Vec::new();
+        let mut buffer = [0u8; 8192];
+        // Read the head, then the body its content-length announces.
+        loop {
+            let n = tcp.read(&mut buffer).await.unwrap();
+            request.extend_from_slice(&buffer[..n]);
+            let text = String::from_utf8_lossy(&request);
+            if let Some(end) = text.find("\r\n\r\n") {
+                let length: usize = text[..end]
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap())
+                    })
+                    .unwrap_or(0);
+                if request.len() >= end + 4 + length {
+                    break;
+                }
+            }
+        }
+        for act in script {
+            match act {
+                Act::Send(text) => tcp.write_all(text.as_bytes()).await.unwrap(),
+                Act::Chunk(data) => {
+                    let chunk = format!("{:x}\r\n{data}\r\n", data.len());
+                    tcp.write_all(chunk.as_bytes()).await.unwrap();
+                }
+                Act::Pause(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                Act::End => tcp.write_all(b"0\r\n\r\n").await.unwrap(),
+                Act::Cut => return,
+            }
+        }
+        // Keep the connection open until the client is done with it.
+        let _ = tcp.read(&mut buffer).await;
+    });
+    format!("http://{addr}")
+}
+
+async fn run(script: Vec<Act>, stream: bool) -> Record {
+    let base = scripted(script).await;
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(2),
+        first_token: Duration::from_millis(300),
+        between_tokens: Duration::from_millis(300),
+        total: Duration::from_secs(5),
+    };
+    let target = LlmTarget {
+        uri: format!("{base}/v1/chat/completions").parse().unwrap(),
+        api: Api::Chat,
+        model: "m".into(),
+        stream,
+        include_usage: true,
+        api_key: Some("sk-secret".into()),
+        headers: Vec::new(),
+        extra_body: serde_json::Map::new(),
+        timeouts,
+        max_response_bytes: 1 << 20,
+    };
+    let payload = Payload {
+        prompt: PromptBody::Text("hello".into()),
+        max_tokens: Some(8),
+        input_tokens: 1,
+    };
+    let http = http_client(&timeouts, false);
+    let mut record = Record::unsent(0, 0, Phase::Measure, 0);
+    call(
+        &http,
+        &target,
+        &payload,
+        RunClock::new(std::time::Instant::now()),
+        &mut record,
+    )
+    .await;
+    record
+}
+
+fn failure(r: &Record) -> (Outcome, Stage, String) {
+    let f = r.error.as_ref().expect("a failure is recorded");
+    (r.outcome, f.stage, f.kind.clone())
+}
+
+#[tokio::test]
+async fn a_well_formed_stream_is_ok() {
+    let r = run(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            content("Hi"),
+            content(" there"),
+            finish("stop"),
+            event(r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#),
+            event("[DONE]"),
+            Act::End,
+        ],
+        true,
+    )
+    .await;
+    assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+    assert_eq!(
+        (r.content_events, r.output_tokens, r.input_tokens),
+        (2, Some(2), Some(3))
+    );
+    assert_eq!(r.token_source, Some(TokenSource::Usage));
+    assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+    let line = serde_json::to_string(&r).unwrap();
+    assert!(
+        !line.contains("sk-secret"),
+        "the API key never reaches a record"
+    );
+}
+
+#[tokio::test]
+async fn no_usage_means_a_local_estimate_like_llama_cpp() {
+    let r = run(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            content("one"),
+            content(" two"),
+            content(" three"),
+            finish("stop"),
+            event("[DONE]"),
+            Act::End,
+        ],
+        true,
+    )
+    .await;
+    assert_eq!(r.outcome, Outcome::Ok);
+    assert_eq!(
+        (r.output_tokens, r.token_source),
+        (Some(3), Some(TokenSource::Estimated))
+    );
+}
+
+#[tokio::test]
+async fn reasoning_tokens_count_as_first_token_and_are_told_apart() {
+    let reasoning = event(
+        r#"{"choices":[{"index":0,"delta":{"reasoning_content":"Let me think"},"finish_reason":null}]}"#,
+    );
+    let r = run(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            reasoning,
+            Act::Pause(30),
+            content("Answer"),
+            finish("stop"),
+            event("[DONE]"),
+            Act::End,
+        ],
+        true,
+    )
+    .await;
+    assert_eq!(r.outcome, Outcome::Ok);
+    assert_eq!(r.first_token_us, r.first_reasoning_us);
+    assert!(r.first_answer_us.unwrap() >= r.first_reasoning_us.unwrap() + 25_000);
+}
+
+#[tokio::test]
+async fn a_stall_before_the_first_token_times_out_at_that_stage() {
+    let role = event(
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+    );
+    let r = run(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            role,
+            Act::Pause(2_000),
+            content("late"),
+        ],
+        true,
+    )
+    .await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Timeout, Stage::FirstToken, "timeout".into())
+    );
+    assert!(
+        r.first_token_us.is_none(),
+        "a role-only chunk is not a token"
+    );
+}
+
+#[tokio::test]
+async fn a_stall_between_tokens_times_out_in_the_stream() {
+    let r = run(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            content("a"),
+            content("b"),
+            Act::Pause(2_000),
+            content("c"),
+        ],
+        true,
+    )
+    .await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Timeout, Stage::Stream, "timeout".into())
+    );
+    assert_eq!(r.content_events, 2);
+}
+
+#[tokio::test]
+async fn tokens_keep_a_slow_stream_alive() {
+    // 8 gaps of 200 ms: each under the 300 ms between-tokens limit, the sum over it.
+    let mut script = vec![Act::Send(SSE_HEAD.into())];
+    for _ in 0..8 {
+        script.push(content("x"));
+        script.push(Act::Pause(200));
+    }
+    script.extend([finish("length"), event("[DONE]"), Act::End]);
+    let r = run(script, true).await;
+    assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+    assert_eq!(r.content_events, 8);
+}
+
+#[tokio::test]
+async fn a_stream_ended_early_is_truncated_and_a_missing_done_is_named() {
+    let r = run(
+        vec![Act::Send(SSE_HEAD.into()), content("a"), Act::End],
+        true,
+    )
+    .await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Error, Stage::Stream, "truncated".into())
+    );
+    let r = run(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            content("a"),
+            finish("stop"),
+            Act::End,
+        ],
+        true,
+    )
+    .await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Error, Stage::Stream, "missing_done".into())
+    );
+}
+
+#[tokio::test]
+async fn a_connection_cut_mid_stream_is_a_reset() {
+    let r = run(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            content("a"),
+            Act::Send("5\r\ndata".into()),
+            Act::Cut,
+        ],
+        true,
+    )
+    .await;
+    assert_eq!(failure(&r), (Outcome::Error, Stage::Stream, "reset".into()));
+}
+
+#[tokio::test]
+async fn events_that_are_not_json_are_decode_errors() {
+    let r = run(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            content("a"),
+            Act::Chunk("data: {not json\n\n".into()),
+            event("[DONE]"),
+            Act::End,
+        ],
+        true,
+    )
+    .await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Error, Stage::Decode, "invalid_json".into())
+    );
+}
+
+#[tokio::test]
+async fn an_error_object_inside_the_stream_is_a_stream_error() {
+    let r = run(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            content("a"),
+            event(r#"{"error":{"message":"engine died","type":"InternalServerError"}}"#),
+            Act::End,
+        ],
+        true,
+    )
+    .await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Error, Stage::Stream, "stream_error".into())
+    );
+    assert!(r.error.unwrap().message.contains("engine died"));
+}
+
+#[tokio::test]
+async fn http_errors_keep_the_server_message() {
+    let body = r#"{"error":{"message":"overloaded","type":"ServiceUnavailable"}}"#;
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let r = run(vec![Act::Send(head)], true).await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Error, Stage::FirstByte, "http_5xx".into())
+    );
+    assert_eq!(r.status, Some(503));
+    assert!(r.error.unwrap().message.ends_with("overloaded"));
+}
+
+#[tokio::test]
+async fn a_non_json_answer_is_a_decode_error() {
+    let body = "<html>gateway</html>";
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let r = run(vec![Act::Send(head)], false).await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Error, Stage::Decode, "invalid_json".into())
+    );
+}
+
+#[tokio::test]
+async fn a_huge_response_is_refused_not_buffered() {
+    let mut script = vec![Act::Send(SSE_HEAD.into())];
+    // One event with a 2 MiB data line: over the 1 MiB limit.
+    script.push(Act::Chunk(format!("data: {}", "x".repeat(2 << 20))));
+    script.push(Act::End);
+    let r = run(script, true).await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Error, Stage::Stream, "too_large".into())
+    );
+}
