@@ -1,6 +1,8 @@
 //! `redline run` end to end against the embedded simulator, checked against the
 //! simulator's ground truth and the records file.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -261,4 +263,85 @@ fn sigint_leaves_complete_records_and_a_partial_report() {
         records.len()
     );
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_server_shows_in_latency_from_intended_start_and_loses_nothing() {
+    let _serial = TIMING.lock().await;
+    let sim = common::sim(common::Profile::tiny()).await;
+    let base = sim.base_url();
+    let s = scenario(&format!(
+        "  seed: 5\n  services:\n    llm: {{ url: \"{base}\", model: sim-tiny }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 16, output_tokens: 8 }} }}\n  load:\n    - {{ arrival: poisson, rate: 100, duration: 6s }}\n"
+    ));
+    let stall = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        common::post(
+            &common::client(),
+            format!("{base}/redline/stall"),
+            serde_json::json!({"ms": 2000}),
+        )
+        .await
+    };
+    let ((result, records), stalled) = tokio::join!(run_to_records(s, "stall"), stall);
+    assert_eq!(stalled.status, 200);
+    assert!(result.aggregator.counts.balanced());
+    assert!(
+        records.iter().all(|r| r.outcome == Outcome::Ok),
+        "a stall is slow, not broken"
+    );
+    assert!(
+        (records.len() as f64 - 600.0).abs() < 4.0 * 600f64.sqrt(),
+        "the schedule kept going: {}",
+        records.len()
+    );
+    let ms = |us: u64| us as f64 / 1e3;
+    // The open loop kept sending through the stall: no coordinated omission.
+    let mut lags: Vec<f64> = records
+        .iter()
+        .map(|r| ms(r.sent_us.unwrap() - r.intended_us))
+        .collect();
+    assert!(percentile(&mut lags, 0.99) < 5.0);
+    // Latency from the intended start shows the stall: requests due during it waited
+    // for its end; those due well before it did not.
+    let from_intended: Vec<(f64, f64)> = records
+        .iter()
+        .map(|r| (ms(r.intended_us), ms(r.ttft_intended_us().unwrap())))
+        .collect();
+    let worst = from_intended.iter().map(|(_, t)| *t).fold(0.0, f64::max);
+    assert!(
+        worst > 1_800.0,
+        "the stall shows: worst TTFT from intended {worst:.0} ms"
+    );
+    let waited = from_intended.iter().filter(|(_, t)| *t > 1_000.0).count();
+    assert!(
+        waited >= 50,
+        "about a second's worth of requests waited over a second: {waited}"
+    );
+    let mut before: Vec<f64> = from_intended
+        .iter()
+        .filter(|(at, _)| *at < 1_500.0)
+        .map(|(_, t)| *t)
+        .collect();
+    assert!(
+        percentile(&mut before, 0.99) < 100.0,
+        "before the stall TTFT was short"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_streams_end_to_end() {
+    let _serial = TIMING.lock().await;
+    // `http2: true` speaks HTTP/2 only (prior knowledge): every request succeeding means
+    // the streams were multiplexed over HTTP/2.
+    let sim = common::sim(common::Profile::tiny()).await;
+    let s = scenario(&format!(
+        "  services:\n    llm: {{ url: \"{}\", model: sim-tiny, http2: true }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 32, output_tokens: 16 }} }}\n  load:\n    - {{ concurrency: 50, requests: 200 }}\n",
+        sim.base_url()
+    ));
+    let (result, records) = run_to_records(s, "h2").await;
+    assert_eq!(result.aggregator.counts.ok, 200);
+    for r in &records {
+        assert_eq!(r.content_events, 16);
+        assert_eq!(r.output_tokens, Some(r.server.unwrap().completion_tokens));
+    }
 }

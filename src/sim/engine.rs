@@ -61,6 +61,14 @@ impl Default for Clock {
     }
 }
 
+/// What the engine thread is told.
+enum Command {
+    Submit(Box<Submit>),
+    /// Stop stepping for this long (a stalled GPU, a driver hiccup): running
+    /// sequences make no progress and arrivals queue.
+    Stall(Duration),
+}
+
 struct Submit {
     request: NewRequest,
     events: UnboundedSender<Event>,
@@ -68,7 +76,7 @@ struct Submit {
 
 /// Handle to the engine thread; the thread stops when the last handle is dropped.
 pub struct Engine {
-    commands: mpsc::Sender<Submit>,
+    commands: mpsc::Sender<Command>,
     clock: Clock,
     next_id: AtomicU64,
 }
@@ -111,8 +119,15 @@ impl Engine {
         };
         // A send error means the engine thread is gone; the dropped sender then closes
         // the receiver, which the caller reports as an engine failure.
-        let _ = self.commands.send(Submit { request, events });
+        let _ = self
+            .commands
+            .send(Command::Submit(Box::new(Submit { request, events })));
         receiver
+    }
+
+    /// Stalls the engine for `duration`, starting at the next step boundary.
+    pub fn stall(&self, duration: Duration) {
+        let _ = self.commands.send(Command::Stall(duration));
     }
 }
 
@@ -123,7 +138,7 @@ struct Route {
 
 fn run(
     mut scheduler: Scheduler,
-    inbox: mpsc::Receiver<Submit>,
+    inbox: mpsc::Receiver<Command>,
     metrics: Arc<SimMetrics>,
     clock: Clock,
 ) {
@@ -131,20 +146,26 @@ fn run(
     let mut last_sweep = Instant::now();
     // Counters as last reported to /metrics; each step reports what it added.
     let mut reported = scheduler.counters();
-    let admit = |submit: Submit, scheduler: &mut Scheduler, routes: &mut HashMap<u64, Route>| {
-        routes.insert(
-            submit.request.id,
-            Route {
-                events: submit.events,
-                last_token_ns: 0,
-            },
-        );
-        scheduler.add(submit.request);
+    // Commands are applied between steps, as a real engine core takes new requests.
+    let apply = |command: Command, scheduler: &mut Scheduler, routes: &mut HashMap<u64, Route>| {
+        match command {
+            Command::Submit(submit) => {
+                routes.insert(
+                    submit.request.id,
+                    Route {
+                        events: submit.events,
+                        last_token_ns: 0,
+                    },
+                );
+                scheduler.add(submit.request);
+            }
+            Command::Stall(duration) => std::thread::sleep(duration),
+        }
     };
     loop {
         loop {
             match inbox.try_recv() {
-                Ok(submit) => admit(submit, &mut scheduler, &mut routes),
+                Ok(command) => apply(command, &mut scheduler, &mut routes),
                 Err(mpsc::TryRecvError::Empty) => break,
                 Err(mpsc::TryRecvError::Disconnected) => return, // the server is gone
             }
@@ -166,7 +187,7 @@ fn run(
             // Nothing to compute: sleep until a request arrives (waking now and then to
             // sweep requests whose clients went away).
             match inbox.recv_timeout(SWEEP_EVERY) {
-                Ok(submit) => admit(submit, &mut scheduler, &mut routes),
+                Ok(command) => apply(command, &mut scheduler, &mut routes),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             }

@@ -101,6 +101,7 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/v1/models", get(models))
         .route("/health", get(|| async { StatusCode::OK }))
         .route("/metrics", get(metrics))
+        .route("/redline/stall", post(stall))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -539,6 +540,29 @@ async fn embeddings(State(state): State<Arc<SimState>>, body: Bytes) -> Response
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }),
     )
+}
+
+/// `POST /redline/stall {"ms": N}`: the engine stops stepping for N ms, as a stalled
+/// GPU would; streams in flight pause and new requests queue. For rehearsing what a
+/// load test shows when the server hangs.
+async fn stall(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct StallRequest {
+        ms: u64,
+    }
+    let request: StallRequest = match openai::parse(&body) {
+        Ok(r) => r,
+        Err(e) => return error_response(e),
+    };
+    if !(1..=600_000).contains(&request.ms) {
+        return error_response(ApiError::bad_request(format!(
+            "ms must be between 1 and 600000, got {}",
+            request.ms
+        )));
+    }
+    state.engine.stall(Duration::from_millis(request.ms));
+    json_response(StatusCode::OK, &json!({"stalled_ms": request.ms}))
 }
 
 async fn models(State(state): State<Arc<SimState>>) -> Response {
