@@ -53,6 +53,12 @@ pub enum Command {
         /// The spec file.
         spec: PathBuf,
     },
+    /// Print the JSON Schema of an output file: `summary` (summary.json) or `record`
+    /// (one line of records.jsonl).
+    Schema {
+        #[arg(value_enum)]
+        of: SchemaOf,
+    },
     /// Serve the LLM simulator: an OpenAI-compatible server (chat, completions,
     /// embeddings, /metrics) driven by a continuous-batching engine model.
     Sim(SimArgs),
@@ -133,6 +139,12 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SchemaOf {
+    Summary,
+    Record,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum ApiArg {
     Chat,
     Completions,
@@ -143,6 +155,14 @@ pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Run(args) => run_command(args).await,
         Command::Validate { spec } => validate(&spec),
+        Command::Schema { of } => {
+            let schema = match of {
+                SchemaOf::Summary => crate::report::summary_schema(),
+                SchemaOf::Record => crate::report::record_schema(),
+            };
+            println!("{}", serde_json::to_string_pretty(&schema)?);
+            Ok(exit::OK)
+        }
         Command::Sim(args) => sim(args).await,
     }
 }

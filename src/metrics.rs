@@ -57,7 +57,7 @@ impl Default for Distributions {
 }
 
 /// Counts of one second of the run (by completion time).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Window {
     pub completed: u64,
     pub failed: u64,
@@ -67,7 +67,9 @@ pub struct Window {
 }
 
 /// Counts by outcome, over all phases.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Counts {
     pub scheduled: u64,
     pub ok: u64,
@@ -89,7 +91,7 @@ impl Counts {
 }
 
 /// A failure class with its count and one example message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FailureCount {
     pub stage: Stage,
     pub kind: String,
@@ -242,7 +244,7 @@ pub fn is_unavailability(r: &Record) -> bool {
 }
 
 /// Summary statistics of one histogram, in milliseconds (or tokens).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Dist {
     pub count: u64,
     pub mean: f64,

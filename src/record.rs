@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// How a scheduled request ended. Exactly one per request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Ok,
@@ -19,7 +19,19 @@ pub enum Outcome {
 }
 
 /// Where in a request's life a failure happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     Connect,
@@ -33,7 +45,7 @@ pub enum Stage {
 }
 
 /// A typed failure.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Failure {
     pub stage: Stage,
     /// e.g. `http_5xx`, `http_429`, `timeout`, `connect_refused`, `reset`,
@@ -43,7 +55,7 @@ pub struct Failure {
 }
 
 /// Which part of the run a request belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Warmup,
@@ -52,7 +64,7 @@ pub enum Phase {
 }
 
 /// Where a token count came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TokenSource {
     /// The server's `usage`.
@@ -62,7 +74,7 @@ pub enum TokenSource {
 }
 
 /// The simulator's (or any server's) own account of the request, when it sent one.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerTruth {
     pub arrival_us: u64,
     pub scheduled_us: u64,
@@ -75,7 +87,7 @@ pub struct ServerTruth {
 }
 
 /// One request's record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Record {
     /// Position in the arrival schedule, from 0.
     pub seq: u64,

@@ -8,7 +8,7 @@ use crate::metrics::{Aggregator, Counts, Dist, FailureCount, Window};
 /// Version of the summary's shape; bumped when a field changes meaning.
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     pub schema_version: u32,
     pub name: String,
@@ -36,14 +36,14 @@ pub struct Summary {
     pub timeseries: Vec<TimePoint>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Throughput {
     pub requests_per_s: f64,
     pub output_tokens_per_s: f64,
     pub total_tokens_per_s: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Latency {
     /// Send → first content token.
     pub ttft: Dist,
@@ -63,7 +63,7 @@ pub struct Latency {
     pub send_lag: Dist,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tokens {
     pub input_total: u64,
     pub output_total: u64,
@@ -73,7 +73,7 @@ pub struct Tokens {
     pub estimated_requests: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerSide {
     /// Requests the server reported as preempted (simulator ground truth).
     pub preempted_requests: u64,
@@ -83,7 +83,7 @@ pub struct ServerSide {
     pub ttft_client_overhead_ms: Dist,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimePoint {
     pub second: u64,
     #[serde(flatten)]
@@ -168,6 +168,16 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
             })
             .collect(),
     }
+}
+
+/// The JSON Schema of `summary.json` (committed as `docs/summary.schema.json`).
+pub fn summary_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(Summary)).expect("a schema serializes")
+}
+
+/// The JSON Schema of one line of `records.jsonl` (`docs/record.schema.json`).
+pub fn record_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(crate::record::Record)).expect("a schema serializes")
 }
 
 /// The JSON summary.

@@ -1,0 +1,96 @@
+//! The committed JSON Schemas of summary.json and records.jsonl match the code, and
+//! real output validates against them. `REDLINE_BLESS=1 cargo test --test schema`
+//! rewrites the committed files after an intended change.
+
+use redline::report::{RunInfo, record_schema, render_json, summarize, summary_schema};
+use redline::runner::{RunOptions, run};
+use redline::scenario::Scenario;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+fn committed(name: &str, generated: &Value) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs")
+        .join(name);
+    let text = serde_json::to_string_pretty(generated).unwrap() + "\n";
+    if std::env::var_os("REDLINE_BLESS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == text,
+        "docs/{name} is stale: run REDLINE_BLESS=1 cargo test --test schema and commit it"
+    );
+    serde_json::from_str(&on_disk).unwrap()
+}
+
+fn assert_valid(schema: &Value, instance: &Value, what: &str) {
+    let validator = jsonschema::validator_for(schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{what} does not match its schema: {errors:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_output_validates_against_the_committed_schemas() {
+    let summary_schema = committed("summary.schema.json", &summary_schema());
+    let record_schema = committed("record.schema.json", &record_schema());
+
+    // A run with successes and failures, so optional fields and errors both appear.
+    let text = "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: { name: schema }\nspec:\n  services:\n    llm: { url: embedded, profile: tiny }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 16, output_tokens: 4 } }\n  max_in_flight: 3\n  load:\n    - { arrival: constant, rate: 2000, requests: 40 }\n";
+    let file = redline::spec::parse("schema.yaml", text).unwrap();
+    let scenario = Scenario::from_spec(&file, text).unwrap();
+    let dir = std::env::temp_dir().join(format!("redline-schema-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let result = run(
+        scenario,
+        RunOptions {
+            records_path: dir.join("records.jsonl"),
+            progress: false,
+        },
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        result.aggregator.counts.dropped > 0,
+        "the in-flight limit dropped some requests"
+    );
+    let summary = summarize(
+        &result.aggregator,
+        RunInfo {
+            name: "schema",
+            target: &result.target_url,
+            model: &result.model,
+            interrupted: false,
+            elapsed_s: 1.0,
+            stages: vec!["s".into()],
+        },
+    );
+    let summary: Value = serde_json::from_slice(&render_json(&summary)).unwrap();
+    assert_valid(&summary_schema, &summary, "summary.json");
+    let mut broken = summary.clone();
+    broken["requests"]["ok"] = Value::from("many");
+    assert!(
+        !jsonschema::validator_for(&summary_schema)
+            .unwrap()
+            .is_valid(&broken),
+        "the schema checks types"
+    );
+    for line in std::fs::read_to_string(dir.join("records.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        assert_valid(
+            &record_schema,
+            &serde_json::from_str(line).unwrap(),
+            "a record",
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
