@@ -254,7 +254,8 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
             seed: args.seed,
             services: BTreeMap::from([("llm".to_owned(), service)]),
             payload_template: PayloadTemplate {
-                prompts,
+                prompts: Some(prompts),
+                request: None,
                 service: None,
                 stream: !args.no_stream,
                 include_usage: true,

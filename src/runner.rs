@@ -21,13 +21,16 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::openai::{LlmTarget, call};
+use crate::client::http::{self, HttpTarget};
+use crate::client::openai::{self, Api, LlmTarget};
 use crate::client::{HttpClient, RunClock, http_client};
 use crate::metrics::Aggregator;
 use crate::record::{Outcome, Phase, Record, Stage as FailStage};
-use crate::scenario::{Endpoint, Scenario};
+use crate::scenario::{Endpoint, Scenario, Workload};
 use crate::schedule::{OpenArrivals, Stage};
 use crate::sim::{EmbeddedSim, Profile, SimConfig};
+use crate::workload::PromptSource;
+use hyper::header::{AUTHORIZATION, HeaderValue};
 
 /// How a run is carried out, beyond the scenario.
 #[derive(Debug, Clone)]
@@ -47,6 +50,71 @@ pub struct RunResult {
     pub model: String,
 }
 
+/// What a request is sent to, with everything it needs.
+enum Target {
+    Llm {
+        target: LlmTarget,
+        prompts: PromptSource,
+    },
+    Http(HttpTarget),
+}
+
+fn build_target(scenario: &Scenario, base_url: &str, model: &str) -> Result<Target> {
+    let max_response_bytes = 64 << 20;
+    Ok(match &scenario.workload {
+        Workload::Llm {
+            api,
+            prompts,
+            stream,
+            include_usage,
+            extra_body,
+        } => {
+            let path = match api {
+                Api::Chat => "/v1/chat/completions",
+                Api::Completions => "/v1/completions",
+            };
+            let target = LlmTarget {
+                uri: format!("{base_url}{path}")
+                    .parse()
+                    .context("building the request URL")?,
+                api: *api,
+                model: model.to_owned(),
+                stream: *stream,
+                include_usage: *include_usage,
+                api_key: scenario.service.api_key.clone(),
+                headers: scenario.service.headers.clone(),
+                extra_body: extra_body.clone(),
+                timeouts: scenario.timeouts,
+                max_response_bytes,
+            };
+            Target::Llm {
+                target,
+                prompts: prompts.clone(),
+            }
+        }
+        Workload::Http(request) => {
+            let mut headers = scenario.service.headers.clone();
+            headers.extend(request.headers.iter().cloned());
+            if let Some(key) = &scenario.service.api_key {
+                let value = HeaderValue::try_from(format!("Bearer {key}"))
+                    .context("the API key is not a valid header value")?;
+                headers.push((AUTHORIZATION, value));
+            }
+            Target::Http(HttpTarget {
+                uri: format!("{base_url}{}", request.path)
+                    .parse()
+                    .context("building the request URL")?,
+                method: request.method.clone(),
+                headers,
+                body: request.body.clone(),
+                expect_status: request.expect_status,
+                timeouts: scenario.timeouts,
+                max_response_bytes,
+            })
+        }
+    })
+}
+
 /// Counters the progress line reads.
 #[derive(Default)]
 struct Live {
@@ -58,7 +126,7 @@ struct Live {
 /// Shared by every request task.
 struct Shared {
     http: HttpClient,
-    target: LlmTarget,
+    target: Target,
     scenario: Scenario,
     clock: RunClock,
     records: mpsc::UnboundedSender<Record>,
@@ -121,24 +189,7 @@ pub async fn run(
             scenario.service.model.clone().unwrap_or_default(),
         ),
     };
-    let path = match scenario.service.api {
-        crate::client::openai::Api::Chat => "/v1/chat/completions",
-        crate::client::openai::Api::Completions => "/v1/completions",
-    };
-    let target = LlmTarget {
-        uri: format!("{base_url}{path}")
-            .parse()
-            .context("building the request URL")?,
-        api: scenario.service.api,
-        model: model.clone(),
-        stream: scenario.stream,
-        include_usage: scenario.include_usage,
-        api_key: scenario.service.api_key.clone(),
-        headers: scenario.service.headers.clone(),
-        extra_body: scenario.extra_body.clone(),
-        timeouts: scenario.timeouts,
-        max_response_bytes: 64 << 20,
-    };
+    let target = build_target(&scenario, &base_url, &model)?;
 
     let file = std::fs::File::create(&options.records_path)
         .with_context(|| format!("cannot create {}", options.records_path.display()))?;
@@ -296,9 +347,17 @@ fn launch(
     };
     let shared = shared.clone();
     tasks.spawn(async move {
-        let payload = shared.scenario.prompts.payload(shared.scenario.seed, seq);
+        let request = async {
+            match &shared.target {
+                Target::Llm { target, prompts } => {
+                    let payload = prompts.payload(shared.scenario.seed, seq);
+                    openai::call(&shared.http, target, &payload, shared.clock, &mut record).await;
+                }
+                Target::Http(target) => http::call(&shared.http, target, shared.clock, &mut record).await,
+            }
+        };
         tokio::select! {
-            _ = call(&shared.http, &shared.target, &payload, shared.clock, &mut record) => {}
+            _ = request => {}
             _ = shared.abort.cancelled() => {
                 record.fail(Outcome::Cancelled, FailStage::Client, "cancelled", "still in flight when the drain timeout ran out");
             }

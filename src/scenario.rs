@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use bytes::Bytes;
+use hyper::Method;
 use hyper::header::{HeaderName, HeaderValue};
 
 use crate::client::Timeouts;
@@ -12,7 +14,8 @@ use crate::client::openai::Api;
 use crate::schedule::{Arrival, Stage};
 use crate::spec::error::locate;
 use crate::spec::{
-    ApiKind, ArrivalKind, PromptsSpec, ServiceSpec, SpecError, SpecErrors, SpecFile, StageSpec,
+    ApiKind, ArrivalKind, HttpRequestSpec, PromptsSpec, ServiceSpec, SpecError, SpecErrors,
+    SpecFile, StageSpec,
 };
 use crate::workload::{Length, PromptSource};
 
@@ -32,10 +35,36 @@ pub struct Service {
     pub endpoint: Endpoint,
     /// `None` only for an embedded simulator (its own model name is used).
     pub model: Option<String>,
-    pub api: Api,
     pub api_key: Option<String>,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub http2: bool,
+}
+
+/// What each request sends.
+#[derive(Debug, Clone)]
+pub enum Workload {
+    /// An OpenAI-compatible API, with prompts from a source.
+    Llm {
+        api: Api,
+        prompts: PromptSource,
+        stream: bool,
+        include_usage: bool,
+        /// Merged into every request body.
+        extra_body: serde_json::Map<String, serde_json::Value>,
+    },
+    /// A plain HTTP request, the same every time.
+    Http(HttpRequest),
+}
+
+/// A validated plain HTTP request.
+#[derive(Debug, Clone)]
+pub struct HttpRequest {
+    pub method: Method,
+    /// Path and query, starting with `/`.
+    pub path: String,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub body: Bytes,
+    pub expect_status: Option<u16>,
 }
 
 #[derive(Debug, Clone)]
@@ -43,10 +72,7 @@ pub struct Scenario {
     pub name: String,
     pub seed: u64,
     pub service: Service,
-    pub prompts: PromptSource,
-    pub stream: bool,
-    pub include_usage: bool,
-    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    pub workload: Workload,
     pub stages: Vec<Stage>,
     pub warmup: Duration,
     pub cooldown: Duration,
@@ -109,74 +135,68 @@ impl Scenario {
             .into_iter()
             .find(|s| Some(&s.name) == service_name.as_ref());
 
-        // Prompts.
-        let prompts = match &spec.payload_template.prompts {
-            PromptsSpec {
-                synthetic: Some(_),
-                file: Some(_),
+        // What each request sends, checked against the service's API.
+        let template = &spec.payload_template;
+        let api = service_name
+            .as_deref()
+            .and_then(|n| spec.services.get(n))
+            .map(|s| s.api);
+        let workload = match (api, &template.prompts, &template.request) {
+            (None, prompts, request) => {
+                // The service is already reported; still check what the payload says.
+                if let Some(prompts) = prompts {
+                    prompts_from_spec(prompts, &file.path, spec.seed, &mut problem);
+                }
+                if let Some(request) = request {
+                    http_request_from_spec(request, &mut problem);
+                }
+                None
             }
-            | PromptsSpec {
-                synthetic: None,
-                file: None,
-            } => {
+            (Some(ApiKind::Http), Some(_), _) => {
                 problem(
                     "spec.payloadTemplate.prompts",
-                    "needs exactly one source".into(),
-                    Some("give `synthetic: {…}` or `file: prompts.jsonl`".into()),
+                    "applies to chat and completions services, not `api: http`".into(),
+                    Some("describe the request under `request:` instead".into()),
                 );
                 None
             }
-            PromptsSpec {
-                synthetic: Some(s),
-                file: None,
-            } => {
-                let input = Length::from_spec(&s.input_tokens)
-                    .map_err(|e| {
-                        problem(
-                            "spec.payloadTemplate.prompts.synthetic.input_tokens",
-                            e,
-                            None,
-                        )
-                    })
-                    .ok();
-                let output = Length::from_spec(&s.output_tokens)
-                    .map_err(|e| {
-                        problem(
-                            "spec.payloadTemplate.prompts.synthetic.output_tokens",
-                            e,
-                            None,
-                        )
-                    })
-                    .ok();
-                if let Some(input) = input
-                    && s.prefix_tokens > 0
-                    && input.upper() <= s.prefix_tokens
-                {
-                    problem(
-                        "spec.payloadTemplate.prompts.synthetic.prefix_tokens",
-                        format!(
-                            "{} leaves no room in prompts of at most {} tokens",
-                            s.prefix_tokens,
-                            input.upper()
-                        ),
-                        Some("make input_tokens longer than prefix_tokens".into()),
-                    );
-                }
-                input.zip(output).map(|(i, o)| {
-                    PromptSource::synthetic(i, o, s.prefix_tokens, s.prefixes, spec.seed)
-                })
+            (Some(ApiKind::Http), None, None) => {
+                problem(
+                    "spec.payloadTemplate",
+                    "an `api: http` service needs a `request`".into(),
+                    Some("add e.g. `request: { method: GET, path: / }`".into()),
+                );
+                None
             }
-            PromptsSpec {
-                synthetic: None,
-                file: Some(path),
-            } => {
-                let path = Path::new(&file.path)
-                    .parent()
-                    .unwrap_or(Path::new("."))
-                    .join(path);
-                PromptSource::from_jsonl(&path)
-                    .map_err(|e| problem("spec.payloadTemplate.prompts.file", e, None))
-                    .ok()
+            (Some(ApiKind::Http), None, Some(request)) => {
+                http_request_from_spec(request, &mut problem).map(Workload::Http)
+            }
+            (Some(_), _, Some(_)) => {
+                problem(
+                    "spec.payloadTemplate.request",
+                    "applies only to `api: http` services".into(),
+                    Some("set `api: http` on the service, or describe prompts instead".into()),
+                );
+                None
+            }
+            (Some(_), None, None) => {
+                problem("spec.payloadTemplate", "needs `prompts`: where do the prompts come from?".into(), Some("add e.g. `prompts: { synthetic: { input_tokens: 256, output_tokens: 128 } }`".into()));
+                None
+            }
+            (Some(kind), Some(prompts), None) => {
+                prompts_from_spec(prompts, &file.path, spec.seed, &mut problem).map(|prompts| {
+                    Workload::Llm {
+                        api: if kind == ApiKind::Completions {
+                            Api::Completions
+                        } else {
+                            Api::Chat
+                        },
+                        prompts,
+                        stream: template.stream,
+                        include_usage: template.include_usage,
+                        extra_body: template.body.clone(),
+                    }
+                })
             }
         };
 
@@ -230,10 +250,7 @@ impl Scenario {
             },
             seed: spec.seed,
             service: service.expect("no errors means a service"),
-            prompts: prompts.expect("no errors means prompts"),
-            stream: spec.payload_template.stream,
-            include_usage: spec.payload_template.include_usage,
-            extra_body: spec.payload_template.body.clone(),
+            workload: workload.expect("no errors means a workload"),
             stages,
             warmup: spec.warmup.0,
             cooldown: spec.cooldown.0,
@@ -247,6 +264,135 @@ impl Scenario {
     pub fn planned_duration(&self) -> Option<Duration> {
         self.stages.iter().map(Stage::duration).sum()
     }
+}
+
+/// A validated prompt source, or `None` after reporting why not.
+fn prompts_from_spec(
+    prompts: &PromptsSpec,
+    spec_path: &str,
+    seed: u64,
+    problem: &mut Problem,
+) -> Option<PromptSource> {
+    match prompts {
+        PromptsSpec {
+            synthetic: Some(_),
+            file: Some(_),
+        }
+        | PromptsSpec {
+            synthetic: None,
+            file: None,
+        } => {
+            problem(
+                "spec.payloadTemplate.prompts",
+                "needs exactly one source".into(),
+                Some("give `synthetic: {…}` or `file: prompts.jsonl`".into()),
+            );
+            None
+        }
+        PromptsSpec {
+            synthetic: Some(s),
+            file: None,
+        } => {
+            let input = Length::from_spec(&s.input_tokens)
+                .map_err(|e| {
+                    problem(
+                        "spec.payloadTemplate.prompts.synthetic.input_tokens",
+                        e,
+                        None,
+                    )
+                })
+                .ok();
+            let output = Length::from_spec(&s.output_tokens)
+                .map_err(|e| {
+                    problem(
+                        "spec.payloadTemplate.prompts.synthetic.output_tokens",
+                        e,
+                        None,
+                    )
+                })
+                .ok();
+            if let Some(input) = input
+                && s.prefix_tokens > 0
+                && input.upper() <= s.prefix_tokens
+            {
+                problem(
+                    "spec.payloadTemplate.prompts.synthetic.prefix_tokens",
+                    format!(
+                        "{} leaves no room in prompts of at most {} tokens",
+                        s.prefix_tokens,
+                        input.upper()
+                    ),
+                    Some("make input_tokens longer than prefix_tokens".into()),
+                );
+            }
+            input
+                .zip(output)
+                .map(|(i, o)| PromptSource::synthetic(i, o, s.prefix_tokens, s.prefixes, seed))
+        }
+        PromptsSpec {
+            synthetic: None,
+            file: Some(path),
+        } => {
+            let path = Path::new(spec_path)
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(path);
+            PromptSource::from_jsonl(&path)
+                .map_err(|e| problem("spec.payloadTemplate.prompts.file", e, None))
+                .ok()
+        }
+    }
+}
+
+fn http_request_from_spec(r: &HttpRequestSpec, problem: &mut Problem) -> Option<HttpRequest> {
+    let path = "spec.payloadTemplate.request";
+    let method = Method::from_bytes(r.method.as_bytes())
+        .map_err(|_| {
+            problem(
+                &format!("{path}.method"),
+                format!("`{}` is not an HTTP method", r.method),
+                Some("write e.g. GET or POST".into()),
+            )
+        })
+        .ok();
+    if !r.path.starts_with('/') || r.path.parse::<hyper::Uri>().is_err() {
+        problem(
+            &format!("{path}.path"),
+            format!("`{}` is not a path", r.path),
+            Some("start it with `/`, e.g. `/health`".into()),
+        );
+        return None;
+    }
+    if let Some(status) = r.expect_status
+        && !(100..=599).contains(&status)
+    {
+        problem(
+            &format!("{path}.expect_status"),
+            format!("{status} is not an HTTP status"),
+            None,
+        );
+    }
+    let mut headers = Vec::new();
+    for (k, v) in &r.headers {
+        match (
+            HeaderName::try_from(k.as_str()),
+            HeaderValue::try_from(v.as_str()),
+        ) {
+            (Ok(k), Ok(v)) => headers.push((k, v)),
+            _ => problem(
+                &format!("{path}.headers.{k}"),
+                "is not a valid HTTP header".into(),
+                None,
+            ),
+        }
+    }
+    Some(HttpRequest {
+        method: method?,
+        path: r.path.clone(),
+        headers,
+        body: Bytes::from(r.body.clone().unwrap_or_default()),
+        expect_status: r.expect_status,
+    })
 }
 
 type Problem<'a> = dyn FnMut(&str, String, Option<String>) + 'a;
@@ -297,7 +443,7 @@ fn service_from_spec(name: &str, s: &ServiceSpec, problem: &mut Problem) -> Opti
             problem(&format!("{path}.profile"), e.to_string(), None);
         }
     }
-    if s.model.is_none() && s.url != "embedded" {
+    if s.model.is_none() && s.url != "embedded" && s.api != ApiKind::Http {
         problem(
             &format!("{path}.model"),
             "is required for a real server".into(),
@@ -336,10 +482,6 @@ fn service_from_spec(name: &str, s: &ServiceSpec, problem: &mut Problem) -> Opti
         name: name.to_owned(),
         endpoint: endpoint?,
         model: s.model.clone(),
-        api: match s.api {
-            ApiKind::Chat => Api::Chat,
-            ApiKind::Completions => Api::Completions,
-        },
         api_key,
         headers,
         http2: s.http2,

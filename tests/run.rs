@@ -345,3 +345,26 @@ async fn http2_streams_end_to_end() {
         assert_eq!(r.output_tokens, Some(r.server.unwrap().completion_tokens));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_requests_run_through_the_same_engine() {
+    let request = |path: &str| {
+        format!(
+            "  services:\n    web: {{ url: embedded, profile: tiny, api: http }}\n  payloadTemplate:\n    request: {{ method: GET, path: {path}, headers: {{ x-test: yes }} }}\n  load:\n    - {{ concurrency: 4, requests: 100 }}\n"
+        )
+    };
+    let (result, records) = run_to_records(scenario(&request("/health")), "http-ok").await;
+    assert_eq!(result.aggregator.counts.ok, 100);
+    assert!(
+        records
+            .iter()
+            .all(|r| r.status == Some(200) && r.e2e_us().is_some())
+    );
+    let (result, records) = run_to_records(scenario(&request("/no-such-page")), "http-404").await;
+    assert_eq!(result.aggregator.counts.error, 100);
+    let failure = records[0].error.as_ref().unwrap();
+    assert_eq!(
+        (failure.kind.as_str(), failure.message.as_str()),
+        ("http_4xx", "HTTP 404, expected a 2xx status")
+    );
+}

@@ -131,3 +131,36 @@ fn every_example_spec_is_valid() {
     }
     assert!(seen >= 1);
 }
+
+#[test]
+fn the_payload_must_fit_the_service_api() {
+    let text = spec(
+        "  services:\n    web: { url: \"http://127.0.0.1:9\", api: http }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 10, output_tokens: 5 } }\n  qpsTarget: 5\n  duration: 10s\n",
+    );
+    assert_eq!(
+        errors(&text),
+        "1 problem in the spec:\n\
+         test.yaml:8:5: spec.payloadTemplate.prompts: applies to chat and completions services, not `api: http`\n  \
+         fix: describe the request under `request:` instead\n"
+    );
+    let text = spec(
+        "  services:\n    llm: { url: embedded }\n  payloadTemplate:\n    request: { method: \"GE T\", path: health }\n  qpsTarget: 5\n  duration: 10s\n",
+    );
+    assert_eq!(
+        errors(&text),
+        "1 problem in the spec:\n\
+         test.yaml:8:5: spec.payloadTemplate.request: applies only to `api: http` services\n  \
+         fix: set `api: http` on the service, or describe prompts instead\n"
+    );
+    let text = spec(
+        "  services:\n    web: { url: embedded, api: http }\n  payloadTemplate:\n    request: { method: \"GE T\", path: health }\n  qpsTarget: 5\n  duration: 10s\n",
+    );
+    assert_eq!(
+        errors(&text),
+        "2 problems in the spec:\n\
+         test.yaml:8:16: spec.payloadTemplate.request.method: `GE T` is not an HTTP method\n  \
+         fix: write e.g. GET or POST\n\
+         test.yaml:8:32: spec.payloadTemplate.request.path: `health` is not a path\n  \
+         fix: start it with `/`, e.g. `/health`\n"
+    );
+}

@@ -1,6 +1,7 @@
 //! Protocol clients. Each fills an outcome [`Record`](crate::record::Record) with timing
 //! marks and a typed outcome.
 
+pub mod http;
 pub mod openai;
 pub mod sse;
 

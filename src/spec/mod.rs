@@ -131,14 +131,20 @@ pub enum ApiKind {
     Chat,
     /// `/v1/completions`
     Completions,
+    /// Any HTTP endpoint: `payloadTemplate.request` says what to send.
+    Http,
 }
 
 /// What one session sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PayloadTemplate {
-    /// Where prompts come from.
-    pub prompts: PromptsSpec,
+    /// Where prompts come from (OpenAI APIs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<PromptsSpec>,
+    /// The request to send (`api: http`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<HttpRequestSpec>,
     /// The service to call (default: the only service, or the one named `llm`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
@@ -151,6 +157,35 @@ pub struct PayloadTemplate {
     /// Fields merged into every request body (e.g. `temperature: 0`, `ignore_eos: true`).
     #[serde(default)]
     pub body: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A plain HTTP request, for `api: http` services.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpRequestSpec {
+    /// HTTP method (default GET).
+    #[serde(default = "get")]
+    pub method: String,
+    /// Path and query, appended to the service URL (default `/`).
+    #[serde(default = "root")]
+    pub path: String,
+    /// Request headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Request body, sent as is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// The status a good answer has (default: any 2xx).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_status: Option<u16>,
+}
+
+fn get() -> String {
+    "GET".into()
+}
+
+fn root() -> String {
+    "/".into()
 }
 
 fn yes() -> bool {

@@ -1,0 +1,135 @@
+//! The plain HTTP client: any method, path, headers and body, with the expected status
+//! checked. The same scheduler, records and metrics as the LLM client (no tokens).
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{Method, Request, Uri};
+
+use super::{HttpClient, RunClock, Timeouts, classify_send_error};
+use crate::record::{Outcome, Record, Stage};
+
+/// Everything one request needs; the same for every request of a run.
+#[derive(Debug, Clone)]
+pub struct HttpTarget {
+    pub uri: Uri,
+    pub method: Method,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub body: Bytes,
+    /// The status a good answer has; any 2xx when `None`.
+    pub expect_status: Option<u16>,
+    pub timeouts: Timeouts,
+    /// Largest response body read, in bytes.
+    pub max_response_bytes: usize,
+}
+
+impl HttpTarget {
+    fn request(&self) -> Request<Full<Bytes>> {
+        let mut builder = Request::builder()
+            .method(self.method.clone())
+            .uri(self.uri.clone());
+        for (name, value) in &self.headers {
+            builder = builder.header(name, value);
+        }
+        builder
+            .body(Full::new(self.body.clone()))
+            .expect("method, URI and headers were validated when the target was built")
+    }
+}
+
+/// Sends one request and fills `record` with what happened.
+pub async fn call(http: &HttpClient, target: &HttpTarget, clock: RunClock, record: &mut Record) {
+    let sent = Instant::now();
+    record.sent_us = Some(clock.us(sent));
+    let deadline = sent + target.timeouts.total;
+    let first_deadline = deadline.min(sent + target.timeouts.first_token);
+    let response = match tokio::time::timeout_at(
+        first_deadline.into(),
+        http.request(target.request()),
+    )
+    .await
+    {
+        Err(_) => {
+            record.fail(
+                Outcome::Timeout,
+                Stage::FirstByte,
+                "timeout",
+                "no response headers before the deadline",
+            );
+            return;
+        }
+        Ok(Err(error)) => {
+            let (stage, kind, message) = classify_send_error(&error);
+            record.fail(Outcome::Error, stage, kind, message);
+            return;
+        }
+        Ok(Ok(response)) => response,
+    };
+    record.headers_us = Some(clock.now_us());
+    let status = response.status().as_u16();
+    record.status = Some(status);
+    let mut body = response.into_body();
+    let mut size = 0usize;
+    loop {
+        match tokio::time::timeout_at(deadline.into(), body.frame()).await {
+            Err(_) => {
+                record.fail(
+                    Outcome::Timeout,
+                    Stage::Stream,
+                    "timeout",
+                    "body not complete before the total timeout",
+                );
+                return;
+            }
+            Ok(None) => break,
+            Ok(Some(Err(error))) => {
+                record.fail(
+                    Outcome::Error,
+                    Stage::Stream,
+                    "reset",
+                    format!("body broken: {error}"),
+                );
+                return;
+            }
+            Ok(Some(Ok(frame))) => {
+                if record.first_byte_us.is_none() {
+                    record.first_byte_us = Some(clock.now_us());
+                }
+                size += frame.data_ref().map_or(0, Bytes::len);
+                if size > target.max_response_bytes {
+                    record.fail(
+                        Outcome::Error,
+                        Stage::Stream,
+                        "too_large",
+                        format!("response larger than {} bytes", target.max_response_bytes),
+                    );
+                    return;
+                }
+            }
+        }
+    }
+    record.last_byte_us = Some(clock.now_us());
+    let good = match target.expect_status {
+        Some(expected) => status == expected,
+        None => (200..300).contains(&status),
+    };
+    if !good {
+        let kind = match status {
+            429 => "http_429",
+            500..=599 => "http_5xx",
+            400..=499 => "http_4xx",
+            _ => "unexpected_status",
+        };
+        let expected = target
+            .expect_status
+            .map_or("a 2xx status".to_owned(), |s| format!("status {s}"));
+        record.fail(
+            Outcome::Error,
+            Stage::FirstByte,
+            kind,
+            format!("HTTP {status}, expected {expected}"),
+        );
+    }
+}
