@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -316,15 +316,22 @@ async fn run_open(
     stage.duration().map_or(last, |d| stage_start + d)
 }
 
-/// Starts one request task, or records it as dropped at the in-flight limit.
-fn launch(
-    shared: &Arc<Shared>,
+/// A request that got a place in flight: its record, and the permits it holds.
+struct Admitted {
+    record: Record,
+    seq: u64,
+    _permits: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
+}
+
+/// Counts the request as scheduled and gives it a place in flight; at the in-flight
+/// limit it is recorded as `dropped` instead and `None` is returned.
+fn admit(
+    shared: &Shared,
     stage: u32,
     intended: Duration,
     seq: u64,
-    stage_permit: Option<tokio::sync::OwnedSemaphorePermit>,
-    tasks: &mut JoinSet<()>,
-) {
+    stage_permit: Option<OwnedSemaphorePermit>,
+) -> Option<Admitted> {
     shared.live.scheduled.fetch_add(1, Ordering::Relaxed);
     let mut record = Record::unsent(
         seq,
@@ -343,28 +350,56 @@ fn launch(
             ),
         );
         shared.emit(record);
-        return;
+        return None;
     };
-    let shared = shared.clone();
-    tasks.spawn(async move {
-        let request = async {
-            match &shared.target {
-                Target::Llm { target, prompts } => {
-                    let payload = prompts.payload(shared.scenario.seed, seq);
-                    openai::call(&shared.http, target, &payload, shared.clock, &mut record).await;
-                }
-                Target::Http(target) => http::call(&shared.http, target, shared.clock, &mut record).await,
+    Some(Admitted {
+        record,
+        seq,
+        _permits: (permit, stage_permit),
+    })
+}
+
+/// Sends an admitted request and emits its record, whatever happens.
+async fn execute(shared: &Shared, admitted: Admitted) {
+    let Admitted {
+        mut record,
+        seq,
+        _permits,
+    } = admitted;
+    let request = async {
+        match &shared.target {
+            Target::Llm { target, prompts } => {
+                let payload = prompts.payload(shared.scenario.seed, seq);
+                openai::call(&shared.http, target, &payload, shared.clock, &mut record).await;
             }
-        };
-        tokio::select! {
-            _ = request => {}
-            _ = shared.abort.cancelled() => {
-                record.fail(Outcome::Cancelled, FailStage::Client, "cancelled", "still in flight when the drain timeout ran out");
+            Target::Http(target) => {
+                http::call(&shared.http, target, shared.clock, &mut record).await
             }
         }
-        drop((permit, stage_permit));
-        shared.emit(record);
-    });
+    };
+    tokio::select! {
+        _ = request => {}
+        _ = shared.abort.cancelled() => {
+            record.fail(Outcome::Cancelled, FailStage::Client, "cancelled", "still in flight when the drain timeout ran out");
+        }
+    }
+    drop(_permits);
+    shared.emit(record);
+}
+
+/// Starts one request as a task of its own (open loop: the schedule does not wait).
+fn launch(
+    shared: &Arc<Shared>,
+    stage: u32,
+    intended: Duration,
+    seq: u64,
+    stage_permit: Option<OwnedSemaphorePermit>,
+    tasks: &mut JoinSet<()>,
+) {
+    if let Some(admitted) = admit(shared, stage, intended, seq, stage_permit) {
+        let shared = shared.clone();
+        tasks.spawn(async move { execute(&shared, admitted).await });
+    }
 }
 
 /// Runs a closed-loop stage: `concurrency` sessions back to back.
@@ -395,7 +430,6 @@ async fn run_closed(
         let (shared, next_seq, stop, think) =
             (shared.clone(), next_seq.clone(), stop.clone(), *think_time);
         sessions.spawn(async move {
-            let mut inner = JoinSet::new();
             loop {
                 let now = Instant::now();
                 if stop.is_cancelled() || end.is_some_and(|end| now >= end) {
@@ -406,9 +440,10 @@ async fn run_closed(
                     break;
                 }
                 let intended = now.saturating_duration_since(shared.clock.start());
-                launch(&shared, index, intended, seq, None, &mut inner);
-                // One request at a time per session: wait for it before the next.
-                while inner.join_next().await.is_some() {}
+                // One request at a time per session, run in the session's own task.
+                if let Some(admitted) = admit(&shared, index, intended, seq, None) {
+                    execute(&shared, admitted).await;
+                }
                 if !think.is_zero() {
                     tokio::select! {
                         _ = tokio::time::sleep(think) => {}
