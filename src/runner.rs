@@ -312,6 +312,9 @@ async fn run_open(
         };
         launch(shared, index, intended, *seq, stage_permit, tasks);
         *seq += 1;
+        // A JoinSet keeps each finished task until it is joined: reap them as we go,
+        // or memory grows with the length of the run instead of what is in flight.
+        while tasks.try_join_next().is_some() {}
     }
     stage.duration().map_or(last, |d| stage_start + d)
 }
