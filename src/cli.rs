@@ -130,6 +130,10 @@ pub struct RunArgs {
     /// Shorthand: do not stream (no TTFT or ITL then).
     #[arg(long, help_heading = "Shorthands")]
     pub no_stream: bool,
+    /// Shorthand: local tokenizer for counts the server does not report
+    /// (cl100k_base, o200k_base, sim) [default: sim for embedded, else cl100k_base].
+    #[arg(long, help_heading = "Shorthands")]
+    pub tokenizer: Option<String>,
     /// Shorthand: environment variable holding the API key.
     #[arg(long, help_heading = "Shorthands")]
     pub api_key_env: Option<String>,
@@ -243,6 +247,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
         api_key_env: args.api_key_env.clone(),
         headers: BTreeMap::new(),
         http2: false,
+        tokenizer: args.tokenizer.clone(),
     };
     Ok(SpecFile {
         path: "command line".into(),

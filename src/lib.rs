@@ -26,4 +26,5 @@ pub mod schedule;
 pub mod sim;
 pub mod spec;
 pub mod tokenize;
+pub mod tokenizer;
 pub mod workload;

@@ -86,6 +86,7 @@ fn build_target(scenario: &Scenario, base_url: &str, model: &str) -> Result<Targ
                 extra_body: extra_body.clone(),
                 timeouts: scenario.timeouts,
                 max_response_bytes,
+                tokenizer: scenario.service.tokenizer,
             };
             Target::Llm {
                 target,

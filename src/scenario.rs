@@ -17,6 +17,7 @@ use crate::spec::{
     ApiKind, ArrivalKind, HttpRequestSpec, PromptsSpec, ServiceSpec, SpecError, SpecErrors,
     SpecFile, StageSpec,
 };
+use crate::tokenizer::LocalTokenizer;
 use crate::workload::{Length, PromptSource};
 
 /// Where the service is.
@@ -38,6 +39,8 @@ pub struct Service {
     pub api_key: Option<String>,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub http2: bool,
+    /// Counts what the server does not report.
+    pub tokenizer: LocalTokenizer,
 }
 
 /// What each request sends.
@@ -134,6 +137,9 @@ impl Scenario {
         let service = services
             .into_iter()
             .find(|s| Some(&s.name) == service_name.as_ref());
+        let tokenizer = service
+            .as_ref()
+            .map_or(LocalTokenizer::Sim, |s| s.tokenizer);
 
         // What each request sends, checked against the service's API.
         let template = &spec.payload_template;
@@ -145,7 +151,13 @@ impl Scenario {
             (None, prompts, request) => {
                 // The service is already reported; still check what the payload says.
                 if let Some(prompts) = prompts {
-                    prompts_from_spec(prompts, &file.path, spec.seed, &mut problem);
+                    prompts_from_spec(
+                        prompts,
+                        &file.path,
+                        spec.seed,
+                        LocalTokenizer::Sim,
+                        &mut problem,
+                    );
                 }
                 if let Some(request) = request {
                     http_request_from_spec(request, &mut problem);
@@ -184,8 +196,8 @@ impl Scenario {
                 None
             }
             (Some(kind), Some(prompts), None) => {
-                prompts_from_spec(prompts, &file.path, spec.seed, &mut problem).map(|prompts| {
-                    Workload::Llm {
+                prompts_from_spec(prompts, &file.path, spec.seed, tokenizer, &mut problem).map(
+                    |prompts| Workload::Llm {
                         api: if kind == ApiKind::Completions {
                             Api::Completions
                         } else {
@@ -195,8 +207,8 @@ impl Scenario {
                         stream: template.stream,
                         include_usage: template.include_usage,
                         extra_body: template.body.clone(),
-                    }
-                })
+                    },
+                )
             }
         };
 
@@ -271,6 +283,7 @@ fn prompts_from_spec(
     prompts: &PromptsSpec,
     spec_path: &str,
     seed: u64,
+    tokenizer: LocalTokenizer,
     problem: &mut Problem,
 ) -> Option<PromptSource> {
     match prompts {
@@ -337,7 +350,7 @@ fn prompts_from_spec(
                 .parent()
                 .unwrap_or(Path::new("."))
                 .join(path);
-            PromptSource::from_jsonl(&path)
+            PromptSource::from_jsonl(&path, tokenizer)
                 .map_err(|e| problem("spec.payloadTemplate.prompts.file", e, None))
                 .ok()
         }
@@ -478,7 +491,16 @@ fn service_from_spec(name: &str, s: &ServiceSpec, problem: &mut Problem) -> Opti
             ),
         }
     }
+    let default_tokenizer = if s.url == "embedded" {
+        "sim"
+    } else {
+        "cl100k_base"
+    };
+    let tokenizer = LocalTokenizer::by_name(s.tokenizer.as_deref().unwrap_or(default_tokenizer))
+        .map_err(|e| problem(&format!("{path}.tokenizer"), e, None))
+        .ok();
     Some(Service {
+        tokenizer: tokenizer?,
         name: name.to_owned(),
         endpoint: endpoint?,
         model: s.model.clone(),

@@ -11,7 +11,8 @@ use serde_json::Value;
 use crate::client::openai::{Payload, PromptBody};
 use crate::sim::text::mix_seed;
 use crate::spec::LengthSpec;
-use crate::tokenize::{self, WORDS};
+use crate::tokenize::WORDS;
+use crate::tokenizer::LocalTokenizer;
 
 /// A validated token-length distribution.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -161,7 +162,7 @@ impl PromptSource {
 
     /// Reads a JSONL dataset: one `{"prompt": "…"}` or `{"messages": […]}` per line,
     /// with an optional `max_tokens`. Errors name the file and line.
-    pub fn from_jsonl(path: &Path) -> Result<PromptSource, String> {
+    pub fn from_jsonl(path: &Path, tokenizer: LocalTokenizer) -> Result<PromptSource, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         let mut entries = Vec::new();
@@ -183,11 +184,11 @@ impl PromptSource {
                 ),
             };
             let (prompt, input_tokens) = match (value.get("prompt"), value.get("messages")) {
-                (Some(Value::String(p)), _) => (PromptBody::Text(p.clone()), tokenize::count(p)),
+                (Some(Value::String(p)), _) => (PromptBody::Text(p.clone()), tokenizer.count(p)),
                 (_, Some(Value::Array(messages))) if !messages.is_empty() => {
                     let tokens = messages
                         .iter()
-                        .map(|m| m["content"].as_str().map_or(0, tokenize::count))
+                        .map(|m| m["content"].as_str().map_or(0, |c| tokenizer.count(c)))
                         .sum();
                     (PromptBody::Messages(messages.clone()), tokens)
                 }
@@ -224,6 +225,7 @@ fn words(rng: &mut ChaCha8Rng, n: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tokenize;
 
     #[test]
     fn synthetic_prompts_have_exact_lengths_and_are_reproducible() {
@@ -270,7 +272,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("p.jsonl");
         std::fs::write(&path, "{\"prompt\": \"hi there\", \"max_tokens\": 8}\n\n{\"messages\": [{\"role\": \"user\", \"content\": \"yo\"}]}\n{\"prompt\": 5}\n").unwrap();
-        let err = PromptSource::from_jsonl(&path).unwrap_err();
+        let err = PromptSource::from_jsonl(&path, LocalTokenizer::Sim).unwrap_err();
         assert_eq!(
             err,
             format!(
@@ -283,13 +285,15 @@ mod tests {
             "{\"prompt\": \"hi there\", \"max_tokens\": 8}\n{oops\n",
         )
         .unwrap();
-        let err = PromptSource::from_jsonl(&path).unwrap_err();
+        let err = PromptSource::from_jsonl(&path, LocalTokenizer::Sim).unwrap_err();
         assert!(
             err.starts_with(&format!("{}:2: not valid JSON", path.display())),
             "{err}"
         );
         std::fs::write(&path, "{\"prompt\": \"hi there\", \"max_tokens\": 8}\n").unwrap();
-        let PromptSource::Dataset(entries) = PromptSource::from_jsonl(&path).unwrap() else {
+        let PromptSource::Dataset(entries) =
+            PromptSource::from_jsonl(&path, LocalTokenizer::Sim).unwrap()
+        else {
             panic!()
         };
         assert_eq!(entries[0].max_tokens, Some(8));

@@ -105,6 +105,7 @@ async fn run(script: Vec<Act>, stream: bool) -> Record {
         extra_body: serde_json::Map::new(),
         timeouts,
         max_response_bytes: 1 << 20,
+        tokenizer: redline::tokenizer::LocalTokenizer::by_name("cl100k_base").unwrap(),
     };
     let payload = Payload {
         prompt: PromptBody::Text("hello".into()),

@@ -17,7 +17,7 @@ use super::sse::{SseDecoder, SseError};
 use super::{HttpClient, RunClock, Timeouts, classify_send_error};
 
 use crate::record::{Outcome, Record, ServerTruth, Stage, TokenSource};
-use crate::tokenize;
+use crate::tokenizer::LocalTokenizer;
 
 /// Which OpenAI API to call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +44,8 @@ pub struct LlmTarget {
     pub timeouts: Timeouts,
     /// Largest response body read, in bytes.
     pub max_response_bytes: usize,
+    /// Counts the output when the server sends no usage (kept beside it otherwise).
+    pub tokenizer: LocalTokenizer,
 }
 
 /// What one request sends.
@@ -531,7 +533,7 @@ impl Reader<'_> {
     }
 
     fn finish(&mut self, payload: &Payload) {
-        let local = tokenize::count(&self.text) as u32;
+        let local = self.target.tokenizer.count(&self.text) as u32;
         self.record.output_tokens_local = Some(local);
         if self.record.output_tokens.is_none() {
             self.record.output_tokens = Some(local);

@@ -121,6 +121,10 @@ pub struct ServiceSpec {
     /// Speak HTTP/2 (prior knowledge) instead of HTTP/1.1.
     #[serde(default)]
     pub http2: bool,
+    /// Local tokenizer for counts the server does not report: `cl100k_base` (default
+    /// for real servers), `o200k_base`, or `sim` (default for `url: embedded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
