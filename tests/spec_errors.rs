@@ -167,7 +167,9 @@ fn the_payload_must_fit_the_service_api() {
 
 #[test]
 fn an_unknown_tokenizer_lists_the_choices() {
-    let text = spec("  services:\n    llm: { url: embedded, tokenizer: gpt2 }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 10, output_tokens: 5 } }\n  qpsTarget: 5\n  duration: 10s\n");
+    let text = spec(
+        "  services:\n    llm: { url: embedded, tokenizer: gpt2 }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 10, output_tokens: 5 } }\n  qpsTarget: 5\n  duration: 10s\n",
+    );
     assert_eq!(
         errors(&text),
         "1 problem in the spec:\ntest.yaml:6:27: spec.services.llm.tokenizer: unknown tokenizer `gpt2`: choose from cl100k_base, o200k_base, sim\n"
