@@ -213,12 +213,19 @@ pub fn render_terminal(s: &Summary) -> String {
     ));
     let pct = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{:.3}%", v * 100.0));
     line(format!(
-        "  measured: {} requests over {:.1}s · {:.2} req/s · {:.1} output tok/s · {:.1} total tok/s · pass {} · availability {}",
+        "  measured: {} requests over {:.1}s · {:.2} req/s{} · pass {} · availability {}",
         s.measured.scheduled,
         s.measured_window_s,
         s.throughput.requests_per_s,
-        s.throughput.output_tokens_per_s,
-        s.throughput.total_tokens_per_s,
+        // Plain HTTP runs have no tokens: say nothing rather than "0.0 tok/s".
+        if s.tokens.output_total > 0 {
+            format!(
+                " · {:.1} output tok/s · {:.1} total tok/s",
+                s.throughput.output_tokens_per_s, s.throughput.total_tokens_per_s
+            )
+        } else {
+            String::new()
+        },
         pct(s.pass_rate),
         pct(s.availability)
     ));
@@ -255,10 +262,12 @@ pub fn render_terminal(s: &Summary) -> String {
     } else {
         String::new()
     };
-    line(format!(
-        "  tokens: input {} (mean {:.1}) · output {} (mean {:.1}){estimated}",
-        t.input_total, t.input.mean, t.output_total, t.output.mean
-    ));
+    if t.output_total > 0 {
+        line(format!(
+            "  tokens: input {} (mean {:.1}) · output {} (mean {:.1}){estimated}",
+            t.input_total, t.input.mean, t.output_total, t.output.mean
+        ));
+    }
     if s.server.ttft_client_overhead_ms.count > 0 {
         let o = &s.server.ttft_client_overhead_ms;
         line(format!(
