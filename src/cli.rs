@@ -200,6 +200,25 @@ fn validate(path: &std::path::Path) -> Result<i32> {
     }
 }
 
+/// The command-line flag behind a field of the spec the shorthands build.
+fn flag_for(path: &str) -> Option<&'static str> {
+    Some(match path {
+        "spec.load[0].rate" => "--rate",
+        "spec.load[0].concurrency" => "--concurrency",
+        "spec.load[0].duration" => "--duration",
+        "spec.load[0].requests" => "--requests",
+        "spec.services.llm.url" => "--url",
+        "spec.services.llm.model" => "--model",
+        "spec.services.llm.profile" => "--profile",
+        "spec.services.llm.api_key_env" => "--api-key-env",
+        "spec.services.llm.tokenizer" => "--tokenizer",
+        "spec.payloadTemplate.prompts.synthetic.input_tokens" => "--input-tokens",
+        "spec.payloadTemplate.prompts.synthetic.output_tokens" => "--output-tokens",
+        "spec.payloadTemplate.prompts.file" => "--prompts",
+        _ => return None,
+    })
+}
+
 /// Builds the same spec a YAML file would hold from the command-line shorthands.
 fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
     let Some(url) = args.url.clone() else {
@@ -295,7 +314,13 @@ async fn run_command(args: RunArgs) -> Result<i32> {
         },
         None => match Scenario::from_spec(&shorthand_spec(&args)?, "") {
             Ok(scenario) => scenario,
-            Err(errors) => {
+            Err(mut errors) => {
+                // The user typed flags, not a spec: name the flag.
+                for error in &mut errors.0 {
+                    if let Some(flag) = flag_for(&error.path) {
+                        error.path = flag.to_owned();
+                    }
+                }
                 eprint!("{errors}");
                 return Ok(exit::USAGE);
             }
