@@ -94,21 +94,24 @@ async fn token_counts_and_ttft_agree_with_the_simulator() {
         let server_decode = (truth.finish_us - truth.first_token_us) as f64;
         decode_gaps.push((client_decode - server_decode).abs() / 1e3);
     }
-    let decode_p99 = percentile(&mut decode_gaps, 0.99);
-    // Release builds: p99 ≈ 0.6 ms. A mismeasured token (the role chunk taken for the
-    // first token, a token stamped late) is off by a whole ~13 ms step.
+    // A mismeasured token (the role chunk taken for the first token, a token stamped
+    // late) shifts every request by a whole ~13 ms step, so the median catches it; the
+    // tail only has to stay under a step, since two noisy shared cores running a debug
+    // build delay a few deliveries by several ms (release builds: p99 ≈ 0.6 ms).
+    let decode_p50 = percentile(&mut decode_gaps, 0.5);
+    let decode_p90 = percentile(&mut decode_gaps, 0.9);
     assert!(
-        decode_p99 < 5.0,
-        "|client − server decode span| p99 {decode_p99:.3} ms"
+        decode_p50 < 2.0 && decode_p90 < 6.0,
+        "|client − server decode span| p50 {decode_p50:.3} ms, p90 {decode_p90:.3} ms"
     );
     let p50 = percentile(&mut overheads, 0.5);
-    let p99 = percentile(&mut overheads, 0.99);
-    // Loopback transport and request parsing on a shared 2-core machine. Release
-    // builds: p50 ≈ 0.6 ms, p99 ≈ 2.4 ms; a debug build is several times slower at
-    // parsing. Either way well under the ~13 ms of one engine step.
+    let p90 = percentile(&mut overheads, 0.9);
+    // Loopback transport and request parsing. Release builds: p50 ≈ 0.6 ms, p99 ≈
+    // 2.4 ms; a debug build is several times slower at parsing. Either way well under
+    // the ~13 ms of one engine step.
     assert!(
-        p50 < 5.0 && p99 < 10.0,
-        "client TTFT − server TTFT: p50 {p50:.3} ms, p99 {p99:.3} ms"
+        p50 < 5.0 && p90 < 10.0,
+        "client TTFT − server TTFT: p50 {p50:.3} ms, p90 {p90:.3} ms"
     );
 }
 
@@ -139,9 +142,14 @@ async fn an_open_loop_keeps_its_schedule_and_accounts_for_every_request() {
         .map(|r| (r.sent_us.unwrap() - r.intended_us) as f64 / 1e3)
         .collect();
     let p99 = percentile(&mut lags, 0.99);
+    let p50 = percentile(&mut lags, 0.5);
     // Release builds hold p99 ≈ 2 ms at 2,000 req/s (bench/); a debug build sharing
-    // two cores with the simulator gets more slack.
-    assert!(p99 <= 5.0, "send lag p99 {p99:.3} ms");
+    // two noisy cores with the simulator gets more slack. A pacer that fell behind
+    // would drift by the mean gap (2.5 ms) per late send and never come back.
+    assert!(
+        p50 <= 2.0 && p99 <= 10.0,
+        "send lag p50 {p50:.3} ms, p99 {p99:.3} ms"
+    );
     let warmup = records
         .iter()
         .filter(|r| r.phase == redline::record::Phase::Warmup)
@@ -295,12 +303,22 @@ async fn a_stalled_server_shows_in_latency_from_intended_start_and_loses_nothing
         records.len()
     );
     let ms = |us: u64| us as f64 / 1e3;
-    // The open loop kept sending through the stall: no coordinated omission.
-    let mut lags: Vec<f64> = records
+    // The open loop kept sending through the stall: no coordinated omission. A client
+    // that waited on the stalled server would send the requests due during the stall
+    // up to 2,000 ms late. When the stall ends ~200 streams resume at once on two
+    // cores, so the bound leaves room for that burst in a debug build.
+    let mut stall_lags: Vec<f64> = records
         .iter()
+        .filter(|r| (2_000_000..4_000_000).contains(&r.intended_us))
         .map(|r| ms(r.sent_us.unwrap() - r.intended_us))
         .collect();
-    assert!(percentile(&mut lags, 0.99) < 5.0);
+    assert!(stall_lags.len() > 100, "{}", stall_lags.len());
+    let worst_lag = stall_lags.iter().copied().fold(0.0, f64::max);
+    let p50_lag = percentile(&mut stall_lags, 0.5);
+    assert!(
+        p50_lag < 5.0 && worst_lag < 200.0,
+        "send lag during the stall: p50 {p50_lag:.3} ms, max {worst_lag:.3} ms"
+    );
     // Latency from the intended start shows the stall: requests due during it waited
     // for its end; those due well before it did not.
     let from_intended: Vec<(f64, f64)> = records

@@ -122,39 +122,45 @@ async fn seven_b_reproduces_the_source_table_at_16_concurrent_2048_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_timing_agrees_with_the_ground_truth() {
     let _serial = TIMING.lock().await;
-    let sim = sim(Profile::tiny()).await;
+    // The 7b profile's ~13 ms step: a token stamped a step off stands out of the jitter.
+    let sim = sim(Profile::seven_b()).await;
     let client = client();
     let url = format!("{}/v1/chat/completions", sim.base_url());
     let body = json!({"messages": [{"role": "user", "content": "hello"}], "max_tokens": 30, "stream": true, "stream_options": {"include_usage": true}});
-    let s = stream(&client, url, body).await;
-    let truth = s.truth();
-    let times = s.content_times();
-    assert_eq!(
-        times.len() as u64,
-        truth["completion_tokens"].as_u64().unwrap()
-    );
-    let json = s.json();
-    let usage = &json.last().unwrap().1["usage"];
-    assert_eq!(usage["completion_tokens"], 30);
-    assert_eq!(usage["prompt_tokens"], truth["prompt_tokens"]);
-    // Server-side first token to last token vs. what the client saw: same span within
-    // loopback jitter.
-    let server_ms = (truth["finish_us"].as_u64().unwrap()
-        - truth["first_token_us"].as_u64().unwrap()) as f64
-        / 1e3;
-    let client_ms = (times[29] - times[0]).as_secs_f64() * 1e3;
-    assert!(
-        (server_ms - client_ms).abs() < 5.0,
-        "server {server_ms} ms vs client {client_ms} ms"
-    );
-    let server_ttft = (truth["first_token_us"].as_u64().unwrap()
-        - truth["arrival_us"].as_u64().unwrap()) as f64
-        / 1e3;
-    let client_ttft = (times[0] - s.sent).as_secs_f64() * 1e3;
-    assert!(
-        client_ttft >= server_ttft && client_ttft - server_ttft < 5.0,
-        "{client_ttft} vs {server_ttft}"
-    );
+    let mut span_gaps = Vec::new();
+    let mut ttft_gaps = Vec::new();
+    for _ in 0..7 {
+        let s = stream(&client, url.clone(), body.clone()).await;
+        let truth = s.truth();
+        let times = s.content_times();
+        assert_eq!(
+            times.len() as u64,
+            truth["completion_tokens"].as_u64().unwrap()
+        );
+        let json = s.json();
+        let usage = &json.last().unwrap().1["usage"];
+        assert_eq!(usage["completion_tokens"], 30);
+        assert_eq!(usage["prompt_tokens"], truth["prompt_tokens"]);
+        let us = |key: &str| truth[key].as_u64().unwrap() as f64 / 1e3;
+        // Server-side first token to last token vs. what the client saw.
+        let server_span = us("finish_us") - us("first_token_us");
+        let client_span = (times[29] - times[0]).as_secs_f64() * 1e3;
+        span_gaps.push((server_span - client_span).abs());
+        let server_ttft = us("first_token_us") - us("arrival_us");
+        let client_ttft = (times[0] - s.sent).as_secs_f64() * 1e3;
+        assert!(
+            client_ttft >= server_ttft,
+            "a token cannot arrive before it exists: {client_ttft} vs {server_ttft}"
+        );
+        ttft_gaps.push(client_ttft - server_ttft);
+    }
+    // Medians of seven: the same spans within loopback jitter, where a mistimed token
+    // would be off by a whole engine step. A few noisy deliveries on a shared machine
+    // do not move a median.
+    span_gaps.sort_by(f64::total_cmp);
+    ttft_gaps.sort_by(f64::total_cmp);
+    assert!(span_gaps[3] < 5.0, "decode span gaps {span_gaps:?} ms");
+    assert!(ttft_gaps[3] < 5.0, "TTFT gaps {ttft_gaps:?} ms");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
