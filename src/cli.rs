@@ -16,7 +16,7 @@ use crate::scenario::Scenario;
 use crate::sim::{Profile, SimConfig};
 use crate::spec::{
     self, ApiKind, Dur, InferenceSpec, LengthSpec, Metadata, PayloadTemplate, PromptsSpec,
-    ServiceSpec, SpecErrors, SpecFile, StageSpec, SyntheticSpec,
+    ServiceSpec, SpecErrors, SpecFile, StageSpec, SweepSpec, SyntheticSpec,
 };
 
 /// Exit codes, as documented in `--help` and the README.
@@ -110,8 +110,17 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "concurrency", help_heading = "Shorthands")]
     pub rate: Option<f64>,
     /// Shorthand: closed-loop sessions back to back.
-    #[arg(long, help_heading = "Shorthands")]
+    #[arg(long, conflicts_with = "sweep", help_heading = "Shorthands")]
     pub concurrency: Option<u32>,
+    /// Shorthand: sweep — one session, then 256, then N rates in between; --duration
+    /// or --requests bound each point. Reports each point and the knee.
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "rate",
+        help_heading = "Shorthands"
+    )]
+    pub sweep: Option<u32>,
     /// Shorthand: how long to schedule requests (e.g. 60s).
     #[arg(long, help_heading = "Shorthands")]
     pub duration: Option<String>,
@@ -204,6 +213,7 @@ fn validate(path: &std::path::Path) -> Result<i32> {
 fn flag_for(path: &str) -> Option<&'static str> {
     Some(match path {
         "spec.load[0].rate" => "--rate",
+        "spec.load[0].sweep.rates" => "--sweep",
         "spec.load[0].concurrency" => "--concurrency",
         "spec.load[0].duration" => "--duration",
         "spec.load[0].requests" => "--requests",
@@ -236,10 +246,14 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
         bail!("say how long to run: --duration (e.g. 30s) and/or --requests N");
     }
     let rate = args.rate;
-    let concurrency = match (rate, args.concurrency) {
-        (None, None) => Some(1),
-        (_, c) => c,
+    let concurrency = match (rate, args.concurrency, args.sweep) {
+        (None, None, None) => Some(1),
+        (_, c, _) => c,
     };
+    let sweep = args.sweep.map(|rates| SweepSpec {
+        rates,
+        throughput_concurrency: 256,
+    });
     let prompts = match &args.prompts {
         Some(path) => PromptsSpec {
             file: Some(std::path::absolute(path)?),
@@ -286,6 +300,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
                 body: serde_json::Map::new(),
             },
             load: vec![StageSpec {
+                sweep,
                 rate,
                 concurrency,
                 duration,
@@ -299,6 +314,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
             timeouts: Default::default(),
             max_in_flight: None,
             drain_timeout: None,
+            goodput: None,
         },
     })
 }
@@ -338,7 +354,6 @@ async fn run_command(args: RunArgs) -> Result<i32> {
         records_path: out.join("records.jsonl"),
         progress: !args.quiet && std::io::stderr().is_terminal(),
     };
-    let stages = scenario.stages.iter().map(|s| s.describe()).collect();
     let name = scenario.name.clone();
     let result = run_scenario(scenario, options, stop).await?;
     let summary = summarize(
@@ -349,7 +364,7 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             model: &result.model,
             interrupted: result.interrupted,
             elapsed_s: result.elapsed.as_secs_f64(),
-            stages,
+            stages: result.stages.clone(),
         },
     );
     std::fs::write(out.join("summary.json"), render_json(&summary))

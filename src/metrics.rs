@@ -80,6 +80,17 @@ pub struct Counts {
 }
 
 impl Counts {
+    fn bump(&mut self, outcome: Outcome) {
+        self.scheduled += 1;
+        match outcome {
+            Outcome::Ok => self.ok += 1,
+            Outcome::Error => self.error += 1,
+            Outcome::Timeout => self.timeout += 1,
+            Outcome::Cancelled => self.cancelled += 1,
+            Outcome::Dropped => self.dropped += 1,
+        }
+    }
+
     pub fn failed(&self) -> u64 {
         self.error + self.timeout
     }
@@ -99,8 +110,123 @@ pub struct FailureCount {
     pub example: String,
 }
 
+/// `n` per second of a window of `window_us` microseconds (0 for an empty window).
+pub fn rate_per_s(n: u64, window_us: u64) -> f64 {
+    if window_us == 0 {
+        0.0
+    } else {
+        n as f64 / (window_us as f64 / 1e6)
+    }
+}
+
+/// Per-request SLOs: a request counts toward goodput when it succeeded and met every
+/// bound set. TTFT and E2E are taken from the intended start, so a client that fell
+/// behind its schedule cannot flatter the server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RequestSlo {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+}
+
+impl RequestSlo {
+    pub fn met_by(&self, r: &Record) -> bool {
+        // `absent_ok`: a one-token answer has no TPOT and so cannot break its bound,
+        // while an answer without a first token has broken any TTFT bound.
+        let within =
+            |bound: Option<f64>, value_us: Option<f64>, absent_ok: bool| match (bound, value_us) {
+                (None, _) => true,
+                (Some(ms), Some(us)) => us <= ms * 1e3,
+                (Some(_), None) => absent_ok,
+            };
+        r.outcome == Outcome::Ok
+            && within(self.ttft_ms, r.ttft_intended_us().map(|v| v as f64), false)
+            && within(self.tpot_ms, r.tpot_us(), true)
+            && within(self.e2e_ms, r.e2e_intended_us().map(|v| v as f64), false)
+    }
+}
+
+/// The figures of one executed stage (every phase: a sweep point is judged whole).
+#[derive(Debug, Clone)]
+pub struct StageStats {
+    pub counts: Counts,
+    pub good: u64,
+    pub output_tokens: u64,
+    /// First intended start and last completion, microseconds.
+    pub first_intended_us: u64,
+    pub last_done_us: u64,
+    pub ttft: Histogram<u64>,
+    pub ttft_intended: Histogram<u64>,
+    pub itl: Histogram<u64>,
+    pub tpot: Histogram<u64>,
+    pub e2e: Histogram<u64>,
+    pub e2e_intended: Histogram<u64>,
+    pub send_lag: Histogram<u64>,
+}
+
+impl Default for StageStats {
+    fn default() -> Self {
+        StageStats {
+            counts: Counts::default(),
+            good: 0,
+            output_tokens: 0,
+            first_intended_us: u64::MAX,
+            last_done_us: 0,
+            ttft: histogram(),
+            ttft_intended: histogram(),
+            itl: histogram(),
+            tpot: histogram(),
+            e2e: histogram(),
+            e2e_intended: histogram(),
+            send_lag: histogram(),
+        }
+    }
+}
+
+impl StageStats {
+    fn add(&mut self, r: &Record, done_us: u64, good: bool) {
+        self.counts.bump(r.outcome);
+        self.good += u64::from(good);
+        self.first_intended_us = self.first_intended_us.min(r.intended_us);
+        self.last_done_us = self.last_done_us.max(done_us);
+        let record = |h: &mut Histogram<u64>, v: Option<u64>| {
+            if let Some(v) = v {
+                h.saturating_record(v.max(1));
+            }
+        };
+        record(
+            &mut self.send_lag,
+            r.sent_us.map(|s| s.saturating_sub(r.intended_us)),
+        );
+        if r.outcome != Outcome::Ok {
+            return;
+        }
+        self.output_tokens += u64::from(r.output_tokens.unwrap_or(0));
+        record(&mut self.ttft, r.ttft_us());
+        record(&mut self.ttft_intended, r.ttft_intended_us());
+        record(&mut self.tpot, r.tpot_us().map(|v| v.round() as u64));
+        record(&mut self.e2e, r.e2e_us());
+        record(&mut self.e2e_intended, r.e2e_intended_us());
+        for gap in &r.itl_us {
+            self.itl.saturating_record(u64::from(*gap).max(1));
+        }
+    }
+
+    /// `n` per second of the stage's window, from its first intended start to its
+    /// last completion.
+    pub fn per_s(&self, n: u64) -> f64 {
+        rate_per_s(n, self.last_done_us.saturating_sub(self.first_intended_us))
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Aggregator {
+    /// Per-request SLOs of goodput, if set.
+    pub goodput_slo: Option<RequestSlo>,
+    /// Measured requests that met the goodput SLOs.
+    pub good: u64,
+    /// Per executed stage, by index.
+    pub stages: BTreeMap<u32, StageStats>,
     pub counts: Counts,
     /// Counts of the measured phase only.
     pub measured: Counts,
@@ -120,19 +246,18 @@ pub struct Aggregator {
 }
 
 impl Aggregator {
+    /// An aggregator that also counts goodput under `slo`.
+    pub fn new(goodput_slo: Option<RequestSlo>) -> Aggregator {
+        Aggregator {
+            goodput_slo,
+            ..Aggregator::default()
+        }
+    }
+
     /// Takes one record into the statistics.
     pub fn add(&mut self, r: &Record) {
-        let bump = |c: &mut Counts| {
-            c.scheduled += 1;
-            match r.outcome {
-                Outcome::Ok => c.ok += 1,
-                Outcome::Error => c.error += 1,
-                Outcome::Timeout => c.timeout += 1,
-                Outcome::Cancelled => c.cancelled += 1,
-                Outcome::Dropped => c.dropped += 1,
-            }
-        };
-        bump(&mut self.counts);
+        self.counts.bump(r.outcome);
+        let good = self.goodput_slo.is_some_and(|slo| slo.met_by(r));
         if let Some(f) = &r.error {
             let entry = self
                 .failures
@@ -140,7 +265,11 @@ impl Aggregator {
                 .or_insert((0, f.message.clone()));
             entry.0 += 1;
         }
-        let done_us = r.last_byte_us.or(r.sent_us).unwrap_or(r.intended_us);
+        let done_us = r.done_us();
+        self.stages
+            .entry(r.stage)
+            .or_default()
+            .add(r, done_us, good);
         let window = self.windows.entry(done_us / 1_000_000).or_default();
         if r.outcome == Outcome::Ok {
             window.completed += 1;
@@ -150,7 +279,8 @@ impl Aggregator {
         if r.phase != Phase::Measure {
             return;
         }
-        bump(&mut self.measured);
+        self.measured.bump(r.outcome);
+        self.good += u64::from(good);
         if is_unavailability(r) {
             self.unavailable += 1;
         }

@@ -91,7 +91,8 @@ pub struct ServerTruth {
 pub struct Record {
     /// Position in the arrival schedule, from 0.
     pub seq: u64,
-    /// Index of the load stage that scheduled it.
+    /// Index of the stage that scheduled it, as run: the summary's `stages` (a sweep
+    /// runs as several).
     pub stage: u32,
     pub phase: Phase,
     pub outcome: Outcome,
@@ -196,6 +197,13 @@ impl Record {
     /// Send to last byte.
     pub fn e2e_us(&self) -> Option<u64> {
         Some(self.last_byte_us?.saturating_sub(self.sent_us?))
+    }
+
+    /// When the request ended: its last byte, else its send, else its intended start.
+    pub fn done_us(&self) -> u64 {
+        self.last_byte_us
+            .or(self.sent_us)
+            .unwrap_or(self.intended_us)
     }
 
     pub fn e2e_intended_us(&self) -> Option<u64> {

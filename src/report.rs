@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::{Aggregator, Counts, Dist, FailureCount, Window};
+use crate::metrics::{Aggregator, Counts, Dist, FailureCount, RequestSlo, StageStats, Window};
+use crate::schedule::{ExecutedStage, SweepRole};
 
 /// Version of the summary's shape; bumped when a field changes meaning.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -17,13 +18,18 @@ pub struct Summary {
     /// Stopped early by Ctrl-C or SIGTERM: the figures cover what ran.
     pub interrupted: bool,
     pub elapsed_s: f64,
-    pub stages: Vec<String>,
+    /// The stages as they ran (a sweep runs as several), with each one's figures.
+    pub stages: Vec<StageSummary>,
+    /// The sweep's verdict, when the load had a sweep.
+    pub sweep: Option<SweepSummary>,
     /// All requests, every phase.
     pub requests: Counts,
     /// Requests of the measured phase (warm-up and cool-down excluded).
     pub measured: Counts,
     pub measured_window_s: f64,
     pub throughput: Throughput,
+    /// Requests that succeeded within the per-request SLOs, when the spec sets them.
+    pub goodput: Option<Goodput>,
     /// Measured requests with no failure of any kind.
     pub pass_rate: Option<f64>,
     /// Measured requests not failed by unavailability (refused/reset, 5xx, timeout).
@@ -35,6 +41,64 @@ pub struct Summary {
     /// Per second of the run, by completion time.
     pub timeseries: Vec<TimePoint>,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Goodput {
+    pub slo: RequestSlo,
+    /// Measured requests that met every bound.
+    pub requests: u64,
+    pub per_s: f64,
+    /// Of the measured requests that were attempted.
+    pub ratio: Option<f64>,
+}
+
+/// One stage as it ran, over every phase of its requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StageSummary {
+    pub description: String,
+    /// Its part in a sweep.
+    pub sweep: Option<SweepRole>,
+    /// Requests per second it was meant to send (open loop at a fixed rate).
+    pub offered_rate_per_s: Option<f64>,
+    /// Successes per second, from its first intended start to its last completion.
+    pub achieved_rate_per_s: f64,
+    pub output_tokens_per_s: f64,
+    /// Goodput per second, when the spec sets per-request SLOs.
+    pub goodput_per_s: Option<f64>,
+    /// Share of its attempted requests that met those SLOs.
+    pub goodput_ratio: Option<f64>,
+    pub requests: Counts,
+    pub ttft_ms: Dist,
+    pub ttft_from_intended_ms: Dist,
+    pub itl_ms: Dist,
+    pub tpot_ms: Dist,
+    pub e2e_ms: Dist,
+    pub e2e_from_intended_ms: Dist,
+    pub send_lag_ms: Dist,
+}
+
+/// Where a sweep's knee is: the highest rate the service sustained.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SweepSummary {
+    /// Index into `stages` of the knee; none when not even the lowest rate held.
+    pub knee_stage: Option<usize>,
+    pub knee_rate_per_s: Option<f64>,
+    /// Every rate point held: the knee lies at or above the highest one.
+    pub every_rate_sustained: bool,
+    pub highest_rate_per_s: f64,
+    /// The rule a point had to pass to count as sustained.
+    pub rule: String,
+}
+
+/// Without per-request SLOs, a rate point is sustained when its median latency from
+/// the intended start stays within this factor of the synchronous point's: past the
+/// knee requests queue, and that latency grows with the run instead of with the batch.
+const KNEE_LATENCY_FACTOR: f64 = 3.0;
+/// ...and it lost no more than this share of its requests.
+const KNEE_MAX_FAILED: f64 = 0.01;
+/// With per-request SLOs (`goodput`), a point is sustained when this share of its
+/// requests met them.
+const KNEE_MIN_GOODPUT: f64 = 0.95;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Throughput {
@@ -97,7 +161,96 @@ pub struct RunInfo<'a> {
     pub model: &'a str,
     pub interrupted: bool,
     pub elapsed_s: f64,
-    pub stages: Vec<String>,
+    pub stages: Vec<ExecutedStage>,
+}
+
+fn stage_summary(stage: &ExecutedStage, stats: Option<&StageStats>, goodput: bool) -> StageSummary {
+    let empty = StageStats::default();
+    let st = stats.unwrap_or(&empty);
+    let per_s = |n: u64| st.per_s(n);
+    let ms = |h| Dist::of(h, 1e3);
+    StageSummary {
+        description: stage.description.clone(),
+        sweep: stage.sweep,
+        offered_rate_per_s: stage.offered_rate,
+        achieved_rate_per_s: per_s(st.counts.ok),
+        output_tokens_per_s: per_s(st.output_tokens),
+        goodput_per_s: goodput.then(|| per_s(st.good)),
+        goodput_ratio: goodput
+            .then(|| {
+                let attempted = st.counts.scheduled - st.counts.dropped - st.counts.cancelled;
+                (attempted > 0).then(|| st.good as f64 / attempted as f64)
+            })
+            .flatten(),
+        requests: st.counts,
+        ttft_ms: ms(&st.ttft),
+        ttft_from_intended_ms: ms(&st.ttft_intended),
+        itl_ms: ms(&st.itl),
+        tpot_ms: ms(&st.tpot),
+        e2e_ms: ms(&st.e2e),
+        e2e_from_intended_ms: ms(&st.e2e_intended),
+        send_lag_ms: ms(&st.send_lag),
+    }
+}
+
+/// The knee of a sweep: the highest-rate point that was sustained. With per-request
+/// SLOs that means [`KNEE_MIN_GOODPUT`] of its requests met them; without, that its
+/// median latency from the intended start stayed within [`KNEE_LATENCY_FACTOR`] of the
+/// synchronous point's and it failed no more than [`KNEE_MAX_FAILED`] of its requests.
+/// Streams are judged on TTFT, other requests on E2E.
+fn sweep_summary(stages: &[StageSummary]) -> Option<SweepSummary> {
+    let synchronous = stages
+        .iter()
+        .find(|s| s.sweep == Some(SweepRole::Synchronous))?;
+    let streams = synchronous.ttft_ms.count > 0;
+    let latency = |s: &StageSummary| {
+        if streams {
+            s.ttft_from_intended_ms.p50
+        } else {
+            s.e2e_from_intended_ms.p50
+        }
+    };
+    let floor = latency(synchronous);
+    let with_slo = synchronous.goodput_ratio.is_some();
+    let rule = if with_slo {
+        format!(
+            "≥ {:.0}% of requests within the goodput SLOs",
+            KNEE_MIN_GOODPUT * 100.0
+        )
+    } else {
+        format!(
+            "median {} from intended start ≤ {KNEE_LATENCY_FACTOR}× the synchronous point's ({floor:.1} ms), failures ≤ {:.0}%",
+            if streams { "TTFT" } else { "latency" },
+            KNEE_MAX_FAILED * 100.0
+        )
+    };
+    let sustained = |s: &StageSummary| {
+        if with_slo {
+            return s.goodput_ratio.is_some_and(|r| r >= KNEE_MIN_GOODPUT);
+        }
+        let attempted = s.requests.scheduled - s.requests.cancelled - s.requests.dropped;
+        s.requests.ok > 0
+            && latency(s) <= floor * KNEE_LATENCY_FACTOR
+            && (attempted - s.requests.ok) as f64 <= attempted as f64 * KNEE_MAX_FAILED
+    };
+    let rates: Vec<(usize, &StageSummary)> = stages
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.sweep == Some(SweepRole::Rate))
+        .collect();
+    let rate = |s: &StageSummary| s.offered_rate_per_s.unwrap_or(0.0);
+    let knee = rates
+        .iter()
+        .filter(|(_, s)| sustained(s))
+        .max_by(|a, b| rate(a.1).total_cmp(&rate(b.1)));
+    let highest = rates.iter().map(|(_, s)| rate(s)).fold(0.0, f64::max);
+    Some(SweepSummary {
+        knee_stage: knee.map(|(i, _)| *i),
+        knee_rate_per_s: knee.map(|(_, s)| rate(s)),
+        every_rate_sustained: !rates.is_empty() && rates.iter().all(|(_, s)| sustained(s)),
+        highest_rate_per_s: highest,
+        rule,
+    })
 }
 
 pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
@@ -117,6 +270,18 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
     let ratio = |n: u64| (attempted > 0).then(|| n as f64 / attempted as f64);
     let d = &agg.dist;
     let ms = |h| Dist::of(h, 1e3);
+    let stages: Vec<StageSummary> = info
+        .stages
+        .iter()
+        .enumerate()
+        .map(|(i, stage)| {
+            stage_summary(
+                stage,
+                agg.stages.get(&(i as u32)),
+                agg.goodput_slo.is_some(),
+            )
+        })
+        .collect();
     Summary {
         schema_version: SCHEMA_VERSION,
         name: info.name.to_owned(),
@@ -124,7 +289,8 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         model: info.model.to_owned(),
         interrupted: info.interrupted,
         elapsed_s: info.elapsed_s,
-        stages: info.stages,
+        sweep: sweep_summary(&stages),
+        stages,
         requests: agg.counts,
         measured: agg.measured,
         measured_window_s: window_s,
@@ -133,6 +299,12 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
             output_tokens_per_s: per_s(agg.output_tokens),
             total_tokens_per_s: per_s(agg.output_tokens + agg.input_tokens),
         },
+        goodput: agg.goodput_slo.map(|slo| Goodput {
+            slo,
+            requests: agg.good,
+            per_s: per_s(agg.good),
+            ratio: ratio(agg.good),
+        }),
         pass_rate: ratio(m.ok),
         availability: ratio(attempted - agg.unavailable),
         latency_ms: Latency {
@@ -187,6 +359,72 @@ pub fn render_json(summary: &Summary) -> Vec<u8> {
     out
 }
 
+/// The per-stage table, and a sweep's knee.
+fn render_stages(s: &Summary, line: &mut impl FnMut(String)) {
+    line(String::new());
+    line(format!(
+        "  {:<7}{:<13}{:>10}{:>10}{:>8}{:>8}{:>11}{:>11}{:>10}{:>10}{}",
+        "stage",
+        "",
+        "offered/s",
+        "ok/s",
+        "ok",
+        "failed",
+        "TTFT p50",
+        "TTFT p99",
+        "ITL p50",
+        "E2E p99",
+        if s.goodput.is_some() { "    good" } else { "" }
+    ));
+    let knee = s.sweep.as_ref().and_then(|sw| sw.knee_stage);
+    for (i, st) in s.stages.iter().enumerate() {
+        let role = match st.sweep {
+            Some(SweepRole::Synchronous) => "synchronous",
+            Some(SweepRole::Throughput) => "throughput",
+            Some(SweepRole::Rate) => "rate",
+            None => "",
+        };
+        let offered = st
+            .offered_rate_per_s
+            .map_or("-".to_owned(), |r| format!("{r:.2}"));
+        let marker = if knee == Some(i) { "  ← knee" } else { "" };
+        let good = st
+            .goodput_ratio
+            .map_or(String::new(), |r| format!("{:>7.1}%", r * 100.0));
+        line(format!(
+            "  {i:<7}{role:<13}{offered:>10}{:>10.2}{:>8}{:>8}{:>11.2}{:>11.2}{:>10.2}{:>10.2}{good}{marker}",
+            st.achieved_rate_per_s,
+            st.requests.ok,
+            st.requests.failed(),
+            st.ttft_from_intended_ms.p50,
+            st.ttft_from_intended_ms.p99,
+            st.itl_ms.p50,
+            st.e2e_ms.p99,
+        ));
+    }
+    if let Some(sweep) = &s.sweep {
+        match sweep.knee_rate_per_s {
+            Some(rate) if sweep.every_rate_sustained => line(format!(
+                "  knee: at or above {rate:.2} req/s — every rate point was sustained ({}); the throughput point reached {:.2}",
+                sweep.rule,
+                s.stages
+                    .iter()
+                    .find(|st| st.sweep == Some(SweepRole::Throughput))
+                    .map_or(0.0, |st| st.achieved_rate_per_s)
+            )),
+            Some(rate) => line(format!(
+                "  knee: {rate:.2} req/s, the highest rate sustained ({})",
+                sweep.rule
+            )),
+            None => line(format!(
+                "  knee: none — no rate point was sustained ({})",
+                sweep.rule
+            )),
+        }
+    }
+    line("  (TTFT here is from the intended start; ms)".into());
+}
+
 /// The terminal summary.
 pub fn render_terminal(s: &Summary) -> String {
     let mut out = String::new();
@@ -204,7 +442,7 @@ pub fn render_terminal(s: &Summary) -> String {
         s.name, s.target, s.model
     ));
     for (i, stage) in s.stages.iter().enumerate() {
-        line(format!("  stage {i}: {stage}"));
+        line(format!("  stage {i}: {}", stage.description));
     }
     let r = &s.requests;
     line(format!(
@@ -229,6 +467,25 @@ pub fn render_terminal(s: &Summary) -> String {
         pct(s.pass_rate),
         pct(s.availability)
     ));
+    if let Some(g) = &s.goodput {
+        let bounds: Vec<String> = [
+            ("TTFT", g.slo.ttft_ms),
+            ("TPOT", g.slo.tpot_ms),
+            ("E2E", g.slo.e2e_ms),
+        ]
+        .iter()
+        .filter_map(|(name, ms)| ms.map(|ms| format!("{name} ≤ {ms} ms")))
+        .collect();
+        line(format!(
+            "  goodput: {:.2} req/s · {} of measured requests within {}",
+            g.per_s,
+            pct(g.ratio),
+            bounds.join(", ")
+        ));
+    }
+    if s.stages.len() > 1 {
+        render_stages(s, &mut line);
+    }
     line(String::new());
     line(format!(
         "  {:<22}{:>9}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
@@ -289,4 +546,88 @@ pub fn render_terminal(s: &Summary) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(
+        role: SweepRole,
+        rate: Option<f64>,
+        ttft_p50: f64,
+        ok: u64,
+        failed: u64,
+    ) -> StageSummary {
+        let dist = Dist {
+            count: ok,
+            p50: ttft_p50,
+            ..Dist::default()
+        };
+        StageSummary {
+            description: String::new(),
+            sweep: Some(role),
+            offered_rate_per_s: rate,
+            achieved_rate_per_s: 0.0,
+            output_tokens_per_s: 0.0,
+            goodput_per_s: None,
+            goodput_ratio: None,
+            requests: Counts {
+                scheduled: ok + failed,
+                ok,
+                error: failed,
+                ..Counts::default()
+            },
+            ttft_ms: dist,
+            ttft_from_intended_ms: dist,
+            itl_ms: Dist::default(),
+            tpot_ms: Dist::default(),
+            e2e_ms: Dist::default(),
+            e2e_from_intended_ms: Dist::default(),
+            send_lag_ms: Dist::default(),
+        }
+    }
+
+    #[test]
+    fn the_knee_is_the_highest_sustained_rate() {
+        let stages = [
+            point(SweepRole::Synchronous, None, 20.0, 10, 0),
+            point(SweepRole::Throughput, None, 900.0, 500, 0),
+            point(SweepRole::Rate, Some(10.0), 30.0, 100, 0),
+            point(SweepRole::Rate, Some(20.0), 59.0, 200, 0),
+            // Over 3× the synchronous median: queued.
+            point(SweepRole::Rate, Some(30.0), 61.0, 300, 0),
+        ];
+        let sweep = sweep_summary(&stages).unwrap();
+        assert_eq!(sweep.knee_stage, Some(3));
+        assert_eq!(sweep.knee_rate_per_s, Some(20.0));
+        assert!(!sweep.every_rate_sustained);
+        // A point that lost over 1 % of its requests is not sustained, however fast.
+        let mut failing = stages.clone();
+        failing[3] = point(SweepRole::Rate, Some(20.0), 25.0, 196, 4);
+        assert_eq!(sweep_summary(&failing).unwrap().knee_stage, Some(2));
+        // Nothing held: no knee, and the report says so rather than naming one.
+        let none = [
+            point(SweepRole::Synchronous, None, 20.0, 10, 0),
+            point(SweepRole::Rate, Some(10.0), 100.0, 100, 0),
+        ];
+        assert_eq!(sweep_summary(&none).unwrap().knee_stage, None);
+        // Not a sweep: no verdict.
+        assert_eq!(sweep_summary(&stages[2..]), None);
+    }
+
+    #[test]
+    fn with_goodput_slos_the_knee_is_where_95_percent_met_them() {
+        let mut stages = vec![
+            point(SweepRole::Synchronous, None, 20.0, 10, 0),
+            point(SweepRole::Rate, Some(10.0), 500.0, 100, 0),
+            point(SweepRole::Rate, Some(20.0), 500.0, 100, 0),
+        ];
+        for (stage, ratio) in stages.iter_mut().zip([1.0, 0.96, 0.94]) {
+            stage.goodput_ratio = Some(ratio);
+        }
+        let sweep = sweep_summary(&stages).unwrap();
+        assert_eq!(sweep.knee_rate_per_s, Some(10.0));
+        assert!(sweep.rule.contains("goodput"), "{}", sweep.rule);
+    }
 }

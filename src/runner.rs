@@ -27,7 +27,7 @@ use crate::client::{HttpClient, RunClock, http_client};
 use crate::metrics::Aggregator;
 use crate::record::{Outcome, Phase, Record, Stage as FailStage};
 use crate::scenario::{Endpoint, Scenario, Workload};
-use crate::schedule::{OpenArrivals, Stage};
+use crate::schedule::{ExecutedStage, OpenArrivals, Stage, SweepRole, sweep_rates};
 use crate::sim::{EmbeddedSim, Profile, SimConfig};
 use crate::workload::PromptSource;
 use hyper::header::{AUTHORIZATION, HeaderValue};
@@ -48,6 +48,8 @@ pub struct RunResult {
     pub elapsed: Duration,
     pub target_url: String,
     pub model: String,
+    /// The stages as they ran, indexed by the records' `stage`.
+    pub stages: Vec<ExecutedStage>,
 }
 
 /// What a request is sent to, with everything it needs.
@@ -195,7 +197,11 @@ pub async fn run(
     let file = std::fs::File::create(&options.records_path)
         .with_context(|| format!("cannot create {}", options.records_path.display()))?;
     let (records, inbox) = mpsc::unbounded_channel();
-    let collector = tokio::spawn(collect(inbox, std::io::BufWriter::new(file)));
+    let collector = tokio::spawn(collect(
+        inbox,
+        std::io::BufWriter::new(file),
+        Aggregator::new(scenario.goodput),
+    ));
 
     let clock = RunClock::new(Instant::now() + Duration::from_millis(20));
     let shared = Arc::new(Shared {
@@ -216,16 +222,19 @@ pub async fn run(
     let mut tasks = JoinSet::new();
     let mut seq = 0u64;
     let mut stage_start = Duration::ZERO;
-    for (index, stage) in shared.scenario.stages.iter().enumerate() {
+    let mut executed = Vec::new();
+    for stage in &shared.scenario.stages {
         if stop.is_cancelled() {
             break;
         }
+        let index = executed.len() as u32;
         let stage_end = match stage {
             Stage::Open { .. } => {
+                executed.push(ExecutedStage::of(stage, None));
                 run_open(
                     &shared,
                     stage,
-                    index as u32,
+                    index,
                     stage_start,
                     &mut seq,
                     &mut tasks,
@@ -234,7 +243,22 @@ pub async fn run(
                 .await
             }
             Stage::Closed { .. } => {
-                run_closed(&shared, stage, index as u32, stage_start, &mut seq, &stop).await
+                executed.push(ExecutedStage::of(stage, None));
+                run_closed(&shared, stage, index, stage_start, &mut seq, &stop)
+                    .await
+                    .end
+            }
+            Stage::Sweep { .. } => {
+                run_sweep(
+                    &shared,
+                    stage,
+                    &mut executed,
+                    stage_start,
+                    &mut seq,
+                    &mut tasks,
+                    &stop,
+                )
+                .await
             }
         };
         stage_start = stage_end;
@@ -275,6 +299,7 @@ pub async fn run(
         elapsed,
         target_url: base_url,
         model,
+        stages: executed,
     })
 }
 
@@ -363,8 +388,9 @@ fn admit(
     })
 }
 
-/// Sends an admitted request and emits its record, whatever happens.
-async fn execute(shared: &Shared, admitted: Admitted) {
+/// Sends an admitted request and emits its record, whatever happens; returns its
+/// outcome and when it ended.
+async fn execute(shared: &Shared, admitted: Admitted) -> (Outcome, u64) {
     let Admitted {
         mut record,
         seq,
@@ -388,7 +414,9 @@ async fn execute(shared: &Shared, admitted: Admitted) {
         }
     }
     drop(_permits);
+    let ended = (record.outcome, record.done_us());
     shared.emit(record);
+    ended
 }
 
 /// Starts one request as a task of its own (open loop: the schedule does not wait).
@@ -402,8 +430,26 @@ fn launch(
 ) {
     if let Some(admitted) = admit(shared, stage, intended, seq, stage_permit) {
         let shared = shared.clone();
-        tasks.spawn(async move { execute(&shared, admitted).await });
+        tasks.spawn(async move {
+            execute(&shared, admitted).await;
+        });
     }
+}
+
+/// How a closed-loop stage went.
+struct ClosedRun {
+    /// Where the next stage starts (offset from the run start).
+    end: Duration,
+    /// Successes per second from the first intended start to the last completion,
+    /// as the summary computes it for every stage.
+    achieved_rate: f64,
+}
+
+/// What a closed loop's sessions tally as they go.
+struct ClosedTally {
+    ok: AtomicU64,
+    first_intended_us: AtomicU64,
+    last_done_us: AtomicU64,
 }
 
 /// Runs a closed-loop stage: `concurrency` sessions back to back.
@@ -414,7 +460,7 @@ async fn run_closed(
     stage_start: Duration,
     seq: &mut u64,
     stop: &CancellationToken,
-) -> Duration {
+) -> ClosedRun {
     let Stage::Closed {
         concurrency,
         think_time,
@@ -430,9 +476,19 @@ async fn run_closed(
     let begin = shared.clock.start() + stage_start;
     tokio::time::sleep_until(begin.into()).await;
     let mut sessions = JoinSet::new();
+    let tally = Arc::new(ClosedTally {
+        ok: AtomicU64::new(0),
+        first_intended_us: AtomicU64::new(u64::MAX),
+        last_done_us: AtomicU64::new(0),
+    });
     for _ in 0..*concurrency {
-        let (shared, next_seq, stop, think) =
-            (shared.clone(), next_seq.clone(), stop.clone(), *think_time);
+        let (shared, next_seq, stop, think, tally) = (
+            shared.clone(),
+            next_seq.clone(),
+            stop.clone(),
+            *think_time,
+            tally.clone(),
+        );
         sessions.spawn(async move {
             loop {
                 let now = Instant::now();
@@ -445,9 +501,21 @@ async fn run_closed(
                 }
                 let intended = now.saturating_duration_since(shared.clock.start());
                 // One request at a time per session, run in the session's own task.
-                if let Some(admitted) = admit(&shared, index, intended, seq, None) {
-                    execute(&shared, admitted).await;
-                }
+                let intended_us = intended.as_micros() as u64;
+                tally
+                    .first_intended_us
+                    .fetch_min(intended_us, Ordering::Relaxed);
+                let done_us = match admit(&shared, index, intended, seq, None) {
+                    Some(admitted) => {
+                        let (outcome, done_us) = execute(&shared, admitted).await;
+                        if outcome == Outcome::Ok {
+                            tally.ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        done_us
+                    }
+                    None => intended_us,
+                };
+                tally.last_done_us.fetch_max(done_us, Ordering::Relaxed);
                 if !think.is_zero() {
                     tokio::select! {
                         _ = tokio::time::sleep(think) => {}
@@ -461,10 +529,85 @@ async fn run_closed(
     *seq = next_seq
         .load(Ordering::Relaxed)
         .min(last_seq.unwrap_or(u64::MAX));
-    match (duration, requests) {
-        (Some(d), _) => stage_start + *d,
-        (None, _) => shared.clock.start().elapsed(),
+    let window_us = tally
+        .last_done_us
+        .load(Ordering::Relaxed)
+        .saturating_sub(tally.first_intended_us.load(Ordering::Relaxed));
+    ClosedRun {
+        end: duration.map_or_else(|| shared.clock.start().elapsed(), |d| stage_start + d),
+        achieved_rate: crate::metrics::rate_per_s(tally.ok.load(Ordering::Relaxed), window_us),
     }
+}
+
+/// Runs a sweep: the synchronous and throughput points measure the lowest and highest
+/// rate, then open-loop points between them. Each point's requests finish before the
+/// next point starts, so each is judged on its own traffic. Returns where the sweep
+/// ended.
+async fn run_sweep(
+    shared: &Arc<Shared>,
+    stage: &Stage,
+    executed: &mut Vec<ExecutedStage>,
+    stage_start: Duration,
+    seq: &mut u64,
+    tasks: &mut JoinSet<()>,
+    stop: &CancellationToken,
+) -> Duration {
+    let Stage::Sweep {
+        arrival,
+        rates,
+        throughput_concurrency,
+        duration,
+        requests,
+    } = *stage
+    else {
+        unreachable!("called for sweeps")
+    };
+    let mut start = stage_start;
+    let mut achieved = [0.0; 2];
+    let closed_points = [
+        (SweepRole::Synchronous, 1),
+        (SweepRole::Throughput, throughput_concurrency),
+    ];
+    for (point, (role, concurrency)) in closed_points.into_iter().enumerate() {
+        if stop.is_cancelled() {
+            return start;
+        }
+        let closed = Stage::Closed {
+            concurrency,
+            think_time: Duration::ZERO,
+            duration,
+            requests,
+        };
+        let index = executed.len() as u32;
+        executed.push(ExecutedStage::of(&closed, Some(role)));
+        let ran = run_closed(shared, &closed, index, start, seq, stop).await;
+        achieved[point] = ran.achieved_rate;
+        // The next point starts when this one's last request is done, not before.
+        start = ran.end.max(shared.clock.start().elapsed());
+    }
+    // A point with no successes has no rate to sweep to; the report shows why.
+    for rate in sweep_rates(achieved[0], achieved[1], rates) {
+        if stop.is_cancelled() || rate <= 0.0 {
+            break;
+        }
+        let open = Stage::Open {
+            arrival,
+            rate,
+            ramp_to: None,
+            duration,
+            requests,
+            max_concurrency: None,
+        };
+        let index = executed.len() as u32;
+        executed.push(ExecutedStage::of(&open, Some(SweepRole::Rate)));
+        run_open(shared, &open, index, start, seq, tasks, stop).await;
+        tokio::select! {
+            _ = async { while tasks.join_next().await.is_some() {} } => {}
+            _ = stop.cancelled() => break,
+        }
+        start = shared.clock.start().elapsed();
+    }
+    start
 }
 
 /// Receives records, writes them as JSON lines (flushed at least every 200 ms, so an
@@ -472,8 +615,8 @@ async fn run_closed(
 async fn collect(
     mut inbox: mpsc::UnboundedReceiver<Record>,
     mut out: std::io::BufWriter<std::fs::File>,
+    mut aggregator: Aggregator,
 ) -> Result<Aggregator> {
-    let mut aggregator = Aggregator::default();
     let mut flush = tokio::time::interval(Duration::from_millis(200));
     loop {
         tokio::select! {

@@ -11,6 +11,7 @@ use hyper::header::{HeaderName, HeaderValue};
 
 use crate::client::Timeouts;
 use crate::client::openai::Api;
+use crate::metrics::RequestSlo;
 use crate::schedule::{Arrival, Stage};
 use crate::spec::error::locate;
 use crate::spec::{
@@ -82,6 +83,8 @@ pub struct Scenario {
     pub timeouts: Timeouts,
     pub max_in_flight: u32,
     pub drain_timeout: Duration,
+    /// Per-request SLOs of goodput, when the spec sets them.
+    pub goodput: Option<RequestSlo>,
 }
 
 impl Scenario {
@@ -248,10 +251,29 @@ impl Scenario {
             between_tokens: t.between_tokens.map_or(defaults.between_tokens, |d| d.0),
             total: t.total.map_or(defaults.total, |d| d.0),
         };
+        let goodput = spec.goodput.and_then(|g| {
+            let ms = |d: Option<crate::spec::Dur>| d.map(|d| d.0.as_secs_f64() * 1e3);
+            let slo = RequestSlo {
+                ttft_ms: ms(g.ttft),
+                tpot_ms: ms(g.tpot),
+                e2e_ms: ms(g.e2e),
+            };
+            if slo == RequestSlo::default() {
+                problem(
+                    "spec.goodput",
+                    "sets no bound".into(),
+                    Some("give at least one of `ttft`, `tpot`, `e2e`, e.g. `goodput: { ttft: 500ms }`".into()),
+                );
+                return None;
+            }
+            Some(slo)
+        });
         if spec.max_in_flight == Some(0) {
             problem("spec.max_in_flight", "must be at least 1".into(), None);
         }
         if !errors.is_empty() {
+            // In file order, as a reader goes through the file to fix them.
+            errors.sort_by_key(|e| (e.line, e.column));
             return Err(SpecErrors(errors));
         }
         Ok(Scenario {
@@ -269,6 +291,7 @@ impl Scenario {
             timeouts,
             max_in_flight: spec.max_in_flight.unwrap_or(10_000),
             drain_timeout: spec.drain_timeout.map_or(Duration::from_secs(10), |d| d.0),
+            goodput,
         })
     }
 
@@ -524,6 +547,41 @@ fn stage_from_spec(s: &StageSpec) -> Result<Stage, StageProblem> {
         return Err((".requests", "must be at least 1".into(), None));
     }
     let duration = s.duration.map(|d| d.0);
+    if let Some(sweep) = s.sweep {
+        for (set, field) in [
+            (s.rate.is_some(), ".rate"),
+            (s.concurrency.is_some(), ".concurrency"),
+            (s.ramp_to.is_some(), ".ramp_to"),
+            (s.think_time.is_some(), ".think_time"),
+            (s.max_concurrency.is_some(), ".max_concurrency"),
+        ] {
+            if set {
+                return Err((
+                    field,
+                    "does not apply to a `sweep`, which finds its own rates".into(),
+                    Some("remove it, or make it a stage of its own".into()),
+                ));
+            }
+        }
+        if sweep.rates == 0 {
+            return Err((".sweep.rates", "must be at least 1".into(), None));
+        }
+        if sweep.throughput_concurrency == 0 {
+            return Err((
+                ".sweep.throughput_concurrency",
+                "must be at least 1".into(),
+                None,
+            ));
+        }
+        let arrival = arrival_from_spec(s)?;
+        return Ok(Stage::Sweep {
+            arrival,
+            rates: sweep.rates,
+            throughput_concurrency: sweep.throughput_concurrency,
+            duration,
+            requests: s.requests,
+        });
+    }
     match (s.rate, s.concurrency) {
         (Some(_), Some(_)) => Err(("", "has both `rate` (open loop) and `concurrency` (closed loop)".into(), Some("keep one: `rate` for a target request rate, `concurrency` for N sessions back to back".into()))),
         (None, None) => Err(("", "needs `rate` (open loop) or `concurrency` (closed loop)".into(), Some("add e.g. `rate: 10` or `concurrency: 8`".into()))),
@@ -534,15 +592,7 @@ fn stage_from_spec(s: &StageSpec) -> Result<Stage, StageProblem> {
             if s.think_time.is_some() {
                 return Err((".think_time", "applies only to closed-loop stages".into(), Some("remove it, or use `concurrency`".into())));
             }
-            let arrival = match (s.arrival.unwrap_or(ArrivalKind::Poisson), s.burstiness) {
-                (ArrivalKind::Gamma, Some(b)) if !(b.is_finite() && b > 0.0) => {
-                    return Err((".burstiness", format!("must be a positive number, got {b}"), None));
-                }
-                (ArrivalKind::Gamma, b) => Arrival::Gamma { burstiness: b.unwrap_or(1.0) },
-                (_, Some(_)) => return Err((".burstiness", "applies only to `arrival: gamma`".into(), Some("set `arrival: gamma`, or remove `burstiness`".into()))),
-                (ArrivalKind::Constant, None) => Arrival::Constant,
-                (ArrivalKind::Poisson, None) => Arrival::Poisson,
-            };
+            let arrival = arrival_from_spec(s)?;
             if let Some(to) = s.ramp_to {
                 if !(to.is_finite() && to >= 0.0) {
                     return Err((".ramp_to", format!("must be a rate >= 0, got {to}"), None));
@@ -568,4 +618,31 @@ fn stage_from_spec(s: &StageSpec) -> Result<Stage, StageProblem> {
             Ok(Stage::Closed { concurrency, think_time: s.think_time.map_or(Duration::ZERO, |d| d.0), duration, requests: s.requests })
         }
     }
+}
+
+/// The arrival process of an open stage or a sweep (default poisson).
+fn arrival_from_spec(s: &StageSpec) -> Result<Arrival, StageProblem> {
+    Ok(
+        match (s.arrival.unwrap_or(ArrivalKind::Poisson), s.burstiness) {
+            (ArrivalKind::Gamma, Some(b)) if !(b.is_finite() && b > 0.0) => {
+                return Err((
+                    ".burstiness",
+                    format!("must be a positive number, got {b}"),
+                    None,
+                ));
+            }
+            (ArrivalKind::Gamma, b) => Arrival::Gamma {
+                burstiness: b.unwrap_or(1.0),
+            },
+            (_, Some(_)) => {
+                return Err((
+                    ".burstiness",
+                    "applies only to `arrival: gamma`".into(),
+                    Some("set `arrival: gamma`, or remove `burstiness`".into()),
+                ));
+            }
+            (ArrivalKind::Constant, None) => Arrival::Constant,
+            (ArrivalKind::Poisson, None) => Arrival::Poisson,
+        },
+    )
 }

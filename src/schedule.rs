@@ -44,28 +44,95 @@ pub enum Stage {
         duration: Option<Duration>,
         requests: Option<u64>,
     },
+    /// A synchronous point, a throughput point, then `rates` open-loop points between
+    /// the two achieved rates; `duration`/`requests` bound each point. The runner
+    /// expands it as it goes, since the rates depend on what the first two achieved.
+    Sweep {
+        arrival: Arrival,
+        rates: u32,
+        throughput_concurrency: u32,
+        duration: Option<Duration>,
+        requests: Option<u64>,
+    },
+}
+
+/// A stage as it ran: a sweep runs as several, with rates found on the way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutedStage {
+    pub description: String,
+    /// The open-loop rate it was meant to send at (none for closed loops and ramps).
+    pub offered_rate: Option<f64>,
+    pub sweep: Option<SweepRole>,
+}
+
+impl ExecutedStage {
+    pub fn of(stage: &Stage, sweep: Option<SweepRole>) -> ExecutedStage {
+        let offered_rate = match stage {
+            Stage::Open {
+                rate,
+                ramp_to: None,
+                ..
+            } => Some(*rate),
+            _ => None,
+        };
+        ExecutedStage {
+            description: stage.describe(),
+            offered_rate,
+            sweep,
+        }
+    }
+}
+
+/// What part a stage plays in a sweep.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum SweepRole {
+    /// One request at a time: the latency floor and the lowest rate.
+    Synchronous,
+    /// As many sessions as allowed, back to back: the most the service completes.
+    Throughput,
+    /// An open-loop rate between the two.
+    Rate,
+}
+
+/// The `rates` open-loop rates of a sweep, evenly spaced strictly between the
+/// synchronous and the throughput point's achieved rates.
+pub fn sweep_rates(synchronous: f64, throughput: f64, rates: u32) -> Vec<f64> {
+    let step = (throughput - synchronous) / f64::from(rates + 1);
+    (1..=rates)
+        .map(|k| synchronous + step * f64::from(k))
+        .collect()
 }
 
 impl Stage {
+    /// How long the stage schedules requests (a sweep: all its points).
     pub fn duration(&self) -> Option<Duration> {
         match self {
             Stage::Open { duration, .. } | Stage::Closed { duration, .. } => *duration,
+            Stage::Sweep {
+                duration, rates, ..
+            } => duration.map(|d| d * (rates + 2)),
         }
     }
 
+    /// The request budget (a sweep: of each point).
     pub fn requests(&self) -> Option<u64> {
         match self {
-            Stage::Open { requests, .. } | Stage::Closed { requests, .. } => *requests,
+            Stage::Open { requests, .. }
+            | Stage::Closed { requests, .. }
+            | Stage::Sweep { requests, .. } => *requests,
         }
     }
 
     /// One line describing the stage, for reports.
     pub fn describe(&self) -> String {
-        let bound = match (self.duration(), self.requests()) {
-            (Some(d), Some(n)) => format!("{:.1}s or {n} requests", d.as_secs_f64()),
-            (Some(d), None) => format!("{:.1}s", d.as_secs_f64()),
-            (None, Some(n)) => format!("{n} requests"),
-            (None, None) => "unbounded".into(),
+        let bound = bound_text(self.duration(), self.requests());
+        let process = |arrival: &Arrival| match arrival {
+            Arrival::Constant => "constant".to_owned(),
+            Arrival::Poisson => "poisson".to_owned(),
+            Arrival::Gamma { burstiness } => format!("gamma(burstiness {burstiness})"),
         };
         match self {
             Stage::Open {
@@ -75,14 +142,10 @@ impl Stage {
                 max_concurrency,
                 ..
             } => {
-                let process = match arrival {
-                    Arrival::Constant => "constant".to_owned(),
-                    Arrival::Poisson => "poisson".to_owned(),
-                    Arrival::Gamma { burstiness } => format!("gamma(burstiness {burstiness})"),
-                };
+                let process = process(arrival);
                 let rate = match ramp_to {
-                    Some(to) => format!("{rate}→{to} req/s"),
-                    None => format!("{rate} req/s"),
+                    Some(to) => format!("{}→{} req/s", rate_text(*rate), rate_text(*to)),
+                    None => format!("{} req/s", rate_text(*rate)),
                 };
                 let cap = max_concurrency
                     .map(|c| format!(", at most {c} in flight"))
@@ -101,7 +164,36 @@ impl Stage {
                 };
                 format!("closed loop, {concurrency} sessions{think}, {bound}")
             }
+            Stage::Sweep {
+                arrival,
+                rates,
+                throughput_concurrency,
+                duration,
+                requests,
+            } => {
+                format!(
+                    "sweep: synchronous, throughput ({throughput_concurrency} sessions), then {rates} {} rates; {} each",
+                    process(arrival),
+                    bound_text(*duration, *requests)
+                )
+            }
         }
+    }
+}
+
+/// A rate as people write it: `20`, `11.78` (a sweep's found rates have many digits).
+fn rate_text(rate: f64) -> String {
+    let text = format!("{rate:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// "30.0s or 100 requests": how a stage is bounded.
+fn bound_text(duration: Option<Duration>, requests: Option<u64>) -> String {
+    match (duration, requests) {
+        (Some(d), Some(n)) => format!("{:.1}s or {n} requests", d.as_secs_f64()),
+        (Some(d), None) => format!("{:.1}s", d.as_secs_f64()),
+        (None, Some(n)) => format!("{n} requests"),
+        (None, None) => "unbounded".into(),
     }
 }
 
@@ -208,6 +300,12 @@ mod tests {
         OpenArrivals::new(stage, seed)
             .map(|d| d.as_secs_f64())
             .collect()
+    }
+
+    #[test]
+    fn sweep_rates_are_evenly_spaced_strictly_between_the_bounds() {
+        assert_eq!(sweep_rates(2.0, 10.0, 3), [4.0, 6.0, 8.0]);
+        assert_eq!(sweep_rates(1.0, 4.0, 2), [2.0, 3.0]);
     }
 
     #[test]

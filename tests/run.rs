@@ -10,6 +10,7 @@ use redline::record::{Outcome, Record};
 use redline::report::{RunInfo, summarize};
 use redline::runner::{RunOptions, RunResult, run};
 use redline::scenario::Scenario;
+use redline::schedule::SweepRole;
 use tokio_util::sync::CancellationToken;
 
 /// Timing tests take this lock so they do not compete for the two cores.
@@ -279,7 +280,7 @@ async fn a_stalled_server_shows_in_latency_from_intended_start_and_loses_nothing
     let sim = common::sim(common::Profile::tiny()).await;
     let base = sim.base_url();
     let s = scenario(&format!(
-        "  seed: 5\n  services:\n    llm: {{ url: \"{base}\", model: sim-tiny }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 16, output_tokens: 8 }} }}\n  load:\n    - {{ arrival: poisson, rate: 100, duration: 6s }}\n"
+        "  seed: 5\n  services:\n    llm: {{ url: \"{base}\", model: sim-tiny }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 16, output_tokens: 8 }} }}\n  goodput: {{ ttft: 500ms }}\n  load:\n    - {{ arrival: poisson, rate: 100, duration: 6s }}\n"
     ));
     let stall = async {
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -335,6 +336,15 @@ async fn a_stalled_server_shows_in_latency_from_intended_start_and_loses_nothing
         waited >= 50,
         "about a second's worth of requests waited over a second: {waited}"
     );
+    // Goodput counts exactly the requests whose TTFT from the intended start met the
+    // bound: the stall cost about two seconds' worth of them.
+    let good = from_intended.iter().filter(|(_, t)| *t <= 500.0).count() as u64;
+    assert_eq!(result.aggregator.good, good);
+    assert!(
+        good < records.len() as u64 - 100,
+        "{good} of {}",
+        records.len()
+    );
     let mut before: Vec<f64> = from_intended
         .iter()
         .filter(|(at, _)| *at < 1_500.0)
@@ -384,5 +394,111 @@ async fn plain_http_requests_run_through_the_same_engine() {
     assert_eq!(
         (failure.kind.as_str(), failure.message.as_str()),
         ("http_4xx", "HTTP 404, expected a 2xx status")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_measures_its_bounds_then_rates_between_them_and_finds_a_knee() {
+    let _serial = TIMING.lock().await;
+    // The 7b profile with 256-token prompts and 32-token answers: synchronous ≈ 2.3
+    // req/s, 64 sessions ≈ 40 req/s. Points are bounded by request count, so the test
+    // does not depend on how fast the machine is.
+    let s = scenario(
+        "  seed: 9\n  services:\n    llm: { url: embedded, profile: 7b }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 256, output_tokens: 32 } }\n  goodput: { ttft: 2s }\n  load:\n    - { sweep: { rates: 3, throughput_concurrency: 64 }, arrival: constant, requests: 30 }\n",
+    );
+    let (result, records) = run_to_records(s, "sweep").await;
+    assert!(result.aggregator.counts.balanced());
+    assert_eq!(records.len(), 5 * 30, "every point ran its 30 requests");
+    let roles: Vec<Option<SweepRole>> = result.stages.iter().map(|s| s.sweep).collect();
+    assert_eq!(
+        roles,
+        [
+            Some(SweepRole::Synchronous),
+            Some(SweepRole::Throughput),
+            Some(SweepRole::Rate),
+            Some(SweepRole::Rate),
+            Some(SweepRole::Rate)
+        ]
+    );
+    let of_stage = |i: u32| -> Vec<&Record> { records.iter().filter(|r| r.stage == i).collect() };
+    // Synchronous means one at a time: each request is sent after the previous ended.
+    let mut sync = of_stage(0);
+    sync.sort_by_key(|r| r.sent_us);
+    assert!(
+        sync.windows(2)
+            .all(|w| w[1].sent_us.unwrap() >= w[0].last_byte_us.unwrap()),
+        "the synchronous point overlapped requests"
+    );
+    // The rates sit evenly between what the two bounds achieved, and each point's
+    // requests finished before the next point began.
+    let summary = summarize(
+        &result.aggregator,
+        RunInfo {
+            name: "t",
+            target: "",
+            model: "",
+            interrupted: false,
+            elapsed_s: 0.0,
+            stages: result.stages.clone(),
+        },
+    );
+    let (low, high) = (
+        summary.stages[0].achieved_rate_per_s,
+        summary.stages[1].achieved_rate_per_s,
+    );
+    assert!(high > 5.0 * low, "batching: {low:.2} vs {high:.2} req/s");
+    let offered: Vec<f64> = summary.stages[2..]
+        .iter()
+        .map(|s| s.offered_rate_per_s.unwrap())
+        .collect();
+    for (k, rate) in offered.iter().enumerate() {
+        let expected = low + (high - low) * (k + 1) as f64 / 4.0;
+        assert!((rate - expected).abs() < 1e-9, "{rate} vs {expected}");
+    }
+    for i in 1..5u32 {
+        let first_sent = of_stage(i)
+            .iter()
+            .map(|r| r.sent_us.unwrap())
+            .min()
+            .unwrap();
+        let last_done = of_stage(i - 1)
+            .iter()
+            .map(|r| r.last_byte_us.unwrap())
+            .max()
+            .unwrap();
+        assert!(
+            first_sent >= last_done,
+            "point {i} began before point {} ended",
+            i - 1
+        );
+    }
+    // A constant schedule at each rate: intended starts 1/rate apart.
+    for (k, rate) in offered.iter().enumerate() {
+        let mut intended: Vec<u64> = of_stage(k as u32 + 2)
+            .iter()
+            .map(|r| r.intended_us)
+            .collect();
+        intended.sort_unstable();
+        let gap = (intended[29] - intended[0]) as f64 / 29.0 / 1e6;
+        assert!((gap - 1.0 / rate).abs() < 1e-4, "{gap} vs {}", 1.0 / rate);
+    }
+    // Goodput per point agrees with the records, and the knee is the highest point
+    // where 95 % of requests met the SLO.
+    for (i, stage) in summary.stages.iter().enumerate() {
+        let rs = of_stage(i as u32);
+        let good = rs
+            .iter()
+            .filter(|r| r.outcome == Outcome::Ok && r.ttft_intended_us().unwrap() <= 2_000_000)
+            .count();
+        assert_eq!(stage.goodput_ratio, Some(good as f64 / rs.len() as f64));
+    }
+    let sweep = summary.sweep.expect("a sweep summary");
+    let expected_knee = (2..5)
+        .filter(|i| summary.stages[*i].goodput_ratio.unwrap() >= 0.95)
+        .max();
+    assert_eq!(sweep.knee_stage, expected_knee);
+    assert!(
+        expected_knee.is_some(),
+        "the lowest rate is well within reach"
     );
 }

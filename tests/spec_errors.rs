@@ -28,7 +28,7 @@ fn unknown_key_names_the_nearest_one() {
         errors(&text),
         "1 problem in the spec:\n\
          test.yaml:10:9: spec.load[0]: unknown field `rat`\n  \
-         fix: did you mean `rate`? Choose from: arrival, rate, ramp_to, burstiness, max_concurrency, concurrency, think_time, duration, requests\n"
+         fix: did you mean `rate`? Choose from: sweep, arrival, rate, ramp_to, burstiness, max_concurrency, concurrency, think_time, duration, requests\n"
     );
 }
 
@@ -173,5 +173,20 @@ fn an_unknown_tokenizer_lists_the_choices() {
     assert_eq!(
         errors(&text),
         "1 problem in the spec:\ntest.yaml:6:27: spec.services.llm.tokenizer: unknown tokenizer `gpt2`: choose from cl100k_base, o200k_base, sim\n"
+    );
+}
+
+#[test]
+fn a_sweep_finds_its_own_rates_and_goodput_needs_a_bound() {
+    let text = spec(&format!(
+        "{SERVICES}  goodput: {{}}\n  load:\n    - {{ sweep: {{ rates: 4 }}, rate: 5, duration: 10s }}\n"
+    ));
+    assert_eq!(
+        errors(&text),
+        "2 problems in the spec:\n\
+         test.yaml:9:3: spec.goodput: sets no bound\n  \
+         fix: give at least one of `ttft`, `tpot`, `e2e`, e.g. `goodput: { ttft: 500ms }`\n\
+         test.yaml:11:30: spec.load[0].rate: does not apply to a `sweep`, which finds its own rates\n  \
+         fix: remove it, or make it a stage of its own\n"
     );
 }

@@ -93,6 +93,9 @@ pub struct InferenceSpec {
     /// On Ctrl-C or SIGTERM, how long in-flight requests may finish (default 10s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_timeout: Option<Dur>,
+    /// Per-request SLOs for goodput: requests per second that succeeded within them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<GoodputSpec>,
 }
 
 /// A service under test.
@@ -249,11 +252,16 @@ pub enum LengthSpec {
     },
 }
 
-/// One load stage: open loop (`rate`, with an `arrival` process) or closed loop
-/// (`concurrency`), bounded by `duration` and/or `requests`.
+/// One load stage: open loop (`rate`, with an `arrival` process), closed loop
+/// (`concurrency`) or a `sweep`, bounded by `duration` and/or `requests`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StageSpec {
+    /// Find the rate the service can hold: one session at a time, then as many as
+    /// `throughput_concurrency`, then `rates` open-loop rates evenly between the two
+    /// achieved rates (GuideLLM's sweep). `duration`/`requests` bound each point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepSpec>,
     /// Arrival process of an open-loop stage (default poisson).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrival: Option<ArrivalKind>,
@@ -283,6 +291,43 @@ pub struct StageSpec {
     /// Most requests the stage schedules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
+}
+
+/// A rate sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    /// Open-loop rates between the synchronous and the throughput point (default 8).
+    #[serde(default = "sweep_rates")]
+    pub rates: u32,
+    /// Sessions of the throughput point, which finds the most the service completes
+    /// per second (default 256).
+    #[serde(default = "sweep_concurrency")]
+    pub throughput_concurrency: u32,
+}
+
+fn sweep_rates() -> u32 {
+    8
+}
+
+fn sweep_concurrency() -> u32 {
+    256
+}
+
+/// Per-request SLOs that make a request count toward goodput (vLLM's `--goodput`): it
+/// succeeded and met every bound given.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoodputSpec {
+    /// Send → first content token at most this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft: Option<Dur>,
+    /// Time per output token after the first at most this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot: Option<Dur>,
+    /// Send → last byte at most this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e: Option<Dur>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
