@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -81,6 +81,10 @@ pub struct SimArgs {
     /// Model name to serve (default: the profile's, e.g. sim-7b).
     #[arg(long)]
     pub model: Option<String>,
+    /// Write the simulator's tokenizer to DIR (tokenizer.json, tokenizer_config.json)
+    /// and exit: for clients that need one on disk, such as GuideLLM or AIPerf.
+    #[arg(long, value_name = "DIR")]
+    pub write_tokenizer: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -140,7 +144,8 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Shorthands")]
     pub no_stream: bool,
     /// Shorthand: local tokenizer for counts the server does not report
-    /// (cl100k_base, o200k_base, sim) [default: sim for embedded, else cl100k_base].
+    /// (cl100k_base, o200k_base, sim, or a Hugging Face tokenizer.json or its
+    /// directory) [default: sim for embedded, else cl100k_base].
     #[arg(long, help_heading = "Shorthands")]
     pub tokenizer: Option<String>,
     /// Shorthand: environment variable holding the API key.
@@ -392,6 +397,29 @@ async fn run_command(args: RunArgs) -> Result<i32> {
     })
 }
 
+/// Writes the simulator's tokenizer as a Hugging Face model directory would hold it.
+fn write_tokenizer(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let config = serde_json::json!({
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "unk_token": "[UNK]",
+        "model_max_length": 1_000_000,
+    });
+    for (name, value) in [
+        (
+            "tokenizer.json",
+            crate::tokenize::huggingface_tokenizer_json(),
+        ),
+        ("tokenizer_config.json", config),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, serde_json::to_vec_pretty(&value)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("{}", path.display());
+    }
+    Ok(())
+}
+
 /// Ctrl-C or SIGTERM: stop scheduling and drain.
 async fn stop_on_signal(stop: CancellationToken) {
     let ctrl_c = tokio::signal::ctrl_c();
@@ -415,6 +443,10 @@ async fn stop_on_signal(stop: CancellationToken) {
 }
 
 async fn sim(args: SimArgs) -> Result<i32> {
+    if let Some(dir) = &args.write_tokenizer {
+        write_tokenizer(dir)?;
+        return Ok(exit::OK);
+    }
     if !args.addr.ip().is_loopback() && !args.allow_remote {
         bail!(
             "refusing to listen on {}: the simulator binds loopback unless you pass --allow-remote",

@@ -88,7 +88,7 @@ fn build_target(scenario: &Scenario, base_url: &str, model: &str) -> Result<Targ
                 extra_body: extra_body.clone(),
                 timeouts: scenario.timeouts,
                 max_response_bytes,
-                tokenizer: scenario.service.tokenizer,
+                tokenizer: scenario.service.tokenizer.clone(),
             };
             Target::Llm {
                 target,

@@ -104,11 +104,12 @@ impl Scenario {
             });
         };
 
+        let spec_dir = Path::new(&file.path).parent().unwrap_or(Path::new(""));
         // Every service is checked, used or not; then the one the payload calls.
         let services: Vec<Service> = spec
             .services
             .iter()
-            .filter_map(|(name, s)| service_from_spec(name, s, &mut problem))
+            .filter_map(|(name, s)| service_from_spec(name, s, spec_dir, &mut problem))
             .collect();
         let names: Vec<&str> = spec.services.keys().map(String::as_str).collect();
         let service_name = match &spec.payload_template.service {
@@ -142,7 +143,7 @@ impl Scenario {
             .find(|s| Some(&s.name) == service_name.as_ref());
         let tokenizer = service
             .as_ref()
-            .map_or(LocalTokenizer::Sim, |s| s.tokenizer);
+            .map_or(LocalTokenizer::Sim, |s| s.tokenizer.clone());
 
         // What each request sends, checked against the service's API.
         let template = &spec.payload_template;
@@ -433,7 +434,12 @@ fn http_request_from_spec(r: &HttpRequestSpec, problem: &mut Problem) -> Option<
 
 type Problem<'a> = dyn FnMut(&str, String, Option<String>) + 'a;
 
-fn service_from_spec(name: &str, s: &ServiceSpec, problem: &mut Problem) -> Option<Service> {
+fn service_from_spec(
+    name: &str,
+    s: &ServiceSpec,
+    spec_dir: &Path,
+    problem: &mut Problem,
+) -> Option<Service> {
     let path = format!("spec.services.{name}");
     let endpoint = if s.url == "embedded" {
         Some(Endpoint::Embedded {
@@ -519,9 +525,13 @@ fn service_from_spec(name: &str, s: &ServiceSpec, problem: &mut Problem) -> Opti
     } else {
         "cl100k_base"
     };
-    let tokenizer = LocalTokenizer::by_name(s.tokenizer.as_deref().unwrap_or(default_tokenizer))
-        .map_err(|e| problem(&format!("{path}.tokenizer"), e, None))
-        .ok();
+    let tokenizer = match s.tokenizer.as_deref().unwrap_or(default_tokenizer) {
+        // A tokenizer.json path is relative to the spec file, like a prompts file.
+        name if LocalTokenizer::NAMES.contains(&name) => LocalTokenizer::by_name(name),
+        file => LocalTokenizer::by_name(&spec_dir.join(file).to_string_lossy()),
+    }
+    .map_err(|e| problem(&format!("{path}.tokenizer"), e, None))
+    .ok();
     Some(Service {
         tokenizer: tokenizer?,
         name: name.to_owned(),

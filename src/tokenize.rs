@@ -37,6 +37,56 @@ pub const WORDS: &[&str] = &[
     "season", "morning", "evening",
 ];
 
+/// The simulator's tokenizer as a Hugging Face `tokenizer.json`, for clients that
+/// need a tokenizer on disk (GuideLLM, AIPerf, transformers, redline's own
+/// `tokenizer: DIR`). A regex splits text into exactly the pieces [`Pieces`] does, so
+/// counts agree with the simulator's; the vocabulary holds the simulator's words and
+/// single ASCII characters, and any other piece is `[UNK]` — one token all the same.
+/// Ids are not the simulator's (it hashes pieces); only counts are meant to match.
+pub fn huggingface_tokenizer_json() -> serde_json::Value {
+    let mut vocab = serde_json::Map::new();
+    let mut add = |piece: String| {
+        let id = vocab.len();
+        vocab.entry(piece).or_insert_with(|| id.into());
+    };
+    add("[UNK]".into());
+    for word in WORDS {
+        add(format!(" {word}"));
+        add((*word).to_owned());
+    }
+    for byte in (0x20u8..0x7f).chain([b'\n', b'\t']) {
+        add(char::from(byte).to_string());
+    }
+    // A space binds to the word after it, up to MAX_PIECE_BYTES in all; a word without
+    // one is cut every MAX_PIECE_BYTES; anything else is one character. `[\s\S]`
+    // rather than a dot-all flag, which the Oniguruma and Rust regex engines spell
+    // differently.
+    let pattern = format!(
+        " [A-Za-z0-9]{{1,{}}}|[A-Za-z0-9]{{1,{}}}|[\\s\\S]",
+        MAX_PIECE_BYTES - 1,
+        MAX_PIECE_BYTES
+    );
+    serde_json::json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": [{
+            "id": 0, "content": "[UNK]", "single_word": false, "lstrip": false,
+            "rstrip": false, "normalized": false, "special": true
+        }],
+        "normalizer": null,
+        "pre_tokenizer": {
+            "type": "Split",
+            "pattern": { "Regex": pattern },
+            "behavior": "Isolated",
+            "invert": false
+        },
+        "post_processor": null,
+        "decoder": { "type": "Fuse" },
+        "model": { "type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]" }
+    })
+}
+
 /// Token ids of `text`.
 pub fn encode(text: &str) -> Vec<u32> {
     Pieces::new(text).map(piece_id).collect()
@@ -133,5 +183,40 @@ mod tests {
         assert_eq!(ids, encode(&Pieces::new(generated).collect::<String>()));
         assert_eq!(piece_id(" the"), piece_id(" the"));
         assert_ne!(piece_id(" the"), piece_id("the"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_exported_tokenizer_json_counts_like_the_simulator(
+            text in "[ a-zA-Z0-9,.!?'\n\t\u{e9}\u{2014}-]{0,200}"
+        ) {
+            let exported = exported_tokenizer();
+            let encoding = exported.encode(text.as_str(), false).unwrap();
+            proptest::prop_assert_eq!(encoding.len(), count(&text));
+        }
+    }
+
+    fn exported_tokenizer() -> &'static tokenizers::Tokenizer {
+        static EXPORTED: std::sync::OnceLock<tokenizers::Tokenizer> = std::sync::OnceLock::new();
+        EXPORTED.get_or_init(|| {
+            huggingface_tokenizer_json()
+                .to_string()
+                .parse()
+                .expect("the exported tokenizer.json loads")
+        })
+    }
+
+    #[test]
+    fn the_exported_tokenizer_knows_the_simulators_words_and_decodes_back() {
+        let exported = exported_tokenizer();
+        let text = format!(" {}, {}.", WORDS[..20].join(" "), WORDS[20]);
+        let text = text.as_str();
+        let encoding = exported.encode(text, false).unwrap();
+        assert_eq!(encoding.len(), count(text));
+        assert!(
+            !encoding.get_ids().contains(&0),
+            "no [UNK] in the simulator's words"
+        );
+        assert_eq!(exported.decode(encoding.get_ids(), false).unwrap(), text);
     }
 }

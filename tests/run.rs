@@ -502,3 +502,36 @@ async fn a_sweep_measures_its_bounds_then_rates_between_them_and_finds_a_knee() 
         "the lowest rate is well within reach"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hugging_face_tokenizer_counts_what_the_server_did_not_report() {
+    // The simulator's tokenizer exported as tokenizer.json (what `redline sim
+    // --write-tokenizer` writes), and a stream without usage, as llama.cpp sends.
+    let dir = temp_dir("hf-tokenizer");
+    let file = dir.join("tokenizer.json");
+    std::fs::write(
+        &file,
+        redline::tokenize::huggingface_tokenizer_json().to_string(),
+    )
+    .unwrap();
+    let s = scenario(&format!(
+        "  services:\n    llm: {{ url: embedded, profile: tiny, tokenizer: \"{}\" }}\n  payloadTemplate:\n    include_usage: false\n    prompts: {{ synthetic: {{ input_tokens: {{ min: 5, max: 60 }}, output_tokens: {{ min: 1, max: 40 }} }} }}\n  load:\n    - {{ concurrency: 4, requests: 40 }}\n",
+        file.display()
+    ));
+    assert_eq!(s.service.tokenizer.name(), file.display().to_string());
+    let (_, records) = run_to_records(s, "hf-tokenizer-run").await;
+    assert_eq!(records.len(), 40);
+    for r in &records {
+        let truth = r.server.expect("ground truth");
+        assert_eq!(
+            r.token_source,
+            Some(redline::record::TokenSource::Estimated)
+        );
+        assert_eq!(
+            r.output_tokens,
+            Some(truth.completion_tokens),
+            "exact, from the model's own tokenizer"
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

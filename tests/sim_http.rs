@@ -463,3 +463,42 @@ async fn a_client_that_goes_away_frees_its_sequence() {
     assert_eq!(metric(&text, "vllm:num_requests_running"), 0.0);
     assert!(metric(&text, "vllm:generation_tokens_total") < 100.0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_truth_endpoint_aggregates_exactly_what_each_answer_reported() {
+    let sim = sim(Profile::tiny()).await;
+    let client = client();
+    let base = sim.base_url();
+    let url = format!("{base}/v1/chat/completions");
+    let mut ttfts = Vec::new();
+    let mut tokens = 0;
+    for n in 1..=12u64 {
+        let body = json!({"messages": [{"role": "user", "content": prompt(n, 20)}], "max_tokens": n, "stream": true});
+        let truth = stream(&client, url.clone(), body).await.truth();
+        ttfts.push(
+            truth["first_token_us"].as_u64().unwrap() - truth["arrival_us"].as_u64().unwrap(),
+        );
+        tokens += truth["completion_tokens"].as_u64().unwrap();
+    }
+    let report: Value =
+        serde_json::from_str(&get_text(&client, format!("{base}/redline/truth")).await).unwrap();
+    assert_eq!(report["requests"], 12);
+    assert_eq!(report["completion_tokens"], tokens);
+    // 1 + 2 + … + 12 tokens: a gap between each consecutive pair.
+    assert_eq!(report["inter_token_ms"]["count"], tokens - 12);
+    // HDR histograms keep three significant digits.
+    let max_ms = *ttfts.iter().max().unwrap() as f64 / 1e3;
+    let reported = report["ttft_ms"]["max"].as_f64().unwrap();
+    assert!(
+        (reported - max_ms).abs() <= max_ms * 1e-3 + 1e-3,
+        "{reported} vs {max_ms}"
+    );
+    // DELETE answers the same and starts afresh.
+    let request = hyper::Request::delete(format!("{base}/redline/truth"))
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    assert_eq!(client.request(request).await.unwrap().status(), 200);
+    let after: Value =
+        serde_json::from_str(&get_text(&client, format!("{base}/redline/truth")).await).unwrap();
+    assert_eq!(after["requests"], 0);
+}

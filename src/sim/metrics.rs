@@ -43,6 +43,46 @@ pub struct SimMetrics {
     queue_time: Histogram,
     step_lag: Histogram,
     steps: Counter,
+    truth: std::sync::Mutex<Truth>,
+}
+
+/// Exact distributions of the engine's own timeline since start or the last reset,
+/// served at `/redline/truth`: the ground truth any client's figures (redline's,
+/// GuideLLM's, AIPerf's) can be held against. HDR histograms in microseconds.
+struct Truth {
+    ttft: hdrhistogram::Histogram<u64>,
+    inter_token: hdrhistogram::Histogram<u64>,
+    e2e: hdrhistogram::Histogram<u64>,
+    completion_tokens: u64,
+}
+
+impl Truth {
+    fn new() -> Truth {
+        let histogram = || {
+            hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                .expect("static bounds are valid")
+        };
+        Truth {
+            ttft: histogram(),
+            inter_token: histogram(),
+            e2e: histogram(),
+            completion_tokens: 0,
+        }
+    }
+}
+
+/// What `/redline/truth` answers.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TruthReport {
+    /// Requests finished.
+    pub requests: u64,
+    pub completion_tokens: u64,
+    /// Engine arrival → first token.
+    pub ttft_ms: crate::metrics::Dist,
+    /// Engine gaps between a sequence's consecutive tokens.
+    pub inter_token_ms: crate::metrics::Dist,
+    /// Engine arrival → finish.
+    pub e2e_ms: crate::metrics::Dist,
 }
 
 impl SimMetrics {
@@ -64,6 +104,7 @@ impl SimMetrics {
             queue_time: latency(),
             step_lag: Histogram::new(LAG_BUCKETS.iter().copied()),
             steps: Counter::default(),
+            truth: std::sync::Mutex::new(Truth::new()),
             registry: Registry::with_labels(
                 [("model_name".into(), model.to_owned().into())].into_iter(),
             ),
@@ -166,6 +207,34 @@ impl SimMetrics {
 
     pub fn inter_token(&self, gap_ns: u64) {
         self.inter_token.observe(gap_ns as f64 / 1e9);
+        self.truth()
+            .inter_token
+            .saturating_record((gap_ns / 1_000).max(1));
+    }
+
+    fn truth(&self) -> std::sync::MutexGuard<'_, Truth> {
+        // Only the engine thread records and a handler reads; a panic while holding
+        // the lock leaves whole histograms behind, so the data is still good.
+        self.truth
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The ground truth so far; `reset` starts it afresh (e.g. after a warm-up).
+    pub fn truth_report(&self, reset: bool) -> TruthReport {
+        let mut truth = self.truth();
+        let ms = |h: &hdrhistogram::Histogram<u64>| crate::metrics::Dist::of(h, 1e3);
+        let report = TruthReport {
+            requests: truth.e2e.len(),
+            completion_tokens: truth.completion_tokens,
+            ttft_ms: ms(&truth.ttft),
+            inter_token_ms: ms(&truth.inter_token),
+            e2e_ms: ms(&truth.e2e),
+        };
+        if reset {
+            *truth = Truth::new();
+        }
+        report
     }
 
     pub fn finished(&self, reason: FinishReason, t: &Timeline) {
@@ -176,6 +245,13 @@ impl SimMetrics {
         self.ttft.observe(secs(t.first_token_ns - t.arrival_ns));
         self.e2e.observe(secs(t.finish_ns - t.arrival_ns));
         self.queue_time.observe(secs(t.scheduled_ns - t.arrival_ns));
+        let us = |ns: u64| (ns / 1_000).max(1);
+        let mut truth = self.truth();
+        truth
+            .ttft
+            .saturating_record(us(t.first_token_ns - t.arrival_ns));
+        truth.e2e.saturating_record(us(t.finish_ns - t.arrival_ns));
+        truth.completion_tokens += u64::from(t.completion_tokens);
     }
 
     /// The exposition text.

@@ -102,6 +102,7 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/health", get(|| async { StatusCode::OK }))
         .route("/metrics", get(metrics))
         .route("/redline/stall", post(stall))
+        .route("/redline/truth", get(truth).delete(reset_truth))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -196,14 +197,14 @@ fn error_response(error: ApiError) -> Response {
     json_response(status, &error.body())
 }
 
-fn json_response(status: StatusCode, body: &Value) -> Response {
+fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
     (
         status,
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        body.to_string(),
+        serde_json::to_string(body).expect("response bodies serialize"),
     )
         .into_response()
 }
@@ -563,6 +564,17 @@ async fn stall(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
     }
     state.engine.stall(Duration::from_millis(request.ms));
     json_response(StatusCode::OK, &json!({"stalled_ms": request.ms}))
+}
+
+/// `GET /redline/truth`: exact distributions of the engine's own TTFT, inter-token
+/// gaps and E2E since start or the last `DELETE /redline/truth` (which answers the
+/// same and starts afresh). The ground truth for any client measuring this server.
+async fn truth(State(state): State<Arc<SimState>>) -> Response {
+    json_response(StatusCode::OK, &state.metrics.truth_report(false))
+}
+
+async fn reset_truth(State(state): State<Arc<SimState>>) -> Response {
+    json_response(StatusCode::OK, &state.metrics.truth_report(true))
 }
 
 async fn models(State(state): State<Arc<SimState>>) -> Response {

@@ -125,7 +125,9 @@ pub struct ServiceSpec {
     #[serde(default)]
     pub http2: bool,
     /// Local tokenizer for counts the server does not report: `cl100k_base` (default
-    /// for real servers), `o200k_base`, or `sim` (default for `url: embedded`).
+    /// for real servers), `o200k_base`, `sim` (default for `url: embedded`), or the
+    /// path (relative to the spec) of the model's Hugging Face `tokenizer.json` or the
+    /// directory holding it, for exact counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<String>,
 }
