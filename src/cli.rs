@@ -402,7 +402,6 @@ fn write_tokenizer(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let config = serde_json::json!({
         "tokenizer_class": "PreTrainedTokenizerFast",
-        "unk_token": "[UNK]",
         "model_max_length": 1_000_000,
     });
     for (name, value) in [

@@ -4,6 +4,7 @@
 //! - [`spec`]: the spec file's types (serde), parsed strictly with located errors.
 //! - [`scenario`]: the validated scenario a spec (or the CLI's shorthands) means.
 //! - [`schedule`]: arrival processes and stages, pure and seeded.
+//! - [`pacer`]: releases open-loop arrivals on time, from a thread of its own.
 //! - [`workload`]: prompt sources (synthetic lengths, shared prefixes, JSONL datasets).
 //! - [`client`]: protocol clients and the incremental SSE decoder.
 //! - [`record`]: the outcome record, one per scheduled request.
@@ -12,18 +13,21 @@
 //! - [`report`]: the JSON summary and the terminal table.
 //! - [`sim`]: the embedded simulators (an OpenAI-compatible LLM server over a
 //!   continuous-batching engine model, embeddings), with ground truth on every answer.
-//! - [`tokenize`]: the simulator's tokenizer, also the client's fallback counter.
+//! - [`tokenize`]: the simulator's tokenizer, also exported as a `tokenizer.json`.
+//! - [`tokenizer`]: local token counting (sim, tiktoken BPEs, Hugging Face files).
 //! - [`cli`]: the `redline` command line; subcommands only.
 
 pub mod cli;
 pub mod client;
 pub mod metrics;
+pub mod pacer;
 pub mod record;
 pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod schedule;
 pub mod sim;
+pub mod slo;
 pub mod spec;
 pub mod tokenize;
 pub mod tokenizer;

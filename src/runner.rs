@@ -25,6 +25,7 @@ use crate::client::http::{self, HttpTarget};
 use crate::client::openai::{self, Api, LlmTarget};
 use crate::client::{HttpClient, RunClock, http_client};
 use crate::metrics::Aggregator;
+use crate::pacer::Pacer;
 use crate::record::{Outcome, Phase, Record, Stage as FailStage};
 use crate::scenario::{Endpoint, Scenario, Workload};
 use crate::schedule::{ExecutedStage, OpenArrivals, Stage, SweepRole, sweep_rates};
@@ -240,7 +241,7 @@ pub async fn run(
                     &mut tasks,
                     &stop,
                 )
-                .await
+                .await?
             }
             Stage::Closed { .. } => {
                 executed.push(ExecutedStage::of(stage, None));
@@ -258,7 +259,7 @@ pub async fn run(
                     &mut tasks,
                     &stop,
                 )
-                .await
+                .await?
             }
         };
         stage_start = stage_end;
@@ -312,7 +313,7 @@ async fn run_open(
     seq: &mut u64,
     tasks: &mut JoinSet<()>,
     stop: &CancellationToken,
-) -> Duration {
+) -> Result<Duration> {
     let Stage::Open {
         max_concurrency, ..
     } = stage
@@ -322,17 +323,25 @@ async fn run_open(
     let stage_cap = max_concurrency.map(|c| Arc::new(Semaphore::new(c as usize)));
     let seed = crate::sim::text::mix_seed(&[shared.scenario.seed, 0x5343_4845, u64::from(index)]);
     let mut last = stage_start;
-    for offset in OpenArrivals::new(stage, seed) {
+    let mut pacer = Pacer::start(
+        shared.clock.start() + stage_start,
+        OpenArrivals::new(stage, seed),
+    )
+    .context("cannot start the pacer thread")?;
+    loop {
+        let offset = tokio::select! {
+            next = pacer.next() => match next {
+                Some(offset) => offset,
+                None => break,
+            },
+            _ = stop.cancelled() => return Ok(last),
+        };
         let intended = stage_start + offset;
         last = intended;
-        tokio::select! {
-            _ = tokio::time::sleep_until(shared.clock.start().checked_add(intended).expect("in range").into()) => {}
-            _ = stop.cancelled() => return intended,
-        }
         let stage_permit = match &stage_cap {
             Some(cap) => tokio::select! {
                 permit = cap.clone().acquire_owned() => Some(permit.expect("never closed")),
-                _ = stop.cancelled() => return intended,
+                _ = stop.cancelled() => return Ok(intended),
             },
             None => None,
         };
@@ -342,7 +351,7 @@ async fn run_open(
         // or memory grows with the length of the run instead of what is in flight.
         while tasks.try_join_next().is_some() {}
     }
-    stage.duration().map_or(last, |d| stage_start + d)
+    Ok(stage.duration().map_or(last, |d| stage_start + d))
 }
 
 /// A request that got a place in flight: its record, and the permits it holds.
@@ -551,7 +560,7 @@ async fn run_sweep(
     seq: &mut u64,
     tasks: &mut JoinSet<()>,
     stop: &CancellationToken,
-) -> Duration {
+) -> Result<Duration> {
     let Stage::Sweep {
         arrival,
         rates,
@@ -570,7 +579,7 @@ async fn run_sweep(
     ];
     for (point, (role, concurrency)) in closed_points.into_iter().enumerate() {
         if stop.is_cancelled() {
-            return start;
+            return Ok(start);
         }
         let closed = Stage::Closed {
             concurrency,
@@ -600,14 +609,14 @@ async fn run_sweep(
         };
         let index = executed.len() as u32;
         executed.push(ExecutedStage::of(&open, Some(SweepRole::Rate)));
-        run_open(shared, &open, index, start, seq, tasks, stop).await;
+        run_open(shared, &open, index, start, seq, tasks, stop).await?;
         tokio::select! {
             _ = async { while tasks.join_next().await.is_some() {} } => {}
             _ = stop.cancelled() => break,
         }
         start = shared.clock.start().elapsed();
     }
-    start
+    Ok(start)
 }
 
 /// Receives records, writes them as JSON lines (flushed at least every 200 ms, so an

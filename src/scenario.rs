@@ -528,7 +528,10 @@ fn service_from_spec(
     let tokenizer = match s.tokenizer.as_deref().unwrap_or(default_tokenizer) {
         // A tokenizer.json path is relative to the spec file, like a prompts file.
         name if LocalTokenizer::NAMES.contains(&name) => LocalTokenizer::by_name(name),
-        file => LocalTokenizer::by_name(&spec_dir.join(file).to_string_lossy()),
+        file if file.ends_with(".json") || spec_dir.join(file).is_dir() => {
+            LocalTokenizer::by_name(&spec_dir.join(file).to_string_lossy())
+        }
+        unknown => LocalTokenizer::by_name(unknown),
     }
     .map_err(|e| problem(&format!("{path}.tokenizer"), e, None))
     .ok();

@@ -41,15 +41,18 @@ pub const WORDS: &[&str] = &[
 /// need a tokenizer on disk (GuideLLM, AIPerf, transformers, redline's own
 /// `tokenizer: DIR`). A regex splits text into exactly the pieces [`Pieces`] does, so
 /// counts agree with the simulator's; the vocabulary holds the simulator's words and
-/// single ASCII characters, and any other piece is `[UNK]` — one token all the same.
-/// Ids are not the simulator's (it hashes pieces); only counts are meant to match.
+/// single ASCII characters, and any other piece is the unknown token — one token all
+/// the same. That token is the word ` unk`, not a special `[UNK]`: clients build
+/// prompts of N tokens by decoding N ids, and a special token would be dropped by some
+/// (GuideLLM) and become three pieces for others (AIPerf), so prompts would not be the
+/// length asked for. Ids are not the simulator's (it hashes pieces); counts match.
 pub fn huggingface_tokenizer_json() -> serde_json::Value {
     let mut vocab = serde_json::Map::new();
     let mut add = |piece: String| {
         let id = vocab.len();
         vocab.entry(piece).or_insert_with(|| id.into());
     };
-    add("[UNK]".into());
+    add(UNKNOWN.into());
     for word in WORDS {
         add(format!(" {word}"));
         add((*word).to_owned());
@@ -70,10 +73,7 @@ pub fn huggingface_tokenizer_json() -> serde_json::Value {
         "version": "1.0",
         "truncation": null,
         "padding": null,
-        "added_tokens": [{
-            "id": 0, "content": "[UNK]", "single_word": false, "lstrip": false,
-            "rstrip": false, "normalized": false, "special": true
-        }],
+        "added_tokens": [],
         "normalizer": null,
         "pre_tokenizer": {
             "type": "Split",
@@ -83,9 +83,12 @@ pub fn huggingface_tokenizer_json() -> serde_json::Value {
         },
         "post_processor": null,
         "decoder": { "type": "Fuse" },
-        "model": { "type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]" }
+        "model": { "type": "WordLevel", "vocab": vocab, "unk_token": UNKNOWN }
     })
 }
+
+/// The exported tokenizer's unknown token: a word, so it decodes to one token.
+const UNKNOWN: &str = " unk";
 
 /// Token ids of `text`.
 pub fn encode(text: &str) -> Vec<u32> {
@@ -215,8 +218,15 @@ mod tests {
         assert_eq!(encoding.len(), count(text));
         assert!(
             !encoding.get_ids().contains(&0),
-            "no [UNK] in the simulator's words"
+            "no unknown token in the simulator's words"
         );
         assert_eq!(exported.decode(encoding.get_ids(), false).unwrap(), text);
+        // An unknown piece decodes to one token, so N decoded ids are N tokens.
+        let unknown = exported.encode(" zqxjkv zqxjkvw", false).unwrap();
+        assert_eq!(unknown.get_ids(), [0, 0]);
+        assert_eq!(
+            count(&exported.decode(unknown.get_ids(), false).unwrap()),
+            2
+        );
     }
 }

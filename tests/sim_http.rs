@@ -471,6 +471,7 @@ async fn the_truth_endpoint_aggregates_exactly_what_each_answer_reported() {
     let base = sim.base_url();
     let url = format!("{base}/v1/chat/completions");
     let mut ttfts = Vec::new();
+    let mut arrivals = Vec::new();
     let mut tokens = 0;
     for n in 1..=12u64 {
         let body = json!({"messages": [{"role": "user", "content": prompt(n, 20)}], "max_tokens": n, "stream": true});
@@ -479,11 +480,20 @@ async fn the_truth_endpoint_aggregates_exactly_what_each_answer_reported() {
             truth["first_token_us"].as_u64().unwrap() - truth["arrival_us"].as_u64().unwrap(),
         );
         tokens += truth["completion_tokens"].as_u64().unwrap();
+        arrivals.push(truth["arrival_us"].as_u64().unwrap());
     }
     let report: Value =
         serde_json::from_str(&get_text(&client, format!("{base}/redline/truth")).await).unwrap();
     assert_eq!(report["requests"], 12);
     assert_eq!(report["completion_tokens"], tokens);
+    // The arrival rate spans the first to the last arrival the answers reported.
+    let rate = report["arrival_rate_per_s"].as_f64().unwrap();
+    let span_s = (arrivals.iter().max().unwrap() - arrivals.iter().min().unwrap()) as f64 / 1e6;
+    let expected = 11.0 / span_s;
+    assert!(
+        (rate - expected).abs() < expected * 1e-3,
+        "{rate} vs {expected}"
+    );
     // 1 + 2 + … + 12 tokens: a gap between each consecutive pair.
     assert_eq!(report["inter_token_ms"]["count"], tokens - 12);
     // HDR histograms keep three significant digits.

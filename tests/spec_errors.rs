@@ -172,7 +172,7 @@ fn an_unknown_tokenizer_lists_the_choices() {
     );
     assert_eq!(
         errors(&text),
-        "1 problem in the spec:\ntest.yaml:6:27: spec.services.llm.tokenizer: unknown tokenizer `gpt2`: choose from cl100k_base, o200k_base, sim\n"
+        "1 problem in the spec:\ntest.yaml:6:27: spec.services.llm.tokenizer: unknown tokenizer `gpt2`: choose from cl100k_base, o200k_base, sim, or give the path of a Hugging Face tokenizer.json\n"
     );
 }
 

@@ -53,7 +53,10 @@ struct Truth {
     ttft: hdrhistogram::Histogram<u64>,
     inter_token: hdrhistogram::Histogram<u64>,
     e2e: hdrhistogram::Histogram<u64>,
+    prompt_tokens: u64,
     completion_tokens: u64,
+    /// Arrivals of the first and last request to arrive, engine nanoseconds.
+    arrivals_ns: Option<(u64, u64)>,
 }
 
 impl Truth {
@@ -66,7 +69,9 @@ impl Truth {
             ttft: histogram(),
             inter_token: histogram(),
             e2e: histogram(),
+            prompt_tokens: 0,
             completion_tokens: 0,
+            arrivals_ns: None,
         }
     }
 }
@@ -76,7 +81,11 @@ impl Truth {
 pub struct TruthReport {
     /// Requests finished.
     pub requests: u64,
+    pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Requests per second as they arrived (first to last arrival): the rate a
+    /// client really sent, whatever it reports of itself.
+    pub arrival_rate_per_s: Option<f64>,
     /// Engine arrival → first token.
     pub ttft_ms: crate::metrics::Dist,
     /// Engine gaps between a sequence's consecutive tokens.
@@ -226,7 +235,11 @@ impl SimMetrics {
         let ms = |h: &hdrhistogram::Histogram<u64>| crate::metrics::Dist::of(h, 1e3);
         let report = TruthReport {
             requests: truth.e2e.len(),
+            prompt_tokens: truth.prompt_tokens,
             completion_tokens: truth.completion_tokens,
+            arrival_rate_per_s: truth.arrivals_ns.and_then(|(first, last)| {
+                (last > first).then(|| (truth.e2e.len() - 1) as f64 / ((last - first) as f64 / 1e9))
+            }),
             ttft_ms: ms(&truth.ttft),
             inter_token_ms: ms(&truth.inter_token),
             e2e_ms: ms(&truth.e2e),
@@ -251,7 +264,12 @@ impl SimMetrics {
             .ttft
             .saturating_record(us(t.first_token_ns - t.arrival_ns));
         truth.e2e.saturating_record(us(t.finish_ns - t.arrival_ns));
+        truth.prompt_tokens += u64::from(t.prompt_tokens);
         truth.completion_tokens += u64::from(t.completion_tokens);
+        truth.arrivals_ns = Some(match truth.arrivals_ns {
+            None => (t.arrival_ns, t.arrival_ns),
+            Some((first, last)) => (first.min(t.arrival_ns), last.max(t.arrival_ns)),
+        });
     }
 
     /// The exposition text.

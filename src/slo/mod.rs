@@ -1,0 +1,3 @@
+//! SLO-as-code: thresholds written in the spec, judged with confidence bounds.
+
+pub mod stats;
