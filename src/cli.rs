@@ -21,8 +21,10 @@ use crate::spec::{
 
 /// Exit codes, as documented in `--help` and the README.
 pub mod exit {
-    /// The run completed.
+    /// The run completed and every SLO passed (or was not proven, without --strict).
     pub const OK: i32 = 0;
+    /// Some SLO failed (or, under --strict, was not proven).
+    pub const SLO_FAILED: i32 = 1;
     /// The spec or the command line is wrong.
     pub const USAGE: i32 = 2;
     /// The run could not be carried out: no request reached the target.
@@ -36,7 +38,7 @@ pub mod exit {
     name = "redline",
     version,
     about = "A load tester for AI-native services",
-    after_help = "Exit codes: 0 the run completed · 2 spec or usage error · 3 no request reached the target · 130 interrupted (records and a partial report are written)"
+    after_help = "Exit codes: 0 the run completed and its SLOs passed · 1 some SLO failed (or was not proven, under --strict) · 2 spec or usage error · 3 no request reached the target · 130 interrupted (records and a partial report are written)"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -48,6 +50,21 @@ pub enum Command {
     /// Run a load test from a spec file, or from shorthands
     /// (`redline run --url http://127.0.0.1:8000 --model M --rate 20 --duration 60s`).
     Run(RunArgs),
+    /// Judge a finished run's records against a spec's SLOs (`sloThresholds`), offline:
+    /// other thresholds, another confidence, the same data.
+    Check {
+        /// records.jsonl of the run.
+        records: PathBuf,
+        /// The spec whose ScaleSpec holds the SLOs (and whose goodput bounds apply).
+        #[arg(long)]
+        spec: PathBuf,
+        /// Treat `not_proven` as failure.
+        #[arg(long)]
+        strict: bool,
+        /// Also write the verdicts as JUnit XML to this file.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+    },
     /// Check a spec file and print what it would run, without running it.
     Validate {
         /// The spec file.
@@ -97,6 +114,9 @@ pub struct RunArgs {
     /// Print no progress line (it is printed only on a terminal anyway).
     #[arg(long)]
     pub quiet: bool,
+    /// Treat an SLO that is `not_proven` (too little data to decide) as failed.
+    #[arg(long)]
+    pub strict: bool,
 
     /// Shorthand: base URL of an OpenAI-compatible server, or `embedded`.
     #[arg(long, help_heading = "Shorthands")]
@@ -173,6 +193,12 @@ pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Run(args) => run_command(args).await,
         Command::Validate { spec } => validate(&spec),
+        Command::Check {
+            records,
+            spec,
+            strict,
+            junit,
+        } => check(&records, &spec, strict, junit.as_deref()),
         Command::Schema { of } => {
             let schema = match of {
                 SchemaOf::Summary => crate::report::summary_schema(),
@@ -321,6 +347,8 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
             drain_timeout: None,
             goodput: None,
         },
+        scale: None,
+        model_load: None,
     })
 }
 
@@ -360,7 +388,9 @@ async fn run_command(args: RunArgs) -> Result<i32> {
         progress: !args.quiet && std::io::stderr().is_terminal(),
     };
     let name = scenario.name.clone();
+    let slos = scenario.slos.clone();
     let result = run_scenario(scenario, options, stop).await?;
+    let verdicts = slos.as_ref().map(|slos| slos.evaluate(&result.aggregator));
     let summary = summarize(
         &result.aggregator,
         RunInfo {
@@ -370,6 +400,8 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             interrupted: result.interrupted,
             elapsed_s: result.elapsed.as_secs_f64(),
             stages: result.stages.clone(),
+            verdicts: verdicts.clone(),
+            aborted: result.aborted.clone(),
         },
     );
     std::fs::write(out.join("summary.json"), render_json(&summary))
@@ -380,9 +412,25 @@ async fn run_command(args: RunArgs) -> Result<i32> {
         out.join("records.jsonl").display(),
         out.join("summary.json").display()
     );
+    if let Some(verdicts) = &verdicts {
+        let path = out.join("junit.xml");
+        std::fs::write(
+            &path,
+            crate::slo::junit::render(&name, verdicts, args.strict),
+        )
+        .context("cannot write junit.xml")?;
+        println!("  junit: {}", path.display());
+    }
     let counts = &result.aggregator.counts;
     if result.interrupted {
         return Ok(exit::INTERRUPTED);
+    }
+    if result.aborted.is_some()
+        || verdicts
+            .as_ref()
+            .is_some_and(|v| !crate::slo::gate_passes(v, args.strict))
+    {
+        return Ok(exit::SLO_FAILED);
     }
     let unreachable = counts.ok == 0
         && counts.scheduled > 0
@@ -394,6 +442,63 @@ async fn run_command(args: RunArgs) -> Result<i32> {
         exit::UNREACHABLE
     } else {
         exit::OK
+    })
+}
+
+/// `redline check`: the SLOs of `spec` against the records of a finished run.
+fn check(records: &Path, spec: &Path, strict: bool, junit: Option<&Path>) -> Result<i32> {
+    let scenario = match load_scenario(spec)? {
+        Ok(scenario) => scenario,
+        Err(errors) => {
+            eprint!("{errors}");
+            return Ok(exit::USAGE);
+        }
+    };
+    let Some(slos) = scenario.slos else {
+        eprintln!(
+            "{}: no SLOs to check: add a `kind: ScaleSpec` document with `sloThresholds` (see examples/redlines.yaml)",
+            spec.display()
+        );
+        return Ok(exit::USAGE);
+    };
+    let text = std::fs::read_to_string(records)
+        .with_context(|| format!("cannot read {}", records.display()))?;
+    let mut aggregator = crate::metrics::Aggregator::new(scenario.goodput);
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let record: crate::record::Record = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not a redline record", records.display(), n + 1))?;
+        aggregator.add(&record);
+    }
+    let verdicts = slos.evaluate(&aggregator);
+    let summary = summarize(
+        &aggregator,
+        RunInfo {
+            name: &scenario.name,
+            target: &records.display().to_string(),
+            model: "",
+            interrupted: false,
+            elapsed_s: 0.0,
+            stages: Vec::new(),
+            verdicts: Some(verdicts.clone()),
+            aborted: None,
+        },
+    );
+    print!("{}", render_terminal(&summary));
+    if let Some(path) = junit {
+        std::fs::write(
+            path,
+            crate::slo::junit::render(&scenario.name, &verdicts, strict),
+        )
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(if crate::slo::gate_passes(&verdicts, strict) {
+        exit::OK
+    } else {
+        exit::SLO_FAILED
     })
 }
 

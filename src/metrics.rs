@@ -240,6 +240,9 @@ pub struct Aggregator {
     pub estimated_token_records: u64,
     pub preempted: u64,
     pub cached_prompt_tokens: u64,
+    /// Prompt tokens of the measured requests whose server reported its timeline (and
+    /// so its prefix-cache hits).
+    pub truth_prompt_tokens: u64,
     /// Measured window: first intended start and last completion, microseconds.
     pub window_start_us: Option<u64>,
     pub window_end_us: Option<u64>,
@@ -333,12 +336,29 @@ impl Aggregator {
         if let Some(server) = &r.server {
             self.preempted += u64::from(server.preemptions > 0);
             self.cached_prompt_tokens += u64::from(server.cached_prompt_tokens);
+            self.truth_prompt_tokens += u64::from(server.prompt_tokens);
             if let Some(ttft) = r.ttft_us() {
                 let server_ttft = server.first_token_us.saturating_sub(server.arrival_us);
                 d.ttft_client_overhead
                     .saturating_record(ttft.saturating_sub(server_ttft).max(1));
             }
         }
+    }
+
+    /// Output tokens of each whole second inside the measured window.
+    pub fn measured_seconds(&self) -> Vec<f64> {
+        let (Some(start), Some(end)) = (self.window_start_us, self.window_end_us) else {
+            return Vec::new();
+        };
+        // Whole seconds only: the first and last are cut by the window's edges.
+        let (first, last) = (start / 1_000_000 + 1, end / 1_000_000);
+        (first..last)
+            .map(|second| {
+                self.windows
+                    .get(&second)
+                    .map_or(0.0, |w| w.output_tokens as f64)
+            })
+            .collect()
     }
 
     pub fn failure_counts(&self) -> Vec<FailureCount> {

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::metrics::{Aggregator, Counts, Dist, FailureCount, RequestSlo, StageStats, Window};
 use crate::schedule::{ExecutedStage, SweepRole};
+use crate::slo::{Aborted, Outcome, Verdict};
 
 /// Version of the summary's shape; bumped when a field changes meaning.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -28,6 +29,10 @@ pub struct Summary {
     pub measured: Counts,
     pub measured_window_s: f64,
     pub throughput: Throughput,
+    /// The gate: one verdict per SLO of the spec's `sloThresholds`.
+    pub verdicts: Option<Vec<Verdict>>,
+    /// Stopped early by `abort_on_fail`: when, and for which certain breaches.
+    pub aborted: Option<Aborted>,
     /// Requests that succeeded within the per-request SLOs, when the spec sets them.
     pub goodput: Option<Goodput>,
     /// Measured requests with no failure of any kind.
@@ -162,6 +167,8 @@ pub struct RunInfo<'a> {
     pub interrupted: bool,
     pub elapsed_s: f64,
     pub stages: Vec<ExecutedStage>,
+    pub verdicts: Option<Vec<Verdict>>,
+    pub aborted: Option<Aborted>,
 }
 
 fn stage_summary(stage: &ExecutedStage, stats: Option<&StageStats>, goodput: bool) -> StageSummary {
@@ -299,6 +306,8 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
             output_tokens_per_s: per_s(agg.output_tokens),
             total_tokens_per_s: per_s(agg.output_tokens + agg.input_tokens),
         },
+        verdicts: info.verdicts,
+        aborted: info.aborted,
         goodput: agg.goodput_slo.map(|slo| Goodput {
             slo,
             requests: agg.good,
@@ -357,6 +366,60 @@ pub fn render_json(summary: &Summary) -> Vec<u8> {
     let mut out = serde_json::to_vec_pretty(summary).expect("a summary always serializes");
     out.push(b'\n');
     out
+}
+
+/// The gate's table: each SLO with its outcome, the observed value, the bound that
+/// decided it and the samples behind it.
+fn render_verdicts(verdicts: &[Verdict], aborted: Option<&Aborted>, line: &mut impl FnMut(String)) {
+    let confidence = verdicts.first().map_or(0.95, |v| v.confidence);
+    line(String::new());
+    line(format!(
+        "  {:<40}{:<12}{:>14}{:>14}{:>10}",
+        format!("SLO ({:.0}% one-sided bounds)", confidence * 100.0),
+        "verdict",
+        "observed",
+        "bound",
+        "samples"
+    ));
+    let figure = |x: Option<f64>, unit: &str| {
+        x.map_or("n/a".to_owned(), |x| match unit {
+            "%" => format!("{x:.4}%"),
+            _ => format!("{x:.2} {unit}"),
+        })
+    };
+    for v in verdicts {
+        let outcome = match v.outcome {
+            Outcome::Pass => "pass",
+            Outcome::Fail => "FAIL",
+            Outcome::NotProven => "not proven",
+        };
+        let mut extra = String::new();
+        if let Some(more) = v.samples_to_decide {
+            extra = format!("  ~{more} more samples would decide it");
+        }
+        if let Some(note) = &v.note {
+            extra.push_str(&format!("  ({note})"));
+        }
+        line(format!(
+            "  {:<40}{outcome:<12}{:>14}{:>14}{:>10}{extra}",
+            format!("{} {}", v.slo, v.expression),
+            figure(v.observed, &v.unit),
+            figure(v.bound, &v.unit),
+            v.samples,
+        ));
+    }
+    if let Some(a) = aborted {
+        let names: Vec<String> = a
+            .breaches
+            .iter()
+            .map(|v| format!("{} {}", v.slo, v.expression))
+            .collect();
+        line(format!(
+            "  aborted at {:.1}s (abort_on_fail): certain to fail: {}",
+            a.at_s,
+            names.join(", ")
+        ));
+    }
 }
 
 /// The per-stage table, and a sweep's knee.
@@ -531,6 +594,9 @@ pub fn render_terminal(s: &Summary) -> String {
             "  server truth: client TTFT − server TTFT p50 {:.3} ms, p99 {:.3} ms · {} preempted · {} cached prompt tokens",
             o.p50, o.p99, s.server.preempted_requests, s.server.cached_prompt_tokens
         ));
+    }
+    if let Some(verdicts) = &s.verdicts {
+        render_verdicts(verdicts, s.aborted.as_ref(), &mut line);
     }
     if !s.errors.is_empty() {
         line("  errors:".into());

@@ -30,6 +30,7 @@ use crate::record::{Outcome, Phase, Record, Stage as FailStage};
 use crate::scenario::{Endpoint, Scenario, Workload};
 use crate::schedule::{ExecutedStage, OpenArrivals, Stage, SweepRole, sweep_rates};
 use crate::sim::{EmbeddedSim, Profile, SimConfig};
+use crate::slo::{Aborted, SloSet};
 use crate::workload::PromptSource;
 use hyper::header::{AUTHORIZATION, HeaderValue};
 
@@ -51,6 +52,15 @@ pub struct RunResult {
     pub model: String,
     /// The stages as they ran, indexed by the records' `stage`.
     pub stages: Vec<ExecutedStage>,
+    /// Stopped early by `abort_on_fail`: when, and the breaches that were certain.
+    pub aborted: Option<Aborted>,
+}
+
+/// What the collector needs to stop a run whose SLOs are already certain to fail.
+struct Gate {
+    slos: SloSet,
+    stop: CancellationToken,
+    clock: RunClock,
 }
 
 /// What a request is sent to, with everything it needs.
@@ -198,13 +208,23 @@ pub async fn run(
     let file = std::fs::File::create(&options.records_path)
         .with_context(|| format!("cannot create {}", options.records_path.display()))?;
     let (records, inbox) = mpsc::unbounded_channel();
+    let clock = RunClock::new(Instant::now() + Duration::from_millis(20));
+    let gate = scenario
+        .slos
+        .clone()
+        .filter(|slos| slos.abort_on_fail)
+        .map(|slos| Gate {
+            slos,
+            stop: stop.clone(),
+            clock,
+        });
     let collector = tokio::spawn(collect(
         inbox,
         std::io::BufWriter::new(file),
         Aggregator::new(scenario.goodput),
+        gate,
     ));
 
-    let clock = RunClock::new(Instant::now() + Duration::from_millis(20));
     let shared = Arc::new(Shared {
         http: http_client(&scenario.timeouts, scenario.service.http2),
         target,
@@ -286,7 +306,7 @@ pub async fn run(
     }
     let shared = Arc::into_inner(shared).expect("every task has ended");
     drop(shared.records);
-    let aggregator = collector.await.context("the record collector failed")??;
+    let (aggregator, aborted) = collector.await.context("the record collector failed")??;
     drop(embedded);
     if !aggregator.counts.balanced() {
         anyhow::bail!(
@@ -296,7 +316,8 @@ pub async fn run(
     }
     Ok(RunResult {
         aggregator,
-        interrupted: stop.is_cancelled(),
+        interrupted: stop.is_cancelled() && aborted.is_none(),
+        aborted,
         elapsed,
         target_url: base_url,
         model,
@@ -621,12 +642,18 @@ async fn run_sweep(
 
 /// Receives records, writes them as JSON lines (flushed at least every 200 ms, so an
 /// interrupted run keeps its data) and keeps the statistics.
+///
+/// With an `abort_on_fail` gate it also judges the SLOs once a second after their
+/// `delay`, and stops the run (as Ctrl-C would) once a breach is certain.
 async fn collect(
     mut inbox: mpsc::UnboundedReceiver<Record>,
     mut out: std::io::BufWriter<std::fs::File>,
     mut aggregator: Aggregator,
-) -> Result<Aggregator> {
+    gate: Option<Gate>,
+) -> Result<(Aggregator, Option<Aborted>)> {
     let mut flush = tokio::time::interval(Duration::from_millis(200));
+    let mut judge = tokio::time::interval(Duration::from_secs(1));
+    let mut aborted = None;
     loop {
         tokio::select! {
             record = inbox.recv() => {
@@ -636,10 +663,22 @@ async fn collect(
                 aggregator.add(&record);
             }
             _ = flush.tick() => out.flush()?,
+            _ = judge.tick(), if gate.is_some() && aborted.is_none() => {
+                let gate = gate.as_ref().expect("checked by the guard");
+                let at = gate.clock.start().elapsed();
+                if at < gate.slos.delay {
+                    continue;
+                }
+                let breaches = gate.slos.certain_breaches(&aggregator);
+                if !breaches.is_empty() {
+                    aborted = Some(Aborted { at_s: at.as_secs_f64(), breaches });
+                    gate.stop.cancel();
+                }
+            }
         }
     }
     out.flush()?;
-    Ok(aggregator)
+    Ok((aggregator, aborted))
 }
 
 async fn progress_line(shared: Arc<Shared>) {

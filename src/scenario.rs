@@ -13,6 +13,7 @@ use crate::client::Timeouts;
 use crate::client::openai::Api;
 use crate::metrics::RequestSlo;
 use crate::schedule::{Arrival, Stage};
+use crate::slo::SloSet;
 use crate::spec::error::locate;
 use crate::spec::{
     ApiKind, ArrivalKind, HttpRequestSpec, PromptsSpec, ServiceSpec, SpecError, SpecErrors,
@@ -85,6 +86,8 @@ pub struct Scenario {
     pub drain_timeout: Duration,
     /// Per-request SLOs of goodput, when the spec sets them.
     pub goodput: Option<RequestSlo>,
+    /// The gate, from a `ScaleSpec`'s `sloThresholds`.
+    pub slos: Option<SloSet>,
 }
 
 impl Scenario {
@@ -269,6 +272,11 @@ impl Scenario {
             }
             Some(slo)
         });
+        let slos = file
+            .scale
+            .as_ref()
+            .filter(|scale| !scale.slo_thresholds.is_empty())
+            .and_then(|scale| SloSet::from_spec(&scale.slo_thresholds, &mut problem));
         if spec.max_in_flight == Some(0) {
             problem("spec.max_in_flight", "must be at least 1".into(), None);
         }
@@ -293,6 +301,7 @@ impl Scenario {
             max_in_flight: spec.max_in_flight.unwrap_or(10_000),
             drain_timeout: spec.drain_timeout.map_or(Duration::from_secs(10), |d| d.0),
             goodput,
+            slos,
         })
     }
 

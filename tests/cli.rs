@@ -78,3 +78,101 @@ fn help_lists_the_exit_codes_and_the_simulator_refuses_remote_binds() {
         "redline: refusing to listen on 0.0.0.0:0: the simulator binds loopback unless you pass --allow-remote\n"
     );
 }
+
+#[test]
+fn a_breached_ttft_slo_fails_the_gate_aborts_early_and_writes_junit() {
+    // The fault: four times the load the 7b profile can serve with 1,024-token prompts,
+    // so requests queue and P99 TTFT grows far past 350 ms within seconds.
+    let dir = std::env::temp_dir().join(format!("redline-gate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("gate.yaml");
+    std::fs::write(
+        &spec,
+        "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: { name: gate }\nspec:\n  services:\n    llm: { url: embedded, profile: 7b }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 1024, output_tokens: 64 } }\n  drain_timeout: 1s\n  load:\n    - { arrival: constant, rate: 80, duration: 60s }\n---\napiVersion: redline.dev/v1alpha1\nkind: ScaleSpec\nmetadata: { name: gate }\nspec:\n  sloThresholds:\n    abort_on_fail: true\n    delay: 2s\n    ttft: { p99: \"<= 350ms\" }\n    pass_rate: \">= 99%\"\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let started = std::time::Instant::now();
+    let (code, stdout, _) = redline(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "abort_on_fail stopped the 60 s run early"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let aborted = &summary["aborted"];
+    let at = aborted["at_s"].as_f64().unwrap();
+    assert!((2.0..20.0).contains(&at), "aborted at {at} s");
+    assert_eq!(aborted["breaches"][0]["slo"], "ttft.p99");
+    assert!(stdout.contains("aborted at"), "{stdout}");
+    // Nothing lost: every scheduled request has one outcome, in the records too.
+    let requests = &summary["requests"];
+    let scheduled = requests["scheduled"].as_u64().unwrap();
+    let outcomes: u64 = ["ok", "error", "timeout", "cancelled", "dropped"]
+        .iter()
+        .map(|k| requests[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(scheduled, outcomes);
+    let records = std::fs::read_to_string(out.join("records.jsonl")).unwrap();
+    assert_eq!(records.lines().count() as u64, scheduled);
+    // The verdicts: TTFT failed with its figures; JUnit says so.
+    let ttft = summary["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["slo"] == "ttft.p99")
+        .unwrap();
+    assert_eq!(ttft["outcome"], "fail");
+    assert!(ttft["observed"].as_f64().unwrap() > 350.0);
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(junit.contains("name=\"ttft.p99 &lt;= 350ms\""), "{junit}");
+    assert!(
+        junit.contains("<failure message=\"fail: observed"),
+        "{junit}"
+    );
+    // `redline check` judges the same records offline, with a looser threshold.
+    let loose = dir.join("loose.yaml");
+    std::fs::write(
+        &loose,
+        std::fs::read_to_string(&spec)
+            .unwrap()
+            .replace("p99: \"<= 350ms\"", "p90: \"<= 600s\"")
+            .replace("abort_on_fail: true", "abort_on_fail: false"),
+    )
+    .unwrap();
+    let (code, stdout, _) = redline(&[
+        "check",
+        out.join("records.jsonl").to_str().unwrap(),
+        "--spec",
+        loose.to_str().unwrap(),
+    ]);
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} in {stdout}"))
+            .to_owned()
+    };
+    // (A p90: the hundred requests that finished are too few to bound a p99 at 95 %.)
+    assert!(line("ttft.p90 <= 600s").contains("pass"), "{stdout}");
+    // Requests cancelled by the abort were never judged; the rest all succeeded, but a
+    // few hundred clean requests cannot prove 99 %: not proven, which fails only under
+    // --strict.
+    assert!(line("pass_rate >= 99%").contains("not proven"), "{stdout}");
+    assert_eq!(code, Some(0), "{stdout}");
+    let (code, _, _) = redline(&[
+        "check",
+        out.join("records.jsonl").to_str().unwrap(),
+        "--spec",
+        loose.to_str().unwrap(),
+        "--strict",
+    ]);
+    assert_eq!(code, Some(1));
+    std::fs::remove_dir_all(dir).unwrap();
+}

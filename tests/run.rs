@@ -168,6 +168,8 @@ async fn an_open_loop_keeps_its_schedule_and_accounts_for_every_request() {
             interrupted: false,
             elapsed_s: 0.0,
             stages: vec![],
+            verdicts: None,
+            aborted: None,
         },
     );
     assert_eq!(summary.measured.scheduled, counts.scheduled - warmup as u64);
@@ -440,6 +442,8 @@ async fn a_sweep_measures_its_bounds_then_rates_between_them_and_finds_a_knee() 
             interrupted: false,
             elapsed_s: 0.0,
             stages: result.stages.clone(),
+            verdicts: None,
+            aborted: None,
         },
     );
     let (low, high) = (

@@ -93,7 +93,7 @@ fn kind_version_and_empty_files() {
          test.yaml:1:1: document 1: unsupported apiVersion `redline.dev/v1`\n  \
          fix: use `apiVersion: redline.dev/v1alpha1`\n\
          test.yaml:2:1: kind: unknown kind `InferenceSpc` in document 1\n  \
-         fix: did you mean `InferenceSpec`? Choose from: InferenceSpec\n"
+         fix: did you mean `InferenceSpec`? Choose from: InferenceSpec, ScaleSpec, ModelLoadSpec\n"
     );
     assert_eq!(
         errors("\n"),
@@ -188,5 +188,27 @@ fn a_sweep_finds_its_own_rates_and_goodput_needs_a_bound() {
          fix: give at least one of `ttft`, `tpot`, `e2e`, e.g. `goodput: { ttft: 500ms }`\n\
          test.yaml:11:30: spec.load[0].rate: does not apply to a `sweep`, which finds its own rates\n  \
          fix: remove it, or make it a stage of its own\n"
+    );
+}
+
+#[test]
+fn slo_mistakes_name_the_field_and_the_choices() {
+    let text = format!(
+        "{}  load:\n    - {{ rate: 5, duration: 10s }}\n---\napiVersion: redline.dev/v1alpha1\nkind: ScaleSpec\nspec:\n  sloThresholds:\n    ttf: {{ p99: \"<= 350ms\" }}\n    tpot: {{ p100: \"< 50ms\" }}\n    e2e: {{ p99: \"<= 3 parsecs\" }}\n    pass_rate: \"<= 99%\"\n    preset: strict\n",
+        spec(SERVICES)
+    );
+    assert_eq!(
+        errors(&text),
+        "5 problems in the spec:\n\
+         test.yaml:16:5: spec.sloThresholds.ttf: unknown metric `ttf`\n  \
+         fix: did you mean `ttft`? Choose from: ttft, ttft_from_intended, time_to_second_token, itl, tpot, e2e, e2e_from_intended, pass_rate, availability, error_rate, goodput, output_throughput, kv_cache_hit_rate, tool_success, recall_at_k\n\
+         test.yaml:17:13: spec.sloThresholds.tpot.p100: `p100` is not a percentile between p0 and p100 (exclusive) with an expression\n  \
+         fix: write e.g. `p99: \"<= 350ms\"` or `p99.9: \"< 1s\"`\n\
+         test.yaml:18:12: spec.sloThresholds.e2e.p99: `<= 3 parsecs` needs a unit: us, ms or s\n  \
+         fix: write e.g. `p99: \"<= 350ms\"` (units us, ms, s)\n\
+         test.yaml:19:5: spec.sloThresholds.pass_rate: `<= 99%` points the wrong way for `pass_rate`\n  \
+         fix: write e.g. `\">= 99.9%\"`\n\
+         test.yaml:20:5: spec.sloThresholds.preset: unknown preset `strict`\n  \
+         fix: choose from: redlines\n"
     );
 }

@@ -1,3 +1,783 @@
-//! SLO-as-code: thresholds written in the spec, judged with confidence bounds.
+//! SLO-as-code: thresholds written in a `ScaleSpec`'s `sloThresholds`, judged with
+//! one-sided confidence bounds so that a verdict says what the data prove.
+//!
+//! A verdict is `pass` when the bound at the configured confidence clears the
+//! threshold, `fail` when the bound is on the wrong side, and `not_proven` otherwise —
+//! with how many more samples would decide it if the observed share held. Percentile
+//! SLOs are shares too (`p99 <= 350ms` ⇔ at most 1 % take longer than 350 ms), so both
+//! kinds use exact binomial bounds ([`stats`]).
 
+pub mod junit;
 pub mod stats;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_yaml::{Mapping, Value};
+
+use crate::metrics::Aggregator;
+use crate::spec::Dur;
+use crate::spec::error::nearest;
+use stats::Decision;
+
+/// The metrics an SLO can name.
+pub const METRICS: &[&str] = &[
+    "ttft",
+    "ttft_from_intended",
+    "time_to_second_token",
+    "itl",
+    "tpot",
+    "e2e",
+    "e2e_from_intended",
+    "pass_rate",
+    "availability",
+    "error_rate",
+    "goodput",
+    "output_throughput",
+    "kv_cache_hit_rate",
+    "tool_success",
+    "recall_at_k",
+];
+/// Keys of `sloThresholds` that are settings, not metrics.
+const SETTINGS: &[&str] = &["preset", "confidence", "abort_on_fail", "delay"];
+/// Presets by name.
+pub const PRESETS: &[&str] = &["redlines"];
+
+/// The source document's redlines (DESIGN.md, "Numbers the source document names").
+/// "Token-level P99 latency < 3200 ms" is read as the P99 of a whole generation (E2E):
+/// no single token's latency comes near 3.2 s.
+const REDLINES: &[(&str, &str)] = &[
+    ("pass_rate", ">= 99.995%"),
+    ("ttft.p99", "<= 350ms"),
+    ("availability", ">= 99.999%"),
+    ("e2e.p99", "< 3200ms"),
+    ("recall_at_k", ">= 82%"),
+    ("tool_success", ">= 99.2%"),
+    ("kv_cache_hit_rate", ">= 89%"),
+];
+
+/// What a metric measures, which decides its statistics and units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A latency distribution: judged per percentile.
+    Latency,
+    /// A share of good events (pass rate, availability): higher is better.
+    GoodShare,
+    /// A share of bad events (error rate): lower is better.
+    BadShare,
+    /// Output tokens per second.
+    Throughput,
+}
+
+fn kind_of(metric: &str) -> Kind {
+    match metric {
+        "ttft"
+        | "ttft_from_intended"
+        | "time_to_second_token"
+        | "itl"
+        | "tpot"
+        | "e2e"
+        | "e2e_from_intended" => Kind::Latency,
+        "error_rate" => Kind::BadShare,
+        "output_throughput" => Kind::Throughput,
+        _ => Kind::GoodShare,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum Op {
+    #[serde(rename = "<")]
+    Lt,
+    #[serde(rename = "<=")]
+    Le,
+    #[serde(rename = ">")]
+    Gt,
+    #[serde(rename = ">=")]
+    Ge,
+}
+
+impl Op {
+    fn holds(self, value: f64, threshold: f64) -> bool {
+        match self {
+            Op::Lt => value < threshold,
+            Op::Le => value <= threshold,
+            Op::Gt => value > threshold,
+            Op::Ge => value >= threshold,
+        }
+    }
+
+    fn upper(self) -> bool {
+        matches!(self, Op::Lt | Op::Le)
+    }
+}
+
+/// One SLO.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slo {
+    /// `ttft.p99`, `pass_rate`, `error_rate{kind=timeout}`.
+    pub name: String,
+    metric: String,
+    /// The failure kind an `error_rate` counts (all failures when none).
+    error_kind: Option<String>,
+    /// The percentile of a latency SLO, as a fraction (0.99).
+    quantile: Option<f64>,
+    pub op: Op,
+    /// In the metric's base unit: milliseconds, a fraction, tokens per second.
+    pub threshold: f64,
+    /// As written: `<= 350ms`.
+    pub expression: String,
+}
+
+/// The gate: every SLO of a spec, and how to judge them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SloSet {
+    pub slos: Vec<Slo>,
+    /// Confidence of the one-sided bounds (default 0.95).
+    pub confidence: f64,
+    /// Stop the run once a breach is certain at that confidence.
+    pub abort_on_fail: bool,
+    /// How long into the run before breaches may abort it.
+    pub delay: Duration,
+}
+
+/// Reports a problem at a field path (`spec.sloThresholds.ttft.p99`).
+pub type Problem<'a> = dyn FnMut(&str, String, Option<String>) + 'a;
+
+impl SloSet {
+    /// Reads `sloThresholds`; problems go to `problem`, each with its field path.
+    pub fn from_spec(thresholds: &Mapping, problem: &mut Problem) -> Option<SloSet> {
+        let base = "spec.sloThresholds";
+        let mut set = SloSet {
+            slos: Vec::new(),
+            confidence: 0.95,
+            abort_on_fail: false,
+            delay: Duration::ZERO,
+        };
+        let mut ok = true;
+        let mut entries: Vec<(String, Value)> = Vec::new();
+        for (key, value) in thresholds {
+            let Some(key) = key.as_str() else {
+                problem(base, "keys must be metric names".into(), None);
+                ok = false;
+                continue;
+            };
+            let path = format!("{base}.{key}");
+            match key {
+                "preset" => match value.as_str() {
+                    Some("redlines") => {
+                        for (name, expression) in REDLINES {
+                            let (metric, stat) = match name.split_once('.') {
+                                Some((m, s)) => (m, Some(s)),
+                                None => (*name, None),
+                            };
+                            let value = match stat {
+                                Some(stat) => {
+                                    let mut map = Mapping::new();
+                                    map.insert(stat.into(), (*expression).into());
+                                    Value::Mapping(map)
+                                }
+                                None => (*expression).into(),
+                            };
+                            entries.push((metric.to_owned(), value));
+                        }
+                    }
+                    other => {
+                        problem(
+                            &path,
+                            format!("unknown preset `{}`", other.unwrap_or("?")),
+                            Some(format!("choose from: {}", PRESETS.join(", "))),
+                        );
+                        ok = false;
+                    }
+                },
+                "confidence" => match value.as_str().map(parse_share).or(value.as_f64().map(Ok)) {
+                    Some(Ok(c)) if c > 0.5 && c < 1.0 => set.confidence = c,
+                    _ => {
+                        problem(
+                            &path,
+                            "must be a level between 50% and 100%".into(),
+                            Some("e.g. `confidence: 95%`".into()),
+                        );
+                        ok = false;
+                    }
+                },
+                "abort_on_fail" => match value.as_bool() {
+                    Some(b) => set.abort_on_fail = b,
+                    None => {
+                        problem(&path, "must be true or false".into(), None);
+                        ok = false;
+                    }
+                },
+                "delay" => match value.as_str().map(Dur::parse) {
+                    Some(Ok(d)) => set.delay = d.0,
+                    _ => {
+                        problem(
+                            &path,
+                            "must be a duration".into(),
+                            Some("e.g. `delay: 10s`".into()),
+                        );
+                        ok = false;
+                    }
+                },
+                _ => entries.push((key.to_owned(), value.clone())),
+            }
+        }
+        // Entries written in the spec override a preset's of the same name.
+        let mut seen = std::collections::BTreeSet::new();
+        for (key, value) in entries.into_iter().rev() {
+            match slos_of(base, &key, &value, problem) {
+                Some(slos) => {
+                    for slo in slos {
+                        if seen.insert(slo.name.clone()) {
+                            set.slos.push(slo);
+                        }
+                    }
+                }
+                None => ok = false,
+            }
+        }
+        set.slos.reverse();
+        if ok && set.slos.is_empty() {
+            problem(
+                base,
+                "sets no SLO".into(),
+                Some("add e.g. `ttft: { p99: \"<= 350ms\" }` or `preset: redlines`".into()),
+            );
+            ok = false;
+        }
+        ok.then_some(set)
+    }
+}
+
+/// The SLOs of one `sloThresholds` entry.
+fn slos_of(base: &str, key: &str, value: &Value, problem: &mut Problem) -> Option<Vec<Slo>> {
+    let path = format!("{base}.{key}");
+    let (metric, error_kind) = match key.split_once('{') {
+        Some((metric, selector)) => {
+            let kind = selector
+                .strip_suffix('}')
+                .and_then(|s| s.strip_prefix("kind="))
+                .filter(|k| !k.is_empty() && metric == "error_rate");
+            match kind {
+                Some(kind) => (metric, Some(kind.to_owned())),
+                None => {
+                    problem(
+                        &path,
+                        format!("malformed selector in `{key}`"),
+                        Some("only `error_rate` takes one, as `error_rate{kind=timeout}`".into()),
+                    );
+                    return None;
+                }
+            }
+        }
+        None => (key, None),
+    };
+    if !METRICS.contains(&metric) {
+        let fix = match nearest(metric, &[METRICS, SETTINGS].concat()) {
+            Some(near) => format!("did you mean `{near}`? Choose from: {}", METRICS.join(", ")),
+            None => format!("choose from: {}", METRICS.join(", ")),
+        };
+        problem(&path, format!("unknown metric `{metric}`"), Some(fix));
+        return None;
+    }
+    let kind = kind_of(metric);
+    let slo =
+        |name: String, quantile: Option<f64>, text: &str, path: &str, problem: &mut Problem| {
+            let (op, threshold) = match parse_expression(text, kind) {
+                Ok(parsed) => parsed,
+                Err(message) => {
+                    problem(path, message, Some(example(kind).into()));
+                    return None;
+                }
+            };
+            let direction_ok = match kind {
+                Kind::Latency | Kind::BadShare => op.upper(),
+                Kind::GoodShare | Kind::Throughput => !op.upper(),
+            };
+            if !direction_ok {
+                problem(
+                    path,
+                    format!("`{text}` points the wrong way for `{metric}`"),
+                    Some(example(kind).into()),
+                );
+                return None;
+            }
+            Some(Slo {
+                name,
+                metric: metric.to_owned(),
+                error_kind: error_kind.clone(),
+                quantile,
+                op,
+                threshold,
+                expression: text.trim().to_owned(),
+            })
+        };
+    if kind == Kind::Latency {
+        let Some(map) = value.as_mapping() else {
+            problem(
+                &path,
+                "a latency SLO names its percentiles".into(),
+                Some(format!("write e.g. `{metric}: {{ p99: \"<= 350ms\" }}`")),
+            );
+            return None;
+        };
+        let mut slos = Vec::new();
+        let mut ok = true;
+        for (stat, text) in map {
+            let stat = stat.as_str().unwrap_or("?");
+            let stat_path = format!("{path}.{stat}");
+            let quantile = stat
+                .strip_prefix('p')
+                .and_then(|p| p.parse::<f64>().ok())
+                .filter(|p| *p > 0.0 && *p < 100.0);
+            let (Some(q), Some(text)) = (quantile, text.as_str()) else {
+                problem(
+                    &stat_path,
+                    format!(
+                        "`{stat}` is not a percentile between p0 and p100 (exclusive) with an expression"
+                    ),
+                    Some("write e.g. `p99: \"<= 350ms\"` or `p99.9: \"< 1s\"`".into()),
+                );
+                ok = false;
+                continue;
+            };
+            match slo(
+                format!("{key}.{stat}"),
+                Some(q / 100.0),
+                text,
+                &stat_path,
+                problem,
+            ) {
+                Some(s) => slos.push(s),
+                None => ok = false,
+            }
+        }
+        return ok.then_some(slos);
+    }
+    let Some(text) = value.as_str() else {
+        problem(
+            &path,
+            "must be an expression".into(),
+            Some(example(kind).into()),
+        );
+        return None;
+    };
+    slo(key.to_owned(), None, text, &path, problem).map(|s| vec![s])
+}
+
+fn example(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Latency => "write e.g. `p99: \"<= 350ms\"` (units us, ms, s)",
+        Kind::GoodShare => "write e.g. `\">= 99.9%\"`",
+        Kind::BadShare => "write e.g. `\"<= 0.1%\"`",
+        Kind::Throughput => "write e.g. `\">= 900 tok/s\"`",
+    }
+}
+
+/// `<= 350ms` → (≤, 350.0); `>= 99.995%` → (≥, 0.99995); `>= 900 tok/s` → (≥, 900.0).
+fn parse_expression(text: &str, kind: Kind) -> Result<(Op, f64), String> {
+    let text = text.trim();
+    let (op, rest) = [("<=", Op::Le), (">=", Op::Ge), ("<", Op::Lt), (">", Op::Gt)]
+        .iter()
+        .find_map(|(s, op)| text.strip_prefix(s).map(|rest| (*op, rest.trim())))
+        .ok_or_else(|| format!("`{text}` does not start with <, <=, > or >="))?;
+    let split = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let (number, unit) = rest.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` has no number after the comparison"))?;
+    let unit = unit.trim();
+    let value = match (kind, unit) {
+        (Kind::Latency, "us") => number / 1e3,
+        (Kind::Latency, "ms") => number,
+        (Kind::Latency, "s") => number * 1e3,
+        (Kind::Latency, _) => return Err(format!("`{text}` needs a unit: us, ms or s")),
+        (Kind::GoodShare | Kind::BadShare, "%") => number / 100.0,
+        (Kind::GoodShare | Kind::BadShare, "") => number,
+        (Kind::GoodShare | Kind::BadShare, _) => {
+            return Err(format!("`{text}`: a share is a percentage or a fraction"));
+        }
+        (Kind::Throughput, "tok/s" | "") => number,
+        (Kind::Throughput, _) => return Err(format!("`{text}`: throughput is in tok/s")),
+    };
+    if matches!(kind, Kind::GoodShare | Kind::BadShare) && !(0.0..=1.0).contains(&value) {
+        return Err(format!("`{text}` is not a share between 0% and 100%"));
+    }
+    Ok((op, value))
+}
+
+/// `99.995%` or `0.95` as a fraction.
+fn parse_share(text: &str) -> Result<f64, String> {
+    let text = text.trim();
+    match text.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+        None => text.parse::<f64>(),
+    }
+    .map_err(|e| e.to_string())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Pass,
+    Fail,
+    NotProven,
+}
+
+/// The judgement of one SLO.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Verdict {
+    pub slo: String,
+    pub expression: String,
+    pub outcome: Outcome,
+    /// The observed value, in `unit`.
+    pub observed: Option<f64>,
+    /// The one-sided confidence bound on the side that must clear the threshold.
+    pub bound: Option<f64>,
+    pub unit: String,
+    pub confidence: f64,
+    /// Independent samples judged (requests, gaps, or seconds for throughput).
+    pub samples: u64,
+    /// For `not_proven`: further samples that would decide it if the observed share held.
+    pub samples_to_decide: Option<u64>,
+    pub note: Option<String>,
+}
+
+impl SloSet {
+    /// Every SLO against the measured requests.
+    pub fn evaluate(&self, agg: &Aggregator) -> Vec<Verdict> {
+        self.slos.iter().map(|slo| self.judge(slo, agg)).collect()
+    }
+
+    fn judge(&self, slo: &Slo, agg: &Aggregator) -> Verdict {
+        let verdict = |outcome, observed, bound, unit: &str, samples, further, note| Verdict {
+            slo: slo.name.clone(),
+            expression: slo.expression.clone(),
+            outcome,
+            observed,
+            bound,
+            unit: unit.to_owned(),
+            confidence: self.confidence,
+            samples,
+            samples_to_decide: further,
+            note,
+        };
+        let no_data = |unit: &str, why: &str| {
+            verdict(
+                Outcome::NotProven,
+                None,
+                None,
+                unit,
+                0,
+                None,
+                Some(why.to_owned()),
+            )
+        };
+        let c = self.confidence;
+        match kind_of(&slo.metric) {
+            Kind::Latency => {
+                let d = &agg.dist;
+                let h = match slo.metric.as_str() {
+                    "ttft" => &d.ttft,
+                    "ttft_from_intended" => &d.ttft_intended,
+                    "time_to_second_token" => &d.time_to_second_token,
+                    "itl" => &d.itl,
+                    "tpot" => &d.tpot,
+                    "e2e" => &d.e2e,
+                    _ => &d.e2e_intended,
+                };
+                let n = h.len();
+                if n == 0 {
+                    return no_data("ms", "no measured samples of this metric");
+                }
+                let q = slo.quantile.expect("latency SLOs have a percentile");
+                let threshold_us = (slo.threshold * 1e3).round() as u64;
+                // Samples on the wrong side of the threshold: above it for `<=`, at or
+                // above it for `<`.
+                let at_or_below = |us: u64| h.count_between(0, us);
+                let bad = match slo.op {
+                    Op::Le => n - at_or_below(threshold_us),
+                    _ => n - at_or_below(threshold_us.saturating_sub(1)),
+                };
+                let allowed = 1.0 - q;
+                let observed = h.value_at_quantile(q) as f64 / 1e3;
+                let bound = stats::upper_rank(n, q, c)
+                    .map(|k| h.value_at_quantile(k as f64 / n as f64) as f64 / 1e3);
+                let (outcome, further) = decided(bad, n, allowed, true, c);
+                let note = bound.is_none().then(|| {
+                    format!(
+                        "{n} samples are too few to bound a p{} at {:.0}%",
+                        q * 100.0,
+                        c * 100.0
+                    )
+                });
+                verdict(outcome, Some(observed), bound, "ms", n, further, note)
+            }
+            Kind::GoodShare | Kind::BadShare => {
+                let m = &agg.measured;
+                let attempted = m.scheduled - m.dropped - m.cancelled;
+                let (bad, n, note) = match slo.metric.as_str() {
+                    "pass_rate" => (attempted - m.ok, attempted, None),
+                    "availability" => (agg.unavailable, attempted, None),
+                    "goodput" => {
+                        if agg.goodput_slo.is_none() {
+                            return no_data(
+                                "%",
+                                "the InferenceSpec sets no `goodput` per-request SLOs",
+                            );
+                        }
+                        (attempted - agg.good, attempted, None)
+                    }
+                    "error_rate" => {
+                        let bad = match &slo.error_kind {
+                            Some(kind) => agg
+                                .failures
+                                .iter()
+                                .filter(|((_, k), _)| k == kind)
+                                .map(|(_, (count, _))| *count)
+                                .sum(),
+                            None => m.failed(),
+                        };
+                        (bad, attempted, None)
+                    }
+                    "kv_cache_hit_rate" => {
+                        if agg.truth_prompt_tokens == 0 {
+                            return no_data(
+                                "%",
+                                "the server reports no prefix-cache figures (the simulator does)",
+                            );
+                        }
+                        let n = agg.truth_prompt_tokens;
+                        (
+                            n - agg.cached_prompt_tokens.min(n),
+                            n,
+                            Some("a share of prompt tokens, which are not independent samples: judged on the observed value, without a bound".to_owned()),
+                        )
+                    }
+                    "tool_success" => {
+                        return no_data("%", "not measured: this run has no tool calls");
+                    }
+                    _ => return no_data("%", "not measured: this run has no retrieval step"),
+                };
+                if n == 0 {
+                    return no_data("%", "no measured requests");
+                }
+                let share = bad as f64 / n as f64;
+                if note.is_some() {
+                    let observed = 1.0 - share;
+                    let outcome = if slo.op.holds(observed, slo.threshold) {
+                        Outcome::Pass
+                    } else {
+                        Outcome::Fail
+                    };
+                    return verdict(outcome, Some(observed * 100.0), None, "%", n, None, note);
+                }
+                let (observed, allowed, inclusive, bound) =
+                    if kind_of(&slo.metric) == Kind::BadShare {
+                        (
+                            share,
+                            slo.threshold,
+                            slo.op == Op::Le,
+                            stats::upper_bound(bad, n, c),
+                        )
+                    } else {
+                        (
+                            1.0 - share,
+                            1.0 - slo.threshold,
+                            slo.op == Op::Ge,
+                            1.0 - stats::upper_bound(bad, n, c),
+                        )
+                    };
+                let (outcome, further) = decided(bad, n, allowed, inclusive, c);
+                verdict(
+                    outcome,
+                    Some(observed * 100.0),
+                    Some(bound * 100.0),
+                    "%",
+                    n,
+                    further,
+                    None,
+                )
+            }
+            Kind::Throughput => {
+                let seconds = agg.measured_seconds();
+                let m = seconds.len() as u64;
+                if m < 2 {
+                    return no_data("tok/s", "fewer than two whole measured seconds");
+                }
+                let mean = seconds.iter().sum::<f64>() / m as f64;
+                let var = seconds.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (m - 1) as f64;
+                let z = stats::normal_quantile(c);
+                let half = z * (var / m as f64).sqrt();
+                let (lower, upper) = (mean - half, mean + half);
+                let (outcome, bound) = if slo.op.holds(lower, slo.threshold) {
+                    (Outcome::Pass, lower)
+                } else if !slo.op.holds(upper, slo.threshold) {
+                    (Outcome::Fail, upper)
+                } else {
+                    (Outcome::NotProven, lower)
+                };
+                let further = (outcome == Outcome::NotProven && mean != slo.threshold).then(|| {
+                    let needed = (z * var.sqrt() / (mean - slo.threshold)).powi(2).ceil() as u64;
+                    needed.saturating_sub(m)
+                });
+                verdict(
+                    outcome,
+                    Some(mean),
+                    Some(bound),
+                    "tok/s",
+                    m,
+                    further,
+                    Some(
+                        "per-second output tokens over the measured window; samples are seconds"
+                            .into(),
+                    ),
+                )
+            }
+        }
+    }
+
+    /// SLOs already certain to fail: what `abort_on_fail` stops a run for.
+    pub fn certain_breaches(&self, agg: &Aggregator) -> Vec<Verdict> {
+        self.evaluate(agg)
+            .into_iter()
+            .filter(|v| v.outcome == Outcome::Fail)
+            .collect()
+    }
+}
+
+/// Why and when `abort_on_fail` stopped a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Aborted {
+    /// Seconds into the run.
+    pub at_s: f64,
+    /// The SLOs that were already certain to fail.
+    pub breaches: Vec<Verdict>,
+}
+
+/// The outcome of a share test and, when undecided, the further samples needed.
+fn decided(bad: u64, n: u64, allowed: f64, inclusive: bool, c: f64) -> (Outcome, Option<u64>) {
+    match stats::decide(bad, n, allowed, inclusive, c) {
+        Decision::Within => (Outcome::Pass, None),
+        Decision::Beyond => (Outcome::Fail, None),
+        Decision::Undecided => (
+            Outcome::NotProven,
+            stats::trials_to_decide(bad, n, allowed, inclusive, c).map(|t| t.saturating_sub(n)),
+        ),
+    }
+}
+
+/// Whether the verdicts let a release through: every one passes, or (unless `strict`)
+/// is at worst not proven.
+pub fn gate_passes(verdicts: &[Verdict], strict: bool) -> bool {
+    verdicts.iter().all(|v| match v.outcome {
+        Outcome::Pass => true,
+        Outcome::NotProven => !strict,
+        Outcome::Fail => false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Outcome as RecordOutcome, Phase, Record, Stage};
+
+    fn set(yaml: &str) -> SloSet {
+        let mapping: Mapping = serde_yaml::from_str(yaml).unwrap();
+        let mut problems = Vec::new();
+        let set = SloSet::from_spec(&mapping, &mut |path, message, _| {
+            problems.push(format!("{path}: {message}"))
+        });
+        assert!(problems.is_empty(), "{problems:?}");
+        set.unwrap()
+    }
+
+    fn ok(seq: u64, ttft_ms: u64) -> Record {
+        let mut r = Record::unsent(seq, 0, Phase::Measure, 0);
+        r.sent_us = Some(0);
+        r.first_token_us = Some(ttft_ms * 1_000);
+        r.last_byte_us = Some(ttft_ms * 1_000 + 1_000);
+        r.output_tokens = Some(2);
+        r
+    }
+
+    #[test]
+    fn the_preset_expands_and_the_spec_overrides_it() {
+        let s = set("preset: redlines\nttft: { p99: \"<= 500ms\" }\n");
+        let names: Vec<&str> = s.slos.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "pass_rate",
+                "availability",
+                "e2e.p99",
+                "recall_at_k",
+                "tool_success",
+                "kv_cache_hit_rate",
+                "ttft.p99"
+            ]
+        );
+        let ttft = s.slos.iter().find(|s| s.name == "ttft.p99").unwrap();
+        assert_eq!((ttft.op, ttft.threshold), (Op::Le, 500.0));
+        let pass = s.slos.iter().find(|s| s.name == "pass_rate").unwrap();
+        assert!((pass.threshold - 0.99995).abs() < 1e-12);
+    }
+
+    #[test]
+    fn verdicts_follow_the_bounds_not_the_point_estimate() {
+        let s = set("pass_rate: \">= 99.995%\"\nttft: { p99: \"<= 350ms\", p50: \"<= 100ms\" }\nerror_rate{kind=http_5xx}: \"<= 1%\"\n");
+        let mut agg = Aggregator::default();
+        // 1,000 clean requests: TTFT 1..=1000 ms spread evenly, so p50 ≈ 500 ms.
+        for i in 0..1_000 {
+            agg.add(&ok(i, i % 1_000 + 1));
+        }
+        let v = s.evaluate(&agg);
+        let by = |name: &str| v.iter().find(|v| v.slo == name).unwrap().clone();
+        let pass = by("pass_rate");
+        assert_eq!(pass.outcome, Outcome::NotProven);
+        // ≈ 59,914 needed in all at 95 %.
+        let more = pass.samples_to_decide.unwrap();
+        assert!((58_900..=58_930).contains(&more), "{more}");
+        // Over 60 % of requests above 350 ms: certain to fail, and p50 too.
+        assert_eq!(by("ttft.p99").outcome, Outcome::Fail);
+        assert_eq!(by("ttft.p50").outcome, Outcome::Fail);
+        // No 5xx in 1,000: the upper bound (0.3 %) clears 1 %.
+        assert_eq!(by("error_rate{kind=http_5xx}").outcome, Outcome::Pass);
+        // A 5xx in every tenth request is certain to break it.
+        for i in 0..100 {
+            let mut failed = Record::unsent(2_000 + i, 0, Phase::Measure, 0);
+            failed.fail(RecordOutcome::Error, Stage::FirstByte, "http_5xx", "HTTP 503");
+            agg.add(&failed);
+        }
+        assert_eq!(
+            s.evaluate(&agg)
+                .iter()
+                .find(|v| v.slo == "error_rate{kind=http_5xx}")
+                .unwrap()
+                .outcome,
+            Outcome::Fail
+        );
+    }
+
+    #[test]
+    fn strict_fails_what_is_not_proven() {
+        let v = |outcome| Verdict {
+            slo: "x".into(),
+            expression: String::new(),
+            outcome,
+            observed: None,
+            bound: None,
+            unit: String::new(),
+            confidence: 0.95,
+            samples: 0,
+            samples_to_decide: None,
+            note: None,
+        };
+        let verdicts = [v(Outcome::Pass), v(Outcome::NotProven)];
+        assert!(gate_passes(&verdicts, false));
+        assert!(!gate_passes(&verdicts, true));
+        assert!(!gate_passes(&[v(Outcome::Fail)], false));
+    }
+}

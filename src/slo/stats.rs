@@ -4,7 +4,7 @@
 //! most 1 % of requests take longer than 350 ms — so both kinds come down to counting
 //! bad events among independent trials.
 
-use statrs::distribution::{Beta, Binomial, ContinuousCDF, DiscreteCDF};
+use statrs::distribution::{Beta, Binomial, ContinuousCDF, DiscreteCDF, Normal};
 
 /// Upper one-sided bound at `confidence` on a proportion, `bad` events in `n` trials.
 pub fn upper_bound(bad: u64, n: u64, confidence: f64) -> f64 {
@@ -39,6 +39,11 @@ fn beta_quantile(a: f64, b: f64, p: f64) -> f64 {
         }
     }
     high
+}
+
+/// The standard normal quantile: 1.645 at 0.95.
+pub fn normal_quantile(p: f64) -> f64 {
+    Normal::standard().inverse_cdf(p)
 }
 
 /// How a proportion compares with the most it may be.

@@ -18,7 +18,7 @@ pub use values::Dur;
 pub const API_VERSION: &str = "redline.dev/v1alpha1";
 
 /// Kinds of document this build reads.
-pub const KINDS: &[&str] = &["InferenceSpec"];
+pub const KINDS: &[&str] = &["InferenceSpec", "ScaleSpec", "ModelLoadSpec"];
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -372,12 +372,72 @@ fn nth_line(text: &str, index: usize, key: &str) -> usize {
     0
 }
 
+/// `kind: ScaleSpec` — the gate (`sloThresholds`) and replica bounds.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScaleSpec {
+    /// Fewest replicas the service may run (recorded with the verdicts; scaling advice
+    /// comes in a later version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replicas: Option<u32>,
+    /// SLOs by metric, k6-style: `ttft: { p99: "<= 350ms" }`, `pass_rate: ">= 99.995%"`,
+    /// plus `preset`, `confidence`, `abort_on_fail` and `delay`. Checked by
+    /// [`crate::slo`], which knows the metrics.
+    #[serde(default)]
+    pub slo_thresholds: serde_yaml::Mapping,
+}
+
+/// `kind: ModelLoadSpec` — the model a test loads. Accepted and validated; its cold- and
+/// warm-start experiments come in a later version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ModelLoadSpec {
+    /// The model, e.g. `Qwen/Qwen2.5-7B-Instruct`.
+    pub model_ref: String,
+    /// Resource limits by name (`gpuMemory: 24Gi`, `cpu: "8"`).
+    #[serde(default)]
+    pub resource_limits: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_policy: Option<CachePolicy>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CachePolicy {
+    Cold,
+    Warm,
+}
+
 /// A parsed spec file: its documents by kind.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpecFile {
     pub path: String,
     pub metadata: Metadata,
     pub inference: InferenceSpec,
+    pub scale: Option<ScaleSpec>,
+    pub model_load: Option<ModelLoadSpec>,
+}
+
+/// Document `index` of `text` parsed as a `T` spec; errors (with their lines) go to
+/// `errors`.
+fn typed_document<T: serde::de::DeserializeOwned>(
+    file: &str,
+    text: &str,
+    index: usize,
+    errors: &mut Vec<SpecError>,
+) -> Option<T> {
+    let typed = serde_yaml::Deserializer::from_str(text)
+        .nth(index)
+        .map(Document::<T>::deserialize)?;
+    match typed {
+        Ok(doc) => Some(doc.spec),
+        Err(e) => {
+            errors.push(SpecError::from_yaml(file, &e, 0));
+            None
+        }
+    }
 }
 
 /// Reads and parses a spec file, reporting every document's problems together.
@@ -399,6 +459,8 @@ pub fn load(path: &str) -> Result<SpecFile, SpecErrors> {
 pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
     let mut errors = Vec::new();
     let mut inference: Option<(Metadata, InferenceSpec)> = None;
+    let mut scale: Option<ScaleSpec> = None;
+    let mut model_load: Option<ModelLoadSpec> = None;
     let at = |line: usize, message: String, fix: Option<String>| SpecError {
         file: file.to_owned(),
         line,
@@ -455,6 +517,29 @@ pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
                     None => {}
                 }
             }
+            "ScaleSpec" => {
+                if let Some(spec) = typed_document::<ScaleSpec>(file, text, index, &mut errors) {
+                    if scale.replace(spec).is_some() {
+                        errors.push(at(
+                            nth_line(text, index, "kind:"),
+                            "more than one ScaleSpec document".into(),
+                            Some("keep one ScaleSpec per file".into()),
+                        ));
+                    }
+                }
+            }
+            "ModelLoadSpec" => {
+                if let Some(spec) = typed_document::<ModelLoadSpec>(file, text, index, &mut errors)
+                {
+                    if model_load.replace(spec).is_some() {
+                        errors.push(at(
+                            nth_line(text, index, "kind:"),
+                            "more than one ModelLoadSpec document".into(),
+                            Some("keep one ModelLoadSpec per file".into()),
+                        ));
+                    }
+                }
+            }
             other => errors.push(SpecError {
                 path: "kind".into(),
                 ..at(
@@ -485,6 +570,8 @@ pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
             path: file.to_owned(),
             metadata,
             inference,
+            scale,
+            model_load,
         }),
         None => Err(SpecErrors(vec![at(
             0,
