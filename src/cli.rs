@@ -70,12 +70,15 @@ pub enum Command {
         /// The spec file.
         spec: PathBuf,
     },
-    /// Print the JSON Schema of an output file: `summary` (summary.json) or `record`
-    /// (one line of records.jsonl).
+    /// Print a JSON Schema: `spec` (one document of a spec file), `summary`
+    /// (summary.json) or `record` (one line of records.jsonl).
     Schema {
         #[arg(value_enum)]
         of: SchemaOf,
     },
+    /// Print Kubernetes CustomResourceDefinitions for the spec kinds, so a spec file
+    /// can be applied to a cluster (`redline crd | kubectl apply -f -`).
+    Crd,
     /// Serve the LLM simulator: an OpenAI-compatible server (chat, completions,
     /// embeddings, /metrics) driven by a continuous-batching engine model.
     Sim(SimArgs),
@@ -178,6 +181,7 @@ pub struct RunArgs {
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum SchemaOf {
+    Spec,
     Summary,
     Record,
 }
@@ -201,10 +205,15 @@ pub async fn run(cli: Cli) -> Result<i32> {
         } => check(&records, &spec, strict, junit.as_deref()),
         Command::Schema { of } => {
             let schema = match of {
+                SchemaOf::Spec => crate::spec::schema::spec_schema(),
                 SchemaOf::Summary => crate::report::summary_schema(),
                 SchemaOf::Record => crate::report::record_schema(),
             };
             println!("{}", serde_json::to_string_pretty(&schema)?);
+            Ok(exit::OK)
+        }
+        Command::Crd => {
+            print!("{}", crate::spec::schema::crds());
             Ok(exit::OK)
         }
         Command::Sim(args) => sim(args).await,

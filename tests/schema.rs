@@ -100,3 +100,46 @@ async fn real_output_validates_against_the_committed_schemas() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn every_example_document_validates_against_the_spec_schema() {
+    let schema = committed("spec.schema.json", &redline::spec::schema::spec_schema());
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let mut documents = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let value: Value = serde::Deserialize::deserialize(document).unwrap();
+            assert_valid(&schema, &value, &path.display().to_string());
+            documents += 1;
+        }
+    }
+    assert!(documents >= 5, "{documents}");
+    // A typo the spec parser rejects, the schema rejects too (editors flag it early).
+    let typo: Value = serde_yaml::from_str(
+        "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nspec:\n  services: { llm: { url: embedded } }\n  payloadTemplate: {}\n  lod: []\n",
+    )
+    .unwrap();
+    assert!(!jsonschema::validator_for(&schema).unwrap().is_valid(&typo));
+}
+
+#[test]
+fn the_crds_are_kubernetes_custom_resource_definitions_for_each_kind() {
+    let text = redline::spec::schema::crds();
+    let crds: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let kinds: Vec<&str> = crds
+        .iter()
+        .map(|c| c["spec"]["names"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["InferenceSpec", "ScaleSpec", "ModelLoadSpec"]);
+    for crd in &crds {
+        assert_eq!(crd["apiVersion"], "apiextensions.k8s.io/v1");
+        assert_eq!(crd["kind"], "CustomResourceDefinition");
+        let plural = crd["spec"]["names"]["plural"].as_str().unwrap();
+        assert_eq!(crd["metadata"]["name"], format!("{plural}.redline.dev"));
+        assert_eq!(crd["spec"]["versions"][0]["name"], "v1alpha1");
+    }
+}

@@ -727,7 +727,9 @@ mod tests {
 
     #[test]
     fn verdicts_follow_the_bounds_not_the_point_estimate() {
-        let s = set("pass_rate: \">= 99.995%\"\nttft: { p99: \"<= 350ms\", p50: \"<= 100ms\" }\nerror_rate{kind=http_5xx}: \"<= 1%\"\n");
+        let s = set(
+            "pass_rate: \">= 99.995%\"\nttft: { p99: \"<= 350ms\", p50: \"<= 100ms\" }\nerror_rate{kind=http_5xx}: \"<= 1%\"\n",
+        );
         let mut agg = Aggregator::default();
         // 1,000 clean requests: TTFT 1..=1000 ms spread evenly, so p50 ≈ 500 ms.
         for i in 0..1_000 {
@@ -748,7 +750,12 @@ mod tests {
         // A 5xx in every tenth request is certain to break it.
         for i in 0..100 {
             let mut failed = Record::unsent(2_000 + i, 0, Phase::Measure, 0);
-            failed.fail(RecordOutcome::Error, Stage::FirstByte, "http_5xx", "HTTP 503");
+            failed.fail(
+                RecordOutcome::Error,
+                Stage::FirstByte,
+                "http_5xx",
+                "HTTP 503",
+            );
             agg.add(&failed);
         }
         assert_eq!(

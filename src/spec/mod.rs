@@ -4,6 +4,7 @@
 //! The doc comment of each field is its reference documentation.
 
 pub mod error;
+pub mod schema;
 pub mod values;
 
 use std::collections::BTreeMap;
@@ -32,7 +33,7 @@ struct Header {
 }
 
 /// `metadata` of a document.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Metadata {
     /// Name of the test; used in reports and the output directory.
@@ -56,7 +57,7 @@ struct Document<T> {
 }
 
 /// `kind: InferenceSpec` — the load: services, what one session sends, the arrival plan.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InferenceSpec {
     /// Seed of every random choice (arrival times, prompts): same seed, same traffic.
@@ -99,7 +100,7 @@ pub struct InferenceSpec {
 }
 
 /// A service under test.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceSpec {
     /// Base URL (e.g. `http://127.0.0.1:8000`, with or without `/v1`), or `embedded`
@@ -132,7 +133,9 @@ pub struct ServiceSpec {
     pub tokenizer: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ApiKind {
     /// `/v1/chat/completions`
@@ -145,7 +148,7 @@ pub enum ApiKind {
 }
 
 /// What one session sends.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PayloadTemplate {
     /// Where prompts come from (OpenAI APIs).
@@ -169,7 +172,7 @@ pub struct PayloadTemplate {
 }
 
 /// A plain HTTP request, for `api: http` services.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HttpRequestSpec {
     /// HTTP method (default GET).
@@ -202,7 +205,7 @@ fn yes() -> bool {
 }
 
 /// Prompt sources: exactly one of `synthetic` or `file`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PromptsSpec {
     /// Generated prompts of given token lengths.
@@ -215,7 +218,7 @@ pub struct PromptsSpec {
 }
 
 /// Synthetic prompts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SyntheticSpec {
     /// Prompt length in tokens.
@@ -236,7 +239,7 @@ fn one() -> u32 {
 
 /// A token length: a number, `{mean, stddev}` (normal), or `{min, max}` (uniform);
 /// `min`/`max` also bound a normal draw.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged, deny_unknown_fields)]
 pub enum LengthSpec {
     Fixed(u32),
@@ -256,7 +259,7 @@ pub enum LengthSpec {
 
 /// One load stage: open loop (`rate`, with an `arrival` process), closed loop
 /// (`concurrency`) or a `sweep`, bounded by `duration` and/or `requests`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StageSpec {
     /// Find the rate the service can hold: one session at a time, then as many as
@@ -296,7 +299,7 @@ pub struct StageSpec {
 }
 
 /// A rate sweep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SweepSpec {
     /// Open-loop rates between the synchronous and the throughput point (default 8).
@@ -318,7 +321,7 @@ fn sweep_concurrency() -> u32 {
 
 /// Per-request SLOs that make a request count toward goodput (vLLM's `--goodput`): it
 /// succeeded and met every bound given.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GoodputSpec {
     /// Send → first content token at most this.
@@ -332,7 +335,7 @@ pub struct GoodputSpec {
     pub e2e: Option<Dur>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ArrivalKind {
     Constant,
@@ -341,7 +344,7 @@ pub enum ArrivalKind {
 }
 
 /// Client-side time limits.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TimeoutsSpec {
     /// TCP connect (default 10s).
@@ -373,7 +376,7 @@ fn nth_line(text: &str, index: usize, key: &str) -> usize {
 }
 
 /// `kind: ScaleSpec` — the gate (`sloThresholds`) and replica bounds.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ScaleSpec {
     /// Fewest replicas the service may run (recorded with the verdicts; scaling advice
@@ -386,12 +389,13 @@ pub struct ScaleSpec {
     /// plus `preset`, `confidence`, `abort_on_fail` and `delay`. Checked by
     /// [`crate::slo`], which knows the metrics.
     #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub slo_thresholds: serde_yaml::Mapping,
 }
 
 /// `kind: ModelLoadSpec` — the model a test loads. Accepted and validated; its cold- and
 /// warm-start experiments come in a later version.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ModelLoadSpec {
     /// The model, e.g. `Qwen/Qwen2.5-7B-Instruct`.
@@ -403,7 +407,7 @@ pub struct ModelLoadSpec {
     pub cache_policy: Option<CachePolicy>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CachePolicy {
     Cold,

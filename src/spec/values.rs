@@ -11,6 +11,20 @@ use serde::{Deserialize, Serialize, Serializer};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Dur(pub Duration);
 
+impl schemars::JsonSchema for Dur {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A duration: `250ms`, `30s`, `1.5m`, `2h` (a bare number is seconds).",
+            "type": ["string", "number"],
+            "pattern": "^[0-9.]+ *(us|ms|s|m|h)?$"
+        })
+    }
+}
+
 impl Dur {
     pub fn parse(text: &str) -> Result<Dur, String> {
         let text = text.trim();
