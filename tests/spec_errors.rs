@@ -212,3 +212,29 @@ fn slo_mistakes_name_the_field_and_the_choices() {
          fix: choose from: redlines\n"
     );
 }
+
+#[test]
+fn a_model_load_spec_is_accepted_and_checked() {
+    let load = "---\napiVersion: redline.dev/v1alpha1\nkind: ModelLoadSpec\nspec:\n  modelRef: Qwen/Qwen2.5-7B-Instruct\n  resourceLimits: { gpuMemory: 24Gi }\n  cachePolicy: warm\n";
+    let base = format!(
+        "{}  load:\n    - {{ rate: 5, duration: 10s }}\n",
+        spec(SERVICES)
+    );
+    let text = format!("{base}{load}");
+    let file = redline::spec::parse("test.yaml", &text).unwrap();
+    assert_eq!(
+        file.model_load.unwrap().model_ref,
+        "Qwen/Qwen2.5-7B-Instruct"
+    );
+    let text = format!(
+        "{base}{}",
+        load.replace("cachePolicy: warm", "cachePolicy: lukewarm")
+    );
+    let message = errors(&text);
+    assert!(
+        message.starts_with(
+            "1 problem in the spec:\ntest.yaml:17:16: spec.cachePolicy: unknown variant `lukewarm`"
+        ),
+        "{message}"
+    );
+}
