@@ -18,6 +18,7 @@ use crate::spec::{
     self, ApiKind, Dur, InferenceSpec, LengthSpec, Metadata, PayloadTemplate, PromptsSpec,
     ServiceSpec, SpecErrors, SpecFile, StageSpec, SweepSpec, SyntheticSpec,
 };
+use crate::tokenizer::LocalTokenizer;
 
 /// Exit codes, as documented in `--help` and the README.
 pub mod exit {
@@ -76,12 +77,61 @@ pub enum Command {
         #[arg(value_enum)]
         of: SchemaOf,
     },
+    /// Learn prompt templates from a log (JSONL with a prompt/messages field, or one
+    /// prompt a line): TF-IDF, k-means++, one template per cluster with its weight and
+    /// slots. The output is a prompt source for specs (`prompts: { templates: … }`).
+    Datagen(DatagenArgs),
     /// Print Kubernetes CustomResourceDefinitions for the spec kinds, so a spec file
     /// can be applied to a cluster (`redline crd | kubectl apply -f -`).
     Crd,
     /// Serve the LLM simulator: an OpenAI-compatible server (chat, completions,
     /// embeddings, /metrics) driven by a continuous-batching engine model.
     Sim(SimArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DatagenArgs {
+    /// The log to learn from.
+    #[arg(required_unless_present = "synthetic_log")]
+    pub log: Option<PathBuf>,
+    /// Templates (clusters) to learn.
+    #[arg(long, default_value_t = 8)]
+    pub k: usize,
+    /// Where to write the templates (YAML).
+    #[arg(long, default_value = "templates.yaml")]
+    pub out: PathBuf,
+    /// JSON field holding the prompt [default: prompt, else messages].
+    #[arg(long)]
+    pub field: Option<String>,
+    /// Keep prompts of at least this many tokens.
+    #[arg(long, default_value_t = 12)]
+    pub min_length: u32,
+    /// Keep prompts of at most this many tokens.
+    #[arg(long, default_value_t = 512)]
+    pub max_length: u32,
+    /// Seed of the sample and of k-means++.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Prompts held in memory to fit on (a seeded reservoir sample of the log).
+    #[arg(long, default_value_t = 10_000)]
+    pub sample: usize,
+    /// Count and skip lines that are not valid JSON or have no prompt.
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// A JSON field with each line's known family: also print how well the clusters
+    /// recover it (adjusted Rand index).
+    #[arg(long)]
+    pub label_field: Option<String>,
+    /// Tokenizer for the length bounds and statistics (as in specs).
+    #[arg(long, default_value = "cl100k_base")]
+    pub tokenizer: String,
+    /// Print each template's weight and first 40 characters.
+    #[arg(long)]
+    pub preview: bool,
+    /// Instead of learning: write a synthetic log of N lines from eight known prompt
+    /// families (with a `family` field) to LOG_FILE, for demos and tests.
+    #[arg(long, value_names = ["N", "LOG_FILE"], num_args = 2, conflicts_with = "log")]
+    pub synthetic_log: Option<Vec<String>>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -212,6 +262,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(exit::OK)
         }
+        Command::Datagen(args) => datagen(args),
         Command::Crd => {
             print!("{}", crate::spec::schema::crds());
             Ok(exit::OK)
@@ -298,6 +349,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
         Some(path) => PromptsSpec {
             file: Some(std::path::absolute(path)?),
             synthetic: None,
+            templates: None,
         },
         None => PromptsSpec {
             synthetic: Some(SyntheticSpec {
@@ -307,6 +359,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
                 prefixes: 1,
             }),
             file: None,
+            templates: None,
         },
     };
     let service = ServiceSpec {
@@ -509,6 +562,104 @@ fn check(records: &Path, spec: &Path, strict: bool, junit: Option<&Path>) -> Res
     } else {
         exit::SLO_FAILED
     })
+}
+
+/// `redline datagen`: learn templates from a log, or write a synthetic one.
+fn datagen(args: DatagenArgs) -> Result<i32> {
+    if let Some(synthetic) = &args.synthetic_log {
+        let lines: u64 = synthetic[0]
+            .parse()
+            .with_context(|| format!("--synthetic-log: `{}` is not a line count", synthetic[0]))?;
+        let path = PathBuf::from(&synthetic[1]);
+        let mut out = std::io::BufWriter::new(
+            std::fs::File::create(&path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        );
+        let counts = crate::datagen::synth::write_log(&mut out, lines, args.seed)?;
+        std::io::Write::flush(&mut out)?;
+        println!(
+            "{}: {lines} prompts from {} families",
+            path.display(),
+            counts.len()
+        );
+        for ((share, template, _), count) in crate::datagen::synth::FAMILIES.iter().zip(counts) {
+            println!(
+                "  {count:>9}  ({:>4.1}% planned)  {template}",
+                share * 100.0
+            );
+        }
+        return Ok(exit::OK);
+    }
+    let log = args
+        .log
+        .clone()
+        .expect("clap requires a log without --synthetic-log");
+    let tokenizer = match LocalTokenizer::by_name(&args.tokenizer) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("redline: --tokenizer: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    if args.k == 0 || args.sample == 0 || args.min_length > args.max_length {
+        eprintln!(
+            "redline: --k and --sample must be at least 1, and --min-length at most --max-length"
+        );
+        return Ok(exit::USAGE);
+    }
+    let options = crate::datagen::Options {
+        k: args.k,
+        field: args.field.clone(),
+        min_length: args.min_length,
+        max_length: args.max_length,
+        seed: args.seed,
+        sample: args.sample,
+        skip_invalid: args.skip_invalid,
+        label_field: args.label_field.clone(),
+        tokenizer,
+    };
+    let (file, fidelity) = match crate::datagen::learn(&log, &options) {
+        Ok(learned) => learned,
+        Err(e) => {
+            eprintln!("redline: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
+    crate::datagen::write(&file, &args.out)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    let s = &file.source;
+    println!(
+        "{}: {} lines · {} prompts of {}–{} tokens · {} outside · {} invalid skipped",
+        s.log,
+        s.lines,
+        s.kept,
+        args.min_length,
+        args.max_length,
+        s.outside_length,
+        s.skipped_invalid
+    );
+    println!(
+        "  {} templates → {}",
+        file.templates.len(),
+        args.out.display()
+    );
+    if args.preview {
+        for t in &file.templates {
+            let head: String = t.template.chars().take(40).collect();
+            println!("  {:>6.2}%  {head}", t.weight * 100.0);
+        }
+    }
+    println!(
+        "  generated vs log: length distribution KS distance {:.3} · cluster-share distance {:.3}",
+        fidelity.length_ks, fidelity.share_distance
+    );
+    if let Some(ari) = fidelity.ari {
+        println!(
+            "  against `{}`: adjusted Rand index {ari:.3}",
+            args.label_field.as_deref().unwrap_or("")
+        );
+    }
+    Ok(exit::OK)
 }
 
 /// Writes the simulator's tokenizer as a Hugging Face model directory would hold it.

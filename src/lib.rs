@@ -19,6 +19,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod datagen;
 pub mod metrics;
 pub mod pacer;
 pub mod record;

@@ -319,25 +319,52 @@ fn prompts_from_spec(
     tokenizer: LocalTokenizer,
     problem: &mut Problem,
 ) -> Option<PromptSource> {
+    let given = [
+        prompts.synthetic.is_some(),
+        prompts.file.is_some(),
+        prompts.templates.is_some(),
+    ];
+    if given.iter().filter(|g| **g).count() != 1 {
+        problem(
+            "spec.payloadTemplate.prompts",
+            "needs exactly one source".into(),
+            Some(
+                "give `synthetic: {…}`, `file: prompts.jsonl` or `templates: { file: templates.yaml, output_tokens: 128 }`"
+                    .into(),
+            ),
+        );
+        return None;
+    }
+    let relative = |path: &Path| {
+        Path::new(spec_path)
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(path)
+    };
+    if let Some(t) = &prompts.templates {
+        let generator = crate::datagen::Generator::load(&relative(&t.file))
+            .map_err(|e| problem("spec.payloadTemplate.prompts.templates.file", e, None))
+            .ok();
+        let output = Length::from_spec(&t.output_tokens)
+            .map_err(|e| {
+                problem(
+                    "spec.payloadTemplate.prompts.templates.output_tokens",
+                    e,
+                    None,
+                )
+            })
+            .ok();
+        return generator
+            .zip(output)
+            .map(|(generator, output)| PromptSource::Templates {
+                generator,
+                output,
+                tokenizer,
+            });
+    }
     match prompts {
         PromptsSpec {
-            synthetic: Some(_),
-            file: Some(_),
-        }
-        | PromptsSpec {
-            synthetic: None,
-            file: None,
-        } => {
-            problem(
-                "spec.payloadTemplate.prompts",
-                "needs exactly one source".into(),
-                Some("give `synthetic: {…}` or `file: prompts.jsonl`".into()),
-            );
-            None
-        }
-        PromptsSpec {
-            synthetic: Some(s),
-            file: None,
+            synthetic: Some(s), ..
         } => {
             let input = Length::from_spec(&s.input_tokens)
                 .map_err(|e| {
@@ -376,17 +403,11 @@ fn prompts_from_spec(
                 .map(|(i, o)| PromptSource::synthetic(i, o, s.prefix_tokens, s.prefixes, seed))
         }
         PromptsSpec {
-            synthetic: None,
-            file: Some(path),
-        } => {
-            let path = Path::new(spec_path)
-                .parent()
-                .unwrap_or(Path::new("."))
-                .join(path);
-            PromptSource::from_jsonl(&path, tokenizer)
-                .map_err(|e| problem("spec.payloadTemplate.prompts.file", e, None))
-                .ok()
-        }
+            file: Some(path), ..
+        } => PromptSource::from_jsonl(&relative(path), tokenizer)
+            .map_err(|e| problem("spec.payloadTemplate.prompts.file", e, None))
+            .ok(),
+        PromptsSpec { .. } => unreachable!("exactly one source was checked above"),
     }
 }
 

@@ -9,6 +9,7 @@ use rand_distr::{Distribution, Normal};
 use serde_json::Value;
 
 use crate::client::openai::{Payload, PromptBody};
+use crate::datagen::Generator;
 use crate::sim::text::mix_seed;
 use crate::spec::LengthSpec;
 use crate::tokenize::WORDS;
@@ -93,7 +94,7 @@ impl Length {
 }
 
 /// Where prompts come from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum PromptSource {
     Synthetic {
         input: Length,
@@ -104,6 +105,13 @@ pub enum PromptSource {
     },
     /// Dataset lines, sent in order and then again from the start.
     Dataset(Vec<Payload>),
+    /// Prompts drawn from learned templates.
+    Templates {
+        generator: Generator,
+        output: Length,
+        /// Counts each prompt's tokens, for when the server reports none.
+        tokenizer: LocalTokenizer,
+    },
 }
 
 impl PromptSource {
@@ -156,6 +164,19 @@ impl PromptSource {
             }
             PromptSource::Dataset(entries) => {
                 entries[(index % entries.len() as u64) as usize].clone()
+            }
+            PromptSource::Templates {
+                generator,
+                output,
+                tokenizer,
+            } => {
+                let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x5445_4d50, index]));
+                let text = generator.prompt(&mut rng);
+                Payload {
+                    input_tokens: tokenizer.count(&text) as u32,
+                    prompt: PromptBody::Text(text),
+                    max_tokens: Some(output.sample(&mut rng)),
+                }
             }
         }
     }

@@ -539,3 +539,51 @@ async fn a_hugging_face_tokenizer_counts_what_the_server_did_not_report() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_from_learned_templates_are_what_the_server_receives() {
+    // A log of eight known families → `redline datagen`'s templates → a spec's prompt
+    // source. Without usage in the stream, the input count is the client's own count
+    // of the text it sent; the simulator's count of what it received must match.
+    let dir = temp_dir("templates");
+    let log = dir.join("log.jsonl");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&log).unwrap());
+    redline::datagen::synth::write_log(&mut out, 3_000, 5).unwrap();
+    drop(out);
+    let options = redline::datagen::Options {
+        k: 8,
+        field: None,
+        min_length: 4,
+        max_length: 512,
+        seed: 1,
+        sample: 3_000,
+        skip_invalid: false,
+        label_field: None,
+        tokenizer: redline::tokenizer::LocalTokenizer::by_name("sim").unwrap(),
+    };
+    let (file, _) = redline::datagen::learn(&log, &options).unwrap();
+    let templates = dir.join("templates.yaml");
+    redline::datagen::write(&file, &templates).unwrap();
+    let spec = |seed: u64| {
+        scenario(&format!(
+            "  seed: {seed}\n  services:\n    llm: {{ url: embedded, profile: tiny, api: completions }}\n  payloadTemplate:\n    include_usage: false\n    prompts: {{ templates: {{ file: \"{}\", output_tokens: 8 }} }}\n  load:\n    - {{ concurrency: 4, requests: 60 }}\n",
+            templates.display()
+        ))
+    };
+    let (result, records) = run_to_records(spec(3), "templates-run").await;
+    assert_eq!(result.aggregator.counts.ok, 60);
+    for r in &records {
+        let truth = r.server.expect("ground truth");
+        assert_eq!(r.input_tokens, Some(truth.prompt_tokens), "seq {}", r.seq);
+    }
+    // Same spec and seed, same prompts; another seed, other prompts.
+    let prompts = |s: Scenario| match s.workload {
+        redline::scenario::Workload::Llm { prompts, .. } => (0..60)
+            .map(|i| format!("{:?}", prompts.payload(s.seed, i).prompt))
+            .collect::<Vec<_>>(),
+        _ => unreachable!("an LLM workload"),
+    };
+    assert_eq!(prompts(spec(3)), prompts(spec(3)));
+    assert_ne!(prompts(spec(3)), prompts(spec(4)));
+    std::fs::remove_dir_all(dir).unwrap();
+}

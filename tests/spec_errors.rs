@@ -238,3 +238,17 @@ fn a_model_load_spec_is_accepted_and_checked() {
         "{message}"
     );
 }
+
+#[test]
+fn a_missing_template_file_is_named() {
+    let text = spec(
+        "  services:\n    llm: { url: embedded }\n  payloadTemplate:\n    prompts: { templates: { file: nowhere.yaml, output_tokens: 16 } }\n  load:\n    - { rate: 5, duration: 10s }\n",
+    );
+    let message = errors(&text);
+    assert!(
+        message.starts_with(
+            "1 problem in the spec:\ntest.yaml:8:29: spec.payloadTemplate.prompts.templates.file: nowhere.yaml: cannot read: "
+        ),
+        "{message}"
+    );
+}

@@ -215,6 +215,20 @@ pub struct PromptsSpec {
     /// `{"messages": […]}` per line, with an optional `max_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<PathBuf>,
+    /// Templates learned by `redline datagen`: prompts drawn by the templates'
+    /// weights, slots filled from the values seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub templates: Option<TemplatesSpec>,
+}
+
+/// A template file from `redline datagen`, and the answer lengths to ask for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TemplatesSpec {
+    /// The file (relative to the spec file).
+    pub file: PathBuf,
+    /// Answer length in tokens (sent as `max_tokens`).
+    pub output_tokens: LengthSpec,
 }
 
 /// Synthetic prompts.
