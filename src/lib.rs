@@ -5,6 +5,7 @@
 //! - [`scenario`]: the validated scenario a spec (or the CLI's shorthands) means.
 //! - [`schedule`]: arrival processes and stages, pure and seeded.
 //! - [`pacer`]: releases open-loop arrivals on time, from a thread of its own.
+//! - [`replay`]: timestamped request traces, replayed on their own schedule.
 //! - [`workload`]: prompt sources (synthetic lengths, shared prefixes, JSONL datasets).
 //! - [`client`]: protocol clients and the incremental SSE decoder.
 //! - [`record`]: the outcome record, one per scheduled request.
@@ -23,6 +24,7 @@ pub mod datagen;
 pub mod metrics;
 pub mod pacer;
 pub mod record;
+pub mod replay;
 pub mod report;
 pub mod runner;
 pub mod scenario;

@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::http::{self, HttpTarget};
-use crate::client::openai::{self, Api, LlmTarget};
+use crate::client::openai::{self, Api, LlmTarget, Payload};
 use crate::client::{HttpClient, RunClock, http_client};
 use crate::metrics::Aggregator;
 use crate::pacer::Pacer;
@@ -269,6 +269,19 @@ pub async fn run(
                     .await
                     .end
             }
+            Stage::Replay { .. } => {
+                executed.push(ExecutedStage::of(stage, None));
+                run_replay(
+                    &shared,
+                    stage,
+                    index,
+                    stage_start,
+                    &mut seq,
+                    &mut tasks,
+                    &stop,
+                )
+                .await?
+            }
             Stage::Sweep { .. } => {
                 run_sweep(
                     &shared,
@@ -366,7 +379,7 @@ async fn run_open(
             },
             None => None,
         };
-        launch(shared, index, intended, *seq, stage_permit, tasks);
+        launch(shared, index, intended, *seq, stage_permit, None, tasks);
         *seq += 1;
         // A JoinSet keeps each finished task until it is joined: reap them as we go,
         // or memory grows with the length of the run instead of what is in flight.
@@ -375,10 +388,55 @@ async fn run_open(
     Ok(stage.duration().map_or(last, |d| stage_start + d))
 }
 
+/// Replays a trace: each entry at its own time (divided by the speed), with the prompt
+/// its lengths and hash ids describe. Returns the stage's end.
+async fn run_replay(
+    shared: &Arc<Shared>,
+    stage: &Stage,
+    index: u32,
+    stage_start: Duration,
+    seq: &mut u64,
+    tasks: &mut JoinSet<()>,
+    stop: &CancellationToken,
+) -> Result<Duration> {
+    let Stage::Replay {
+        trace,
+        speed,
+        block_tokens,
+        ..
+    } = stage
+    else {
+        unreachable!("called for replays")
+    };
+    let speed = *speed;
+    let offsets: Vec<Duration> = trace.iter().map(|e| e.at.div_f64(speed)).collect();
+    let mut pacer = Pacer::start(shared.clock.start() + stage_start, offsets.into_iter())
+        .context("cannot start the pacer thread")?;
+    let mut last = stage_start;
+    for entry in trace.iter() {
+        let offset = tokio::select! {
+            next = pacer.next() => match next {
+                Some(offset) => offset,
+                None => break,
+            },
+            _ = stop.cancelled() => return Ok(last),
+        };
+        let intended = stage_start + offset;
+        last = intended;
+        let payload = crate::replay::payload(entry, *block_tokens, shared.scenario.seed, *seq);
+        launch(shared, index, intended, *seq, None, Some(payload), tasks);
+        *seq += 1;
+        while tasks.try_join_next().is_some() {}
+    }
+    Ok(last)
+}
+
 /// A request that got a place in flight: its record, and the permits it holds.
 struct Admitted {
     record: Record,
     seq: u64,
+    /// What to send, when the stage says (a trace entry); else the prompt source's.
+    payload: Option<Payload>,
     _permits: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
 }
 
@@ -414,6 +472,7 @@ fn admit(
     Some(Admitted {
         record,
         seq,
+        payload: None,
         _permits: (permit, stage_permit),
     })
 }
@@ -424,12 +483,13 @@ async fn execute(shared: &Shared, admitted: Admitted) -> (Outcome, u64) {
     let Admitted {
         mut record,
         seq,
+        payload,
         _permits,
     } = admitted;
     let request = async {
         match &shared.target {
             Target::Llm { target, prompts } => {
-                let payload = prompts.payload(shared.scenario.seed, seq);
+                let payload = payload.unwrap_or_else(|| prompts.payload(shared.scenario.seed, seq));
                 openai::call(&shared.http, target, &payload, shared.clock, &mut record).await;
             }
             Target::Http(target) => {
@@ -456,9 +516,11 @@ fn launch(
     intended: Duration,
     seq: u64,
     stage_permit: Option<OwnedSemaphorePermit>,
+    payload: Option<Payload>,
     tasks: &mut JoinSet<()>,
 ) {
-    if let Some(admitted) = admit(shared, stage, intended, seq, stage_permit) {
+    if let Some(mut admitted) = admit(shared, stage, intended, seq, stage_permit) {
+        admitted.payload = payload;
         let shared = shared.clone();
         tasks.spawn(async move {
             execute(&shared, admitted).await;

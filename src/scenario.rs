@@ -231,7 +231,7 @@ impl Scenario {
             (None, true) => problem("spec.load", "no load: nothing to run".into(), Some("add stages, e.g. `load: [{ arrival: poisson, rate: 10, duration: 30s }]`, or `qpsTarget` + `duration`".into())),
             (None, false) => {
                 for (i, stage) in spec.load.iter().enumerate() {
-                    match stage_from_spec(stage) {
+                    match stage_from_spec(stage, spec_dir) {
                         Ok(stage) => stages.push(stage),
                         Err((field, message, fix)) => problem(&format!("spec.load[{i}]{field}"), message, fix),
                     }
@@ -578,7 +578,50 @@ fn service_from_spec(
 
 type StageProblem = (&'static str, String, Option<String>);
 
-fn stage_from_spec(s: &StageSpec) -> Result<Stage, StageProblem> {
+fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, StageProblem> {
+    if let Some(replay) = &s.replay {
+        for (set, field) in [
+            (s.rate.is_some(), ".rate"),
+            (s.concurrency.is_some(), ".concurrency"),
+            (s.sweep.is_some(), ".sweep"),
+            (s.duration.is_some(), ".duration"),
+            (s.requests.is_some(), ".requests"),
+            (s.arrival.is_some(), ".arrival"),
+            (s.ramp_to.is_some(), ".ramp_to"),
+            (s.burstiness.is_some(), ".burstiness"),
+            (s.think_time.is_some(), ".think_time"),
+            (s.max_concurrency.is_some(), ".max_concurrency"),
+        ] {
+            if set {
+                return Err((
+                    field,
+                    "does not apply to a `replay`, which takes its times and count from the trace"
+                        .into(),
+                    Some("remove it, or make it a stage of its own".into()),
+                ));
+            }
+        }
+        let speed = replay.speed.unwrap_or(1.0);
+        if !(speed.is_finite() && speed > 0.0) {
+            return Err((
+                ".replay.speed",
+                format!("must be a positive number, got {speed}"),
+                None,
+            ));
+        }
+        let block_tokens = replay.block_tokens.unwrap_or(512);
+        if block_tokens == 0 {
+            return Err((".replay.block_tokens", "must be at least 1".into(), None));
+        }
+        let trace = crate::replay::read(&spec_dir.join(&replay.file))
+            .map_err(|e| (".replay.file", e, None))?;
+        return Ok(Stage::Replay {
+            trace: std::sync::Arc::new(trace),
+            speed,
+            block_tokens,
+            file: replay.file.display().to_string(),
+        });
+    }
     if s.duration.is_none() && s.requests.is_none() {
         return Err((
             "",

@@ -54,6 +54,14 @@ pub enum Stage {
         duration: Option<Duration>,
         requests: Option<u64>,
     },
+    /// A trace's requests at its own times (divided by `speed`).
+    Replay {
+        trace: std::sync::Arc<Vec<crate::replay::TraceEntry>>,
+        speed: f64,
+        block_tokens: u32,
+        /// Shown in reports.
+        file: String,
+    },
 }
 
 /// A stage as it ran: a sweep runs as several, with rates found on the way.
@@ -114,6 +122,7 @@ impl Stage {
             Stage::Sweep {
                 duration, rates, ..
             } => duration.map(|d| d * (rates + 2)),
+            Stage::Replay { trace, speed, .. } => trace.last().map(|e| e.at.div_f64(*speed)),
         }
     }
 
@@ -123,6 +132,7 @@ impl Stage {
             Stage::Open { requests, .. }
             | Stage::Closed { requests, .. }
             | Stage::Sweep { requests, .. } => *requests,
+            Stage::Replay { trace, .. } => Some(trace.len() as u64),
         }
     }
 
@@ -163,6 +173,9 @@ impl Stage {
                     format!(", think {think_time:?}")
                 };
                 format!("closed loop, {concurrency} sessions{think}, {bound}")
+            }
+            Stage::Replay { file, speed, .. } => {
+                format!("replay of {file} at {speed}× speed, {bound}")
             }
             Stage::Sweep {
                 arrival,

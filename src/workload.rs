@@ -234,7 +234,9 @@ impl PromptSource {
 }
 
 /// `n` random words, one token each.
-fn words(rng: &mut ChaCha8Rng, n: u32) -> String {
+/// `n` words of the simulator's vocabulary, each with its leading space: exactly `n`
+/// tokens in the simulator's tokenizer and in cl100k_base.
+pub fn words(rng: &mut ChaCha8Rng, n: u32) -> String {
     let mut out = String::with_capacity(n as usize * 7);
     for _ in 0..n {
         out.push(' ');

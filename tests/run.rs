@@ -587,3 +587,51 @@ async fn prompts_from_learned_templates_are_what_the_server_receives() {
     assert_ne!(prompts(spec(3)), prompts(spec(4)));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_replays_on_its_own_schedule_with_its_prefixes() {
+    let _serial = TIMING.lock().await;
+    // 120 requests 40 ms apart in the trace, replayed at 2× speed; every fourth starts
+    // a new conversation, whose later requests repeat its first block.
+    let dir = temp_dir("replay");
+    let trace = dir.join("trace.jsonl");
+    let lines: Vec<String> = (0..120u64)
+        .map(|i| {
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": {}, \"output_length\": 4, \"hash_ids\": [{}, {}]}}",
+                5_000 + i * 40,
+                40 + i % 7,
+                i / 4,
+                1_000 + i
+            )
+        })
+        .collect();
+    std::fs::write(&trace, lines.join("\n")).unwrap();
+    let s = scenario(&format!(
+        "  services:\n    llm: {{ url: embedded, profile: 7b, api: completions }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 8, output_tokens: 4 }} }}\n  load:\n    - {{ replay: {{ file: \"{}\", speed: 2, block_tokens: 16 }} }}\n",
+        trace.display()
+    ));
+    let (result, mut records) = run_to_records(s, "replay-run").await;
+    assert_eq!(result.aggregator.counts.ok, 120);
+    records.sort_by_key(|r| r.seq);
+    for (i, r) in records.iter().enumerate() {
+        // Relative to the trace's first request, at twice the speed.
+        assert_eq!(r.intended_us, i as u64 * 20_000, "seq {i}");
+        // The server counted exactly the trace's input length.
+        assert_eq!(r.input_tokens, Some(40 + i as u32 % 7), "seq {i}");
+        let cached = r.server.unwrap().cached_prompt_tokens;
+        if i % 4 != 0 {
+            // The conversation's first 16-token block was computed before: a hit.
+            assert!(cached >= 16, "seq {i}: {cached} cached tokens");
+        }
+    }
+    let mut lags: Vec<f64> = records
+        .iter()
+        .map(|r| (r.sent_us.unwrap() - r.intended_us) as f64 / 1e3)
+        .collect();
+    assert!(
+        percentile(&mut lags, 0.5) < 2.0,
+        "the trace's schedule was kept"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

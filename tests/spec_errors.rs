@@ -28,7 +28,7 @@ fn unknown_key_names_the_nearest_one() {
         errors(&text),
         "1 problem in the spec:\n\
          test.yaml:10:9: spec.load[0]: unknown field `rat`\n  \
-         fix: did you mean `rate`? Choose from: sweep, arrival, rate, ramp_to, burstiness, max_concurrency, concurrency, think_time, duration, requests\n"
+         fix: did you mean `rate`? Choose from: sweep, replay, arrival, rate, ramp_to, burstiness, max_concurrency, concurrency, think_time, duration, requests\n"
     );
 }
 
@@ -250,5 +250,19 @@ fn a_missing_template_file_is_named() {
             "1 problem in the spec:\ntest.yaml:8:29: spec.payloadTemplate.prompts.templates.file: nowhere.yaml: cannot read: "
         ),
         "{message}"
+    );
+}
+
+#[test]
+fn a_replay_takes_its_times_from_the_trace() {
+    let text = spec(&format!(
+        "{SERVICES}  load:\n    - {{ replay: {{ file: missing.jsonl }}, rate: 5 }}\n    - {{ replay: {{ file: missing.jsonl, speed: 0 }} }}\n"
+    ));
+    assert_eq!(
+        errors(&text),
+        "2 problems in the spec:\n\
+         test.yaml:10:42: spec.load[0].rate: does not apply to a `replay`, which takes its times and count from the trace\n  \
+         fix: remove it, or make it a stage of its own\n\
+         test.yaml:11:40: spec.load[1].replay.speed: must be a positive number, got 0\n"
     );
 }

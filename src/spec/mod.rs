@@ -281,6 +281,10 @@ pub struct StageSpec {
     /// achieved rates (GuideLLM's sweep). `duration`/`requests` bound each point.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepSpec>,
+    /// Replay a timestamped trace (Mooncake JSONL: `timestamp` ms, `input_length`,
+    /// `output_length`, `hash_ids`) on its own schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplaySpec>,
     /// Arrival process of an open-loop stage (default poisson).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrival: Option<ArrivalKind>,
@@ -310,6 +314,20 @@ pub struct StageSpec {
     /// Most requests the stage schedules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
+}
+
+/// A trace to replay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaySpec {
+    /// The trace (relative to the spec file).
+    pub file: PathBuf,
+    /// Time scale: 2 replays twice as fast (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<f64>,
+    /// Tokens each `hash_ids` entry stands for (default 512, as in Mooncake traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_tokens: Option<u32>,
 }
 
 /// A rate sweep.

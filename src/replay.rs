@@ -1,0 +1,165 @@
+//! Trace replay: a timestamped request trace (Mooncake's JSONL format) sent on its own
+//! schedule. Each line is `{"timestamp": ms, "input_length": n, "output_length": n,
+//! "hash_ids": [...]}`; requests whose `hash_ids` share a prefix share the prompt
+//! blocks those ids stand for, so the server's prefix cache sees what it saw in
+//! production.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde_json::Value;
+
+use crate::client::openai::{Payload, PromptBody};
+use crate::sim::text::mix_seed;
+use crate::workload::words;
+
+/// One request of a trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceEntry {
+    /// Offset from the trace's first request.
+    pub at: Duration,
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+    /// Ids of the prompt's blocks, in order; equal ids are equal text.
+    pub hash_ids: Vec<u64>,
+}
+
+/// Reads a trace; errors name the file and line.
+pub fn read(path: &Path) -> Result<Vec<TraceEntry>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let mut entries = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = || format!("{}:{}", path.display(), n + 1);
+        let value: Value =
+            serde_json::from_str(line).map_err(|e| format!("{}: not valid JSON: {e}", at()))?;
+        let number = |names: &[&str]| {
+            names
+                .iter()
+                .find_map(|name| value.get(*name))
+                .and_then(Value::as_f64)
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| format!("{}: needs `{}`, a number >= 0", at(), names.join("` or `")))
+        };
+        let timestamp_ms = number(&["timestamp", "arrival_ms"])?;
+        let input = number(&["input_length", "input_tokens"])?;
+        let output = number(&["output_length", "output_tokens"])?;
+        if input < 1.0 || output < 1.0 {
+            return Err(format!("{}: lengths must be at least 1 token", at()));
+        }
+        let hash_ids = match value.get("hash_ids") {
+            None => Vec::new(),
+            Some(Value::Array(ids)) => ids
+                .iter()
+                .map(|id| {
+                    id.as_u64()
+                        .ok_or_else(|| format!("{}: hash_ids must be non-negative integers", at()))
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(format!("{}: hash_ids must be a list", at())),
+        };
+        entries.push(TraceEntry {
+            at: Duration::from_secs_f64(timestamp_ms / 1e3),
+            input_tokens: input as u32,
+            output_tokens: output as u32,
+            hash_ids,
+        });
+    }
+    if entries.is_empty() {
+        return Err(format!("{}: the trace is empty", path.display()));
+    }
+    if entries.windows(2).any(|w| w[1].at < w[0].at) {
+        return Err(format!(
+            "{}: timestamps must not decrease (sort the trace by timestamp)",
+            path.display()
+        ));
+    }
+    let first = entries[0].at;
+    for e in &mut entries {
+        e.at -= first;
+    }
+    Ok(entries)
+}
+
+/// The prompt of a trace entry: one block of `block_tokens` words per hash id (the last
+/// cut to the input length), then fresh words up to the input length. A block's words
+/// depend only on its id and the seed, so shared ids give shared prefixes.
+pub fn payload(entry: &TraceEntry, block_tokens: u32, seed: u64, index: u64) -> Payload {
+    let mut text = String::new();
+    let mut left = entry.input_tokens;
+    for id in &entry.hash_ids {
+        if left == 0 {
+            break;
+        }
+        let n = block_tokens.min(left);
+        let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x4841_5348, *id]));
+        text.push_str(&words(&mut rng, n));
+        left -= n;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x5452_4143, index]));
+    text.push_str(&words(&mut rng, left));
+    Payload {
+        prompt: PromptBody::Text(text),
+        max_tokens: Some(entry.output_tokens),
+        input_tokens: entry.input_tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(input: u32, ids: &[u64]) -> TraceEntry {
+        TraceEntry {
+            at: Duration::ZERO,
+            input_tokens: input,
+            output_tokens: 4,
+            hash_ids: ids.to_vec(),
+        }
+    }
+
+    #[test]
+    fn shared_hash_ids_share_their_prefix_and_lengths_are_exact() {
+        let text = |p: Payload| match p.prompt {
+            PromptBody::Text(t) => t,
+            PromptBody::Messages(_) => unreachable!(),
+        };
+        let a = text(payload(&entry(40, &[7, 8]), 16, 1, 0));
+        let b = text(payload(&entry(40, &[7, 9]), 16, 1, 1));
+        assert_eq!(crate::tokenize::count(&a), 40);
+        let prefix = |t: &str| t.split(' ').take(17).collect::<Vec<_>>().join(" ");
+        assert_eq!(prefix(&a), prefix(&b), "block 7 is the same text");
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn bad_lines_name_the_line_and_timestamps_are_made_relative() {
+        let dir = std::env::temp_dir().join(format!("redline-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("trace.jsonl");
+        std::fs::write(
+            &path,
+            "{\"timestamp\": 1000, \"input_length\": 10, \"output_length\": 2}\n{\"timestamp\": 1250, \"input_length\": 10}\n",
+        )
+        .unwrap();
+        let err = read(&path).unwrap_err();
+        assert!(
+            err.ends_with("trace.jsonl:2: needs `output_length` or `output_tokens`, a number >= 0"),
+            "{err}"
+        );
+        std::fs::write(
+            &path,
+            "{\"timestamp\": 1000, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}\n{\"timestamp\": 1250, \"input_length\": 10, \"output_length\": 2}\n",
+        )
+        .unwrap();
+        let entries = read(&path).unwrap();
+        assert_eq!(entries[1].at, Duration::from_millis(250));
+        assert_eq!(entries[0].hash_ids, [1]);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
