@@ -349,6 +349,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
         Some(path) => PromptsSpec {
             file: Some(std::path::absolute(path)?),
             synthetic: None,
+            dataset: None,
             templates: None,
         },
         None => PromptsSpec {
@@ -359,6 +360,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
                 prefixes: 1,
             }),
             file: None,
+            dataset: None,
             templates: None,
         },
     };
@@ -451,6 +453,7 @@ async fn run_command(args: RunArgs) -> Result<i32> {
     };
     let name = scenario.name.clone();
     let slos = scenario.slos.clone();
+    let dataset = scenario.dataset_info();
     let result = run_scenario(scenario, options, stop).await?;
     let verdicts = slos.as_ref().map(|slos| slos.evaluate(&result.aggregator));
     let summary = summarize(
@@ -462,6 +465,7 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             interrupted: result.interrupted,
             elapsed_s: result.elapsed.as_secs_f64(),
             stages: result.stages.clone(),
+            dataset,
             verdicts: verdicts.clone(),
             aborted: result.aborted.clone(),
         },
@@ -545,6 +549,7 @@ fn check(records: &Path, spec: &Path, strict: bool, junit: Option<&Path>) -> Res
             interrupted: false,
             elapsed_s: 0.0,
             stages: Vec::new(),
+            dataset: None,
             verdicts: Some(verdicts.clone()),
             aborted: None,
         },

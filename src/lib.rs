@@ -6,6 +6,7 @@
 //! - [`schedule`]: arrival processes and stages, pure and seeded.
 //! - [`pacer`]: releases open-loop arrivals on time, from a thread of its own.
 //! - [`replay`]: timestamped request traces, replayed on their own schedule.
+//! - [`dataset`]: prompt datasets (JSONL, ShareGPT, CSV), checked and ordered.
 //! - [`workload`]: prompt sources (synthetic lengths, shared prefixes, JSONL datasets).
 //! - [`client`]: protocol clients and the incremental SSE decoder.
 //! - [`record`]: the outcome record, one per scheduled request.
@@ -21,6 +22,7 @@
 pub mod cli;
 pub mod client;
 pub mod datagen;
+pub mod dataset;
 pub mod metrics;
 pub mod pacer;
 pub mod record;

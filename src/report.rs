@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::dataset::DatasetInfo;
 use crate::metrics::{Aggregator, Counts, Dist, FailureCount, RequestSlo, StageStats, Window};
 use crate::schedule::{ExecutedStage, SweepRole};
 use crate::slo::{Aborted, Outcome, Verdict};
@@ -29,6 +30,8 @@ pub struct Summary {
     pub measured: Counts,
     pub measured_window_s: f64,
     pub throughput: Throughput,
+    /// The prompt dataset, when the workload reads one: records read, used, skipped.
+    pub dataset: Option<DatasetInfo>,
     /// The gate: one verdict per SLO of the spec's `sloThresholds`.
     pub verdicts: Option<Vec<Verdict>>,
     /// Stopped early by `abort_on_fail`: when, and for which certain breaches.
@@ -167,6 +170,7 @@ pub struct RunInfo<'a> {
     pub interrupted: bool,
     pub elapsed_s: f64,
     pub stages: Vec<ExecutedStage>,
+    pub dataset: Option<DatasetInfo>,
     pub verdicts: Option<Vec<Verdict>>,
     pub aborted: Option<Aborted>,
 }
@@ -306,6 +310,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
             output_tokens_per_s: per_s(agg.output_tokens),
             total_tokens_per_s: per_s(agg.output_tokens + agg.input_tokens),
         },
+        dataset: info.dataset,
         verdicts: info.verdicts,
         aborted: info.aborted,
         goodput: agg.goodput_slo.map(|slo| Goodput {
@@ -530,6 +535,12 @@ pub fn render_terminal(s: &Summary) -> String {
         pct(s.pass_rate),
         pct(s.availability)
     ));
+    if let Some(d) = &s.dataset {
+        line(format!(
+            "  dataset: {} · {} records · {} used · {} invalid skipped · {} outside the length bounds",
+            d.file, d.records, d.used, d.skipped_invalid, d.outside_length
+        ));
+    }
     if let Some(g) = &s.goodput {
         let bounds: Vec<String> = [
             ("TTFT", g.slo.ttft_ms),

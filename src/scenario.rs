@@ -16,8 +16,8 @@ use crate::schedule::{Arrival, Stage};
 use crate::slo::SloSet;
 use crate::spec::error::locate;
 use crate::spec::{
-    ApiKind, ArrivalKind, HttpRequestSpec, PromptsSpec, ServiceSpec, SpecError, SpecErrors,
-    SpecFile, StageSpec,
+    ApiKind, ArrivalKind, DatasetFormat, DatasetOrder, HttpRequestSpec, PromptsSpec, ServiceSpec,
+    SpecError, SpecErrors, SpecFile, StageSpec,
 };
 use crate::tokenizer::LocalTokenizer;
 use crate::workload::{Length, PromptSource};
@@ -305,6 +305,17 @@ impl Scenario {
         })
     }
 
+    /// What the workload's dataset held, when it reads one.
+    pub fn dataset_info(&self) -> Option<crate::dataset::DatasetInfo> {
+        match &self.workload {
+            Workload::Llm {
+                prompts: PromptSource::Dataset(dataset),
+                ..
+            } => Some(dataset.info.clone()),
+            _ => None,
+        }
+    }
+
     /// When the schedule ends, if every stage is bounded in time.
     pub fn planned_duration(&self) -> Option<Duration> {
         self.stages.iter().map(Stage::duration).sum()
@@ -322,6 +333,7 @@ fn prompts_from_spec(
     let given = [
         prompts.synthetic.is_some(),
         prompts.file.is_some(),
+        prompts.dataset.is_some(),
         prompts.templates.is_some(),
     ];
     if given.iter().filter(|g| **g).count() != 1 {
@@ -329,7 +341,7 @@ fn prompts_from_spec(
             "spec.payloadTemplate.prompts",
             "needs exactly one source".into(),
             Some(
-                "give `synthetic: {…}`, `file: prompts.jsonl` or `templates: { file: templates.yaml, output_tokens: 128 }`"
+                "give `synthetic: {…}`, `file: prompts.jsonl`, `dataset: { file: … }` or `templates: { file: templates.yaml, output_tokens: 128 }`"
                     .into(),
             ),
         );
@@ -404,9 +416,57 @@ fn prompts_from_spec(
         }
         PromptsSpec {
             file: Some(path), ..
-        } => PromptSource::from_jsonl(&relative(path), tokenizer)
-            .map_err(|e| problem("spec.payloadTemplate.prompts.file", e, None))
-            .ok(),
+        } => {
+            let options = crate::dataset::Options {
+                format: DatasetFormat::Jsonl,
+                prompt_column: "prompt".into(),
+                max_tokens_column: None,
+                min_input_tokens: 0,
+                max_input_tokens: u32::MAX,
+                skip_invalid: false,
+                tokenizer,
+            };
+            crate::dataset::load(&relative(path), DatasetOrder::Sequential, &options)
+                .map(PromptSource::Dataset)
+                .map_err(|e| problem("spec.payloadTemplate.prompts.file", e, None))
+                .ok()
+        }
+        PromptsSpec {
+            dataset: Some(d), ..
+        } => {
+            let format =
+                d.format
+                    .unwrap_or_else(|| match d.file.extension().and_then(|e| e.to_str()) {
+                        Some("json") => DatasetFormat::Sharegpt,
+                        Some("csv") => DatasetFormat::Csv,
+                        _ => DatasetFormat::Jsonl,
+                    });
+            let (min, max) = (
+                d.min_input_tokens.unwrap_or(0),
+                d.max_input_tokens.unwrap_or(u32::MAX),
+            );
+            if min > max {
+                problem(
+                    "spec.payloadTemplate.prompts.dataset.min_input_tokens",
+                    format!("is above max_input_tokens ({min} > {max})"),
+                    None,
+                );
+                return None;
+            }
+            let options = crate::dataset::Options {
+                format,
+                prompt_column: d.prompt_column.clone().unwrap_or_else(|| "prompt".into()),
+                max_tokens_column: d.max_tokens_column.clone(),
+                min_input_tokens: min,
+                max_input_tokens: max,
+                skip_invalid: d.skip_invalid,
+                tokenizer,
+            };
+            crate::dataset::load(&relative(&d.file), d.order, &options)
+                .map(PromptSource::Dataset)
+                .map_err(|e| problem("spec.payloadTemplate.prompts.dataset.file", e, None))
+                .ok()
+        }
         PromptsSpec { .. } => unreachable!("exactly one source was checked above"),
     }
 }

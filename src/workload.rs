@@ -1,15 +1,13 @@
 //! Prompt sources: what request number `i` sends. A pure function of (seed, i), so the
 //! same spec and seed produce the same request stream.
 
-use std::path::Path;
-
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
-use serde_json::Value;
 
 use crate::client::openai::{Payload, PromptBody};
 use crate::datagen::Generator;
+use crate::dataset::Dataset;
 use crate::sim::text::mix_seed;
 use crate::spec::LengthSpec;
 use crate::tokenize::WORDS;
@@ -103,8 +101,8 @@ pub enum PromptSource {
         prefixes: Vec<String>,
         prefix_tokens: u32,
     },
-    /// Dataset lines, sent in order and then again from the start.
-    Dataset(Vec<Payload>),
+    /// A dataset's records, in its order.
+    Dataset(Dataset),
     /// Prompts drawn from learned templates.
     Templates {
         generator: Generator,
@@ -162,9 +160,7 @@ impl PromptSource {
                     input_tokens: total,
                 }
             }
-            PromptSource::Dataset(entries) => {
-                entries[(index % entries.len() as u64) as usize].clone()
-            }
+            PromptSource::Dataset(dataset) => dataset.payload(seed, index),
             PromptSource::Templates {
                 generator,
                 output,
@@ -179,57 +175,6 @@ impl PromptSource {
                 }
             }
         }
-    }
-
-    /// Reads a JSONL dataset: one `{"prompt": "…"}` or `{"messages": […]}` per line,
-    /// with an optional `max_tokens`. Errors name the file and line.
-    pub fn from_jsonl(path: &Path, tokenizer: LocalTokenizer) -> Result<PromptSource, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        let mut entries = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let at = || format!("{}:{}", path.display(), n + 1);
-            let value: Value =
-                serde_json::from_str(line).map_err(|e| format!("{}: not valid JSON: {e}", at()))?;
-            let max_tokens = match value.get("max_tokens") {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(
-                    v.as_u64()
-                        .filter(|n| (1..=u64::from(u32::MAX)).contains(n))
-                        .ok_or_else(|| {
-                            format!("{}: max_tokens must be a positive integer, got {v}", at())
-                        })? as u32,
-                ),
-            };
-            let (prompt, input_tokens) = match (value.get("prompt"), value.get("messages")) {
-                (Some(Value::String(p)), _) => (PromptBody::Text(p.clone()), tokenizer.count(p)),
-                (_, Some(Value::Array(messages))) if !messages.is_empty() => {
-                    let tokens = messages
-                        .iter()
-                        .map(|m| m["content"].as_str().map_or(0, |c| tokenizer.count(c)))
-                        .sum();
-                    (PromptBody::Messages(messages.clone()), tokens)
-                }
-                _ => {
-                    return Err(format!(
-                        "{}: each line needs a \"prompt\" string or a non-empty \"messages\" list",
-                        at()
-                    ));
-                }
-            };
-            entries.push(Payload {
-                prompt,
-                max_tokens,
-                input_tokens: input_tokens as u32,
-            });
-        }
-        if entries.is_empty() {
-            return Err(format!("{}: the dataset has no prompts", path.display()));
-        }
-        Ok(PromptSource::Dataset(entries))
     }
 }
 
@@ -287,40 +232,5 @@ mod tests {
             Length::from_spec(&LengthSpec::Uniform { min: 9, max: 3 }).unwrap_err(),
             "uniform length needs 1 <= min <= max, got min 9, max 3"
         );
-    }
-
-    #[test]
-    fn datasets_name_the_bad_line() {
-        let dir = std::env::temp_dir().join(format!("redline-ds-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("p.jsonl");
-        std::fs::write(&path, "{\"prompt\": \"hi there\", \"max_tokens\": 8}\n\n{\"messages\": [{\"role\": \"user\", \"content\": \"yo\"}]}\n{\"prompt\": 5}\n").unwrap();
-        let err = PromptSource::from_jsonl(&path, LocalTokenizer::Sim).unwrap_err();
-        assert_eq!(
-            err,
-            format!(
-                "{}:4: each line needs a \"prompt\" string or a non-empty \"messages\" list",
-                path.display()
-            )
-        );
-        std::fs::write(
-            &path,
-            "{\"prompt\": \"hi there\", \"max_tokens\": 8}\n{oops\n",
-        )
-        .unwrap();
-        let err = PromptSource::from_jsonl(&path, LocalTokenizer::Sim).unwrap_err();
-        assert!(
-            err.starts_with(&format!("{}:2: not valid JSON", path.display())),
-            "{err}"
-        );
-        std::fs::write(&path, "{\"prompt\": \"hi there\", \"max_tokens\": 8}\n").unwrap();
-        let PromptSource::Dataset(entries) =
-            PromptSource::from_jsonl(&path, LocalTokenizer::Sim).unwrap()
-        else {
-            panic!()
-        };
-        assert_eq!(entries[0].max_tokens, Some(8));
-        assert_eq!(entries[0].input_tokens, 2);
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

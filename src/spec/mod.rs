@@ -215,10 +215,63 @@ pub struct PromptsSpec {
     /// `{"messages": […]}` per line, with an optional `max_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<PathBuf>,
+    /// A dataset with options: JSONL, ShareGPT JSON or CSV, length filters, order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<DatasetSpec>,
     /// Templates learned by `redline datagen`: prompts drawn by the templates'
     /// weights, slots filled from the values seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub templates: Option<TemplatesSpec>,
+}
+
+/// A prompt dataset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetSpec {
+    /// The file (relative to the spec file).
+    pub file: PathBuf,
+    /// `jsonl`, `sharegpt` or `csv` (default: by extension — `.json` is ShareGPT,
+    /// `.csv` is CSV, anything else JSONL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<DatasetFormat>,
+    /// CSV: the column holding the prompt (default `prompt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_column: Option<String>,
+    /// CSV: a column holding each request's `max_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens_column: Option<String>,
+    /// `sequential` (default, then again from the start), `shuffle` (each record once
+    /// per pass, seeded order) or `random` (with replacement, seeded).
+    #[serde(default)]
+    pub order: DatasetOrder,
+    /// Send only prompts of at least / at most this many tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_input_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_input_tokens: Option<u32>,
+    /// Count and skip records that cannot be read, instead of stopping (the count is in
+    /// the report).
+    #[serde(default)]
+    pub skip_invalid: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DatasetFormat {
+    Jsonl,
+    Sharegpt,
+    Csv,
+}
+
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum DatasetOrder {
+    #[default]
+    Sequential,
+    Shuffle,
+    Random,
 }
 
 /// A template file from `redline datagen`, and the answer lengths to ask for.

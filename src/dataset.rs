@@ -1,0 +1,426 @@
+//! Prompt datasets: JSONL (`{"prompt": …}` or `{"messages": […]}`, optional
+//! `max_tokens`), ShareGPT JSON (the first human turn is the prompt, the length of the
+//! first answer its `max_tokens`, as vLLM's benchmark does) and CSV with a column
+//! mapping. Read once and checked: a bad record stops the run naming file and line,
+//! or is counted and skipped with `skip_invalid` — never dropped silently. Length
+//! filters apply, and the order is sequential, shuffled (without replacement, per
+//! pass) or random (with replacement), seeded.
+
+use std::path::Path;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::client::openai::{Payload, PromptBody};
+use crate::sim::text::mix_seed;
+use crate::spec::{DatasetFormat, DatasetOrder};
+use crate::tokenizer::LocalTokenizer;
+
+/// How to read a dataset.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub format: DatasetFormat,
+    /// CSV: the prompt's column, and the column of `max_tokens` if any.
+    pub prompt_column: String,
+    pub max_tokens_column: Option<String>,
+    /// Keep prompts of this many tokens (by the service's tokenizer).
+    pub min_input_tokens: u32,
+    pub max_input_tokens: u32,
+    pub skip_invalid: bool,
+    pub tokenizer: LocalTokenizer,
+}
+
+/// What was read, for the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DatasetInfo {
+    pub file: String,
+    /// Records in the file.
+    pub records: u64,
+    /// Records sent (within the length bounds).
+    pub used: u64,
+    pub skipped_invalid: u64,
+    pub outside_length: u64,
+}
+
+/// A loaded dataset and the order to send it in.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    entries: Vec<Payload>,
+    order: DatasetOrder,
+    pub info: DatasetInfo,
+}
+
+impl Dataset {
+    /// The payload of request `index`.
+    pub fn payload(&self, seed: u64, index: u64) -> Payload {
+        let n = self.entries.len() as u64;
+        let position = match self.order {
+            DatasetOrder::Sequential => index % n,
+            DatasetOrder::Random => {
+                ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x4453_524e, index])).random_range(0..n)
+            }
+            DatasetOrder::Shuffle => {
+                // A seeded affine permutation of each pass: every record once per pass,
+                // in an order that changes from pass to pass.
+                let pass = index / n;
+                let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x4453_5348, pass]));
+                let mut a = rng.random_range(1..n.max(2));
+                while gcd(a, n) != 1 {
+                    a = a % n + 1;
+                }
+                let b = rng.random_range(0..n);
+                (a * (index % n) + b) % n
+            }
+        };
+        self.entries[position as usize].clone()
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// A prompt and its answer budget, before the length filter.
+struct Entry {
+    prompt: PromptBody,
+    max_tokens: Option<u32>,
+}
+
+/// Reads a dataset.
+pub fn load(path: &Path, order: DatasetOrder, options: &Options) -> Result<Dataset, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let mut records = 0u64;
+    let mut skipped = 0u64;
+    let mut entries = Vec::new();
+    // Each record: Ok(entry), or Err((line, message)).
+    let mut take = |line: usize, parsed: Result<Entry, String>| -> Result<(), String> {
+        records += 1;
+        match parsed {
+            Ok(entry) => entries.push(entry),
+            Err(_) if options.skip_invalid => skipped += 1,
+            Err(e) => {
+                return Err(format!(
+                    "{}:{line}: {e} (set `skip_invalid: true` to count and skip such records)",
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
+    };
+    match options.format {
+        DatasetFormat::Jsonl => {
+            for (n, line) in text.lines().enumerate() {
+                if !line.trim().is_empty() {
+                    take(n + 1, jsonl_entry(line))?;
+                }
+            }
+        }
+        DatasetFormat::Sharegpt => {
+            let value: Value = serde_json::from_str(&text)
+                .map_err(|e| format!("{}: not valid JSON: {e}", path.display()))?;
+            let Value::Array(conversations) = value else {
+                return Err(format!(
+                    "{}: a ShareGPT file is a JSON list of conversations",
+                    path.display()
+                ));
+            };
+            for (n, conversation) in conversations.iter().enumerate() {
+                // Records of a JSON list are numbered by position, from 1.
+                take(n + 1, sharegpt_entry(conversation, &options.tokenizer))?;
+            }
+        }
+        DatasetFormat::Csv => {
+            let mut reader = csv::Reader::from_reader(text.as_bytes());
+            let headers = reader
+                .headers()
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .clone();
+            let column = |name: &str| {
+                headers.iter().position(|h| h == name).ok_or_else(|| {
+                    format!(
+                        "{}: no column `{name}`; the header has: {}",
+                        path.display(),
+                        headers.iter().collect::<Vec<_>>().join(", ")
+                    )
+                })
+            };
+            let prompt_at = column(&options.prompt_column)?;
+            let max_at = options
+                .max_tokens_column
+                .as_deref()
+                .map(column)
+                .transpose()?;
+            for row in reader.records() {
+                let line = row
+                    .as_ref()
+                    .ok()
+                    .and_then(|r| r.position())
+                    .map_or(0, |p| p.line() as usize);
+                let parsed = row.map_err(|e| e.to_string()).and_then(|row| {
+                    let prompt = row.get(prompt_at).unwrap_or("").to_owned();
+                    if prompt.trim().is_empty() {
+                        return Err(format!("empty `{}`", options.prompt_column));
+                    }
+                    let max_tokens = max_at
+                        .map(|i| {
+                            row.get(i)
+                                .unwrap_or("")
+                                .trim()
+                                .parse::<u32>()
+                                .ok()
+                                .filter(|n| *n > 0)
+                                .ok_or_else(|| "max_tokens must be a positive integer".to_owned())
+                        })
+                        .transpose()?;
+                    Ok(Entry {
+                        prompt: PromptBody::Text(prompt),
+                        max_tokens,
+                    })
+                });
+                take(line, parsed)?;
+            }
+        }
+    }
+    let mut outside = 0u64;
+    let mut kept = Vec::new();
+    for entry in entries {
+        let tokens = match &entry.prompt {
+            PromptBody::Text(t) => options.tokenizer.count(t),
+            PromptBody::Messages(messages) => messages
+                .iter()
+                .map(|m| {
+                    m["content"]
+                        .as_str()
+                        .map_or(0, |c| options.tokenizer.count(c))
+                })
+                .sum(),
+        } as u32;
+        if (options.min_input_tokens..=options.max_input_tokens).contains(&tokens) {
+            kept.push(Payload {
+                prompt: entry.prompt,
+                max_tokens: entry.max_tokens,
+                input_tokens: tokens,
+            });
+        } else {
+            outside += 1;
+        }
+    }
+    if kept.is_empty() {
+        return Err(format!(
+            "{}: no usable prompts ({records} records, {skipped} invalid, {outside} outside {}–{} tokens)",
+            path.display(),
+            options.min_input_tokens,
+            options.max_input_tokens
+        ));
+    }
+    Ok(Dataset {
+        info: DatasetInfo {
+            file: path.display().to_string(),
+            records,
+            used: kept.len() as u64,
+            skipped_invalid: skipped,
+            outside_length: outside,
+        },
+        entries: kept,
+        order,
+    })
+}
+
+fn jsonl_entry(line: &str) -> Result<Entry, String> {
+    let value: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    let max_tokens = match value.get("max_tokens") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .filter(|n| (1..=u64::from(u32::MAX)).contains(n))
+                .ok_or_else(|| format!("max_tokens must be a positive integer, got {v}"))?
+                as u32,
+        ),
+    };
+    let prompt = match (value.get("prompt"), value.get("messages")) {
+        (Some(Value::String(p)), _) => PromptBody::Text(p.clone()),
+        (_, Some(Value::Array(messages))) if !messages.is_empty() => {
+            PromptBody::Messages(messages.clone())
+        }
+        _ => {
+            return Err(
+                "each line needs a \"prompt\" string or a non-empty \"messages\" list".into(),
+            );
+        }
+    };
+    Ok(Entry { prompt, max_tokens })
+}
+
+fn sharegpt_entry(conversation: &Value, tokenizer: &LocalTokenizer) -> Result<Entry, String> {
+    let turns = conversation
+        .get("conversations")
+        .and_then(Value::as_array)
+        .ok_or("no \"conversations\" list")?;
+    let text = |role: &[&str]| {
+        turns.iter().find_map(|t| {
+            let from = t.get("from").and_then(Value::as_str)?;
+            role.contains(&from)
+                .then(|| t.get("value").and_then(Value::as_str))
+                .flatten()
+        })
+    };
+    let prompt = text(&["human", "user"])
+        .filter(|p| !p.trim().is_empty())
+        .ok_or("no human turn with text")?;
+    // The first answer's length is the request's budget, as vLLM's benchmark takes it.
+    let max_tokens = text(&["gpt", "assistant", "chatgpt"])
+        .map(|answer| (tokenizer.count(answer) as u32).max(1));
+    Ok(Entry {
+        prompt: PromptBody::Text(prompt.to_owned()),
+        max_tokens,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(format: DatasetFormat) -> Options {
+        Options {
+            format,
+            prompt_column: "question".into(),
+            max_tokens_column: Some("budget".into()),
+            min_input_tokens: 1,
+            max_input_tokens: 1_000,
+            skip_invalid: false,
+            tokenizer: LocalTokenizer::Sim,
+        }
+    }
+
+    fn file(name: &str, text: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("redline-dataset-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn jsonl_errors_name_the_line_and_skipping_counts_them() {
+        let path = file(
+            "p.jsonl",
+            "{\"prompt\": \"hi there\", \"max_tokens\": 8}\n\n{\"messages\": [{\"role\": \"user\", \"content\": \"yo\"}]}\n{\"prompt\": 5}\n{oops\n",
+        );
+        let err = load(
+            &path,
+            DatasetOrder::Sequential,
+            &options(DatasetFormat::Jsonl),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "{}:4: each line needs a \"prompt\" string or a non-empty \"messages\" list (set `skip_invalid: true` to count and skip such records)",
+                path.display()
+            )
+        );
+        let skipping = Options {
+            skip_invalid: true,
+            ..options(DatasetFormat::Jsonl)
+        };
+        let d = load(&path, DatasetOrder::Sequential, &skipping).unwrap();
+        assert_eq!(
+            (d.info.records, d.info.used, d.info.skipped_invalid),
+            (4, 2, 2)
+        );
+        assert_eq!(d.payload(0, 0).max_tokens, Some(8));
+        assert_eq!(d.payload(0, 0).input_tokens, 2);
+    }
+
+    #[test]
+    fn sharegpt_takes_the_first_human_turn_and_the_answer_length() {
+        let path = file(
+            "s.json",
+            r#"[{"id": "a", "conversations": [{"from": "human", "value": "hello there friend"}, {"from": "gpt", "value": "hi how are you today"}]},
+                {"id": "b", "conversations": [{"from": "gpt", "value": "no question"}]}]"#,
+        );
+        let err = load(
+            &path,
+            DatasetOrder::Sequential,
+            &options(DatasetFormat::Sharegpt),
+        )
+        .unwrap_err();
+        assert!(err.contains("s.json:2: no human turn with text"), "{err}");
+        let skipping = Options {
+            skip_invalid: true,
+            ..options(DatasetFormat::Sharegpt)
+        };
+        let d = load(&path, DatasetOrder::Sequential, &skipping).unwrap();
+        assert_eq!(
+            d.payload(0, 0).prompt,
+            PromptBody::Text("hello there friend".into())
+        );
+        assert_eq!(d.payload(0, 0).max_tokens, Some(5));
+    }
+
+    #[test]
+    fn csv_maps_columns_and_filters_lengths() {
+        let path = file(
+            "q.csv",
+            "id,question,budget\n1,\"what is a kv cache, briefly\",32\n2,hi,16\n3,a much longer question than the others by far,x\n",
+        );
+        let err = load(
+            &path,
+            DatasetOrder::Sequential,
+            &options(DatasetFormat::Csv),
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("q.csv:4: max_tokens must be a positive integer"),
+            "{err}"
+        );
+        let bounded = Options {
+            min_input_tokens: 3,
+            skip_invalid: true,
+            ..options(DatasetFormat::Csv)
+        };
+        let d = load(&path, DatasetOrder::Sequential, &bounded).unwrap();
+        assert_eq!(
+            (d.info.used, d.info.outside_length, d.info.skipped_invalid),
+            (1, 1, 1)
+        );
+        assert_eq!(d.payload(0, 5).max_tokens, Some(32));
+        let missing = Options {
+            prompt_column: "prompt".into(),
+            ..options(DatasetFormat::Csv)
+        };
+        let err = load(&path, DatasetOrder::Sequential, &missing).unwrap_err();
+        assert!(
+            err.ends_with("no column `prompt`; the header has: id, question, budget"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn shuffle_sends_every_record_once_per_pass_in_a_seeded_order() {
+        let lines: String = (0..10)
+            .map(|i| format!("{{\"prompt\": \"p{i}\"}}\n"))
+            .collect();
+        let path = file("ten.jsonl", &lines);
+        let d = load(&path, DatasetOrder::Shuffle, &options(DatasetFormat::Jsonl)).unwrap();
+        let pass = |seed, p: u64| {
+            let mut seen: Vec<String> = (p * 10..p * 10 + 10)
+                .map(|i| format!("{:?}", d.payload(seed, i).prompt))
+                .collect();
+            let order = seen.clone();
+            seen.sort();
+            seen.dedup();
+            (seen.len(), order)
+        };
+        let (distinct, first) = pass(1, 0);
+        assert_eq!(distinct, 10, "without replacement");
+        assert_eq!(pass(1, 0).1, first, "seeded");
+        assert_ne!(pass(2, 0).1, first);
+    }
+}
