@@ -393,6 +393,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
                 stream: !args.no_stream,
                 include_usage: true,
                 body: serde_json::Map::new(),
+                session: None,
             },
             load: vec![StageSpec {
                 sweep,

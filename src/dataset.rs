@@ -206,6 +206,7 @@ pub fn load(path: &Path, order: DatasetOrder, options: &Options) -> Result<Datas
                 prompt: entry.prompt,
                 max_tokens: entry.max_tokens,
                 input_tokens: tokens,
+                traceparent: None,
             });
         } else {
             outside += 1;

@@ -219,6 +219,30 @@ impl StageStats {
     }
 }
 
+/// The figures of one turn index across sessions: later turns carry longer histories,
+/// and on a server with prefix caching should find more of them cached.
+#[derive(Debug, Clone)]
+pub struct TurnStats {
+    pub requests: u64,
+    pub ok: u64,
+    pub ttft: Histogram<u64>,
+    pub prompt_tokens: u64,
+    /// Prompt tokens the server reported as cached (simulator ground truth).
+    pub cached_prompt_tokens: u64,
+}
+
+impl Default for TurnStats {
+    fn default() -> Self {
+        TurnStats {
+            requests: 0,
+            ok: 0,
+            ttft: histogram(),
+            prompt_tokens: 0,
+            cached_prompt_tokens: 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Aggregator {
     /// Per-request SLOs of goodput, if set.
@@ -227,6 +251,8 @@ pub struct Aggregator {
     pub good: u64,
     /// Per executed stage, by index.
     pub stages: BTreeMap<u32, StageStats>,
+    /// Per turn of multi-turn sessions (measured requests).
+    pub turns: BTreeMap<u32, TurnStats>,
     pub counts: Counts,
     /// Counts of the measured phase only.
     pub measured: Counts,
@@ -284,6 +310,20 @@ impl Aggregator {
         }
         self.measured.bump(r.outcome);
         self.good += u64::from(good);
+        if let Some(session) = &r.session {
+            let turn = self.turns.entry(session.turn).or_default();
+            turn.requests += 1;
+            if r.outcome == Outcome::Ok {
+                turn.ok += 1;
+                if let Some(ttft) = r.ttft_us() {
+                    turn.ttft.saturating_record(ttft.max(1));
+                }
+                turn.prompt_tokens += u64::from(r.input_tokens.unwrap_or(0));
+                if let Some(server) = &r.server {
+                    turn.cached_prompt_tokens += u64::from(server.cached_prompt_tokens);
+                }
+            }
+        }
         if is_unavailability(r) {
             self.unavailable += 1;
         }

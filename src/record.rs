@@ -86,6 +86,20 @@ pub struct ServerTruth {
     pub completion_tokens: u32,
 }
 
+/// Where a request sits in its session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SessionMark {
+    /// The session, numbered from 0 in the order sessions started.
+    pub id: u64,
+    /// The turn, from 1.
+    pub turn: u32,
+    /// The W3C trace ID every request of the session carries (`traceparent`).
+    pub trace_id: String,
+    /// The workload and seed the session was generated from: with the spec, enough to
+    /// replay it exactly.
+    pub snapshot: String,
+}
+
 /// One request's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Record {
@@ -98,6 +112,9 @@ pub struct Record {
     pub outcome: Outcome,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<Failure>,
+    /// The conversation it belongs to, for multi-turn sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionMark>,
     /// When the schedule meant it to start.
     pub intended_us: u64,
     /// When it was handed to the connection (absent if never sent).
@@ -153,6 +170,7 @@ impl Record {
             phase,
             outcome: Outcome::Ok,
             error: None,
+            session: None,
             intended_us,
             sent_us: None,
             headers_us: None,

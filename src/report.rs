@@ -46,8 +46,23 @@ pub struct Summary {
     pub tokens: Tokens,
     pub errors: Vec<FailureCount>,
     pub server: ServerSide,
+    /// Per turn of multi-turn sessions (empty without sessions).
+    pub turns: Vec<TurnSummary>,
     /// Per second of the run, by completion time.
     pub timeseries: Vec<TimePoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TurnSummary {
+    /// From 1.
+    pub turn: u32,
+    pub requests: u64,
+    pub ok: u64,
+    pub ttft_ms: Dist,
+    /// Mean prompt tokens: the history grows turn by turn.
+    pub mean_prompt_tokens: f64,
+    /// Share of prompt tokens the server found cached (where it reports it).
+    pub cached_share: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -345,6 +360,26 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
             cached_prompt_tokens: agg.cached_prompt_tokens,
             ttft_client_overhead_ms: ms(&d.ttft_client_overhead),
         },
+        turns: agg
+            .turns
+            .iter()
+            .map(|(turn, t)| TurnSummary {
+                turn: *turn,
+                requests: t.requests,
+                ok: t.ok,
+                ttft_ms: Dist::of(&t.ttft, 1e3),
+                mean_prompt_tokens: if t.ok > 0 {
+                    t.prompt_tokens as f64 / t.ok as f64
+                } else {
+                    0.0
+                },
+                cached_share: if t.prompt_tokens > 0 {
+                    t.cached_prompt_tokens as f64 / t.prompt_tokens as f64
+                } else {
+                    0.0
+                },
+            })
+            .collect(),
         timeseries: agg
             .windows
             .iter()
@@ -605,6 +640,25 @@ pub fn render_terminal(s: &Summary) -> String {
             "  server truth: client TTFT − server TTFT p50 {:.3} ms, p99 {:.3} ms · {} preempted · {} cached prompt tokens",
             o.p50, o.p99, s.server.preempted_requests, s.server.cached_prompt_tokens
         ));
+    }
+    if !s.turns.is_empty() {
+        line(String::new());
+        line(format!(
+            "  {:<6}{:>10}{:>8}{:>11}{:>11}{:>15}{:>9}",
+            "turn", "requests", "ok", "TTFT p50", "TTFT p99", "prompt tokens", "cached"
+        ));
+        for t in &s.turns {
+            line(format!(
+                "  {:<6}{:>10}{:>8}{:>11.2}{:>11.2}{:>15.1}{:>8.1}%",
+                t.turn,
+                t.requests,
+                t.ok,
+                t.ttft_ms.p50,
+                t.ttft_ms.p99,
+                t.mean_prompt_tokens,
+                t.cached_share * 100.0
+            ));
+        }
     }
     if let Some(verdicts) = &s.verdicts {
         render_verdicts(verdicts, s.aborted.as_ref(), &mut line);

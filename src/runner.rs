@@ -17,18 +17,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::http::{self, HttpTarget};
-use crate::client::openai::{self, Api, LlmTarget, Payload};
+use crate::client::openai::{self, Api, LlmTarget, Payload, PromptBody};
 use crate::client::{HttpClient, RunClock, http_client};
 use crate::metrics::Aggregator;
 use crate::pacer::Pacer;
-use crate::record::{Outcome, Phase, Record, Stage as FailStage};
+use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage};
 use crate::scenario::{Endpoint, Scenario, Workload};
 use crate::schedule::{ExecutedStage, OpenArrivals, Stage, SweepRole, sweep_rates};
+use crate::sim::text::mix_seed;
 use crate::sim::{EmbeddedSim, Profile, SimConfig};
 use crate::slo::{Aborted, SloSet};
 use crate::workload::PromptSource;
@@ -148,9 +151,18 @@ struct Shared {
     abort: CancellationToken,
     live: Live,
     planned_end: Option<Duration>,
+    /// The next request's `seq`: requests are numbered as they are scheduled, across
+    /// stages and sessions.
+    next_seq: AtomicU64,
+    /// The next session's id.
+    next_session: AtomicU64,
 }
 
 impl Shared {
+    fn take_seq(&self) -> u64 {
+        self.next_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
     fn phase(&self, intended: Duration) -> Phase {
         if intended < self.scenario.warmup {
             Phase::Warmup
@@ -232,6 +244,8 @@ pub async fn run(
         in_flight: Arc::new(Semaphore::new(scenario.max_in_flight as usize)),
         abort: CancellationToken::new(),
         live: Live::default(),
+        next_seq: AtomicU64::new(0),
+        next_session: AtomicU64::new(0),
         clock,
         records,
         scenario,
@@ -241,7 +255,6 @@ pub async fn run(
         .then(|| tokio::spawn(progress_line(shared.clone())));
 
     let mut tasks = JoinSet::new();
-    let mut seq = 0u64;
     let mut stage_start = Duration::ZERO;
     let mut executed = Vec::new();
     for stage in &shared.scenario.stages {
@@ -252,35 +265,17 @@ pub async fn run(
         let stage_end = match stage {
             Stage::Open { .. } => {
                 executed.push(ExecutedStage::of(stage, None));
-                run_open(
-                    &shared,
-                    stage,
-                    index,
-                    stage_start,
-                    &mut seq,
-                    &mut tasks,
-                    &stop,
-                )
-                .await?
+                run_open(&shared, stage, index, stage_start, &mut tasks, &stop).await?
             }
             Stage::Closed { .. } => {
                 executed.push(ExecutedStage::of(stage, None));
-                run_closed(&shared, stage, index, stage_start, &mut seq, &stop)
+                run_closed(&shared, stage, index, stage_start, &stop)
                     .await
                     .end
             }
             Stage::Replay { .. } => {
                 executed.push(ExecutedStage::of(stage, None));
-                run_replay(
-                    &shared,
-                    stage,
-                    index,
-                    stage_start,
-                    &mut seq,
-                    &mut tasks,
-                    &stop,
-                )
-                .await?
+                run_replay(&shared, stage, index, stage_start, &mut tasks, &stop).await?
             }
             Stage::Sweep { .. } => {
                 run_sweep(
@@ -288,7 +283,6 @@ pub async fn run(
                     stage,
                     &mut executed,
                     stage_start,
-                    &mut seq,
                     &mut tasks,
                     &stop,
                 )
@@ -344,7 +338,6 @@ async fn run_open(
     stage: &Stage,
     index: u32,
     stage_start: Duration,
-    seq: &mut u64,
     tasks: &mut JoinSet<()>,
     stop: &CancellationToken,
 ) -> Result<Duration> {
@@ -379,8 +372,23 @@ async fn run_open(
             },
             None => None,
         };
-        launch(shared, index, intended, *seq, stage_permit, None, tasks);
-        *seq += 1;
+        if shared.scenario.session.is_some() {
+            // Each arrival is a conversation; its turns follow their own answers.
+            let (shared, stop) = (shared.clone(), stop.clone());
+            tasks.spawn(async move {
+                run_session(&shared, index, intended, stage_permit, None, &stop).await;
+            });
+        } else {
+            launch(
+                shared,
+                index,
+                intended,
+                shared.take_seq(),
+                stage_permit,
+                None,
+                tasks,
+            );
+        }
         // A JoinSet keeps each finished task until it is joined: reap them as we go,
         // or memory grows with the length of the run instead of what is in flight.
         while tasks.try_join_next().is_some() {}
@@ -395,7 +403,6 @@ async fn run_replay(
     stage: &Stage,
     index: u32,
     stage_start: Duration,
-    seq: &mut u64,
     tasks: &mut JoinSet<()>,
     stop: &CancellationToken,
 ) -> Result<Duration> {
@@ -423,9 +430,9 @@ async fn run_replay(
         };
         let intended = stage_start + offset;
         last = intended;
-        let payload = crate::replay::payload(entry, *block_tokens, shared.scenario.seed, *seq);
-        launch(shared, index, intended, *seq, None, Some(payload), tasks);
-        *seq += 1;
+        let seq = shared.take_seq();
+        let payload = crate::replay::payload(entry, *block_tokens, shared.scenario.seed, seq);
+        launch(shared, index, intended, seq, None, Some(payload), tasks);
         while tasks.try_join_next().is_some() {}
     }
     Ok(last)
@@ -478,8 +485,8 @@ fn admit(
 }
 
 /// Sends an admitted request and emits its record, whatever happens; returns its
-/// outcome and when it ended.
-async fn execute(shared: &Shared, admitted: Admitted) -> (Outcome, u64) {
+/// outcome, when it ended and, for a successful LLM request, the answer's text.
+async fn execute(shared: &Shared, admitted: Admitted) -> (Outcome, u64, Option<String>) {
     let Admitted {
         mut record,
         seq,
@@ -490,21 +497,23 @@ async fn execute(shared: &Shared, admitted: Admitted) -> (Outcome, u64) {
         match &shared.target {
             Target::Llm { target, prompts } => {
                 let payload = payload.unwrap_or_else(|| prompts.payload(shared.scenario.seed, seq));
-                openai::call(&shared.http, target, &payload, shared.clock, &mut record).await;
+                openai::call(&shared.http, target, &payload, shared.clock, &mut record).await
             }
             Target::Http(target) => {
-                http::call(&shared.http, target, shared.clock, &mut record).await
+                http::call(&shared.http, target, shared.clock, &mut record).await;
+                None
             }
         }
     };
-    tokio::select! {
-        _ = request => {}
+    let answer = tokio::select! {
+        answer = request => answer,
         _ = shared.abort.cancelled() => {
             record.fail(Outcome::Cancelled, FailStage::Client, "cancelled", "still in flight when the drain timeout ran out");
+            None
         }
-    }
+    };
     drop(_permits);
-    let ended = (record.outcome, record.done_us());
+    let ended = (record.outcome, record.done_us(), answer);
     shared.emit(record);
     ended
 }
@@ -537,11 +546,131 @@ struct ClosedRun {
     achieved_rate: f64,
 }
 
-/// What a closed loop's sessions tally as they go.
+/// What a closed loop's slots tally as they go.
 struct ClosedTally {
     ok: AtomicU64,
     first_intended_us: AtomicU64,
     last_done_us: AtomicU64,
+}
+
+impl ClosedTally {
+    fn note(&self, intended_us: u64, outcome: Outcome, done_us: u64) {
+        self.first_intended_us
+            .fetch_min(intended_us, Ordering::Relaxed);
+        if outcome == Outcome::Ok {
+            self.ok.fetch_add(1, Ordering::Relaxed);
+        }
+        self.last_done_us.fetch_max(done_us, Ordering::Relaxed);
+    }
+}
+
+/// A stage's request budget (`requests:`), shared by its slots and sessions.
+struct Budget {
+    issued: AtomicU64,
+    limit: Option<u64>,
+}
+
+impl Budget {
+    /// Whether one more request fits.
+    fn take(&self) -> bool {
+        self.limit
+            .is_none_or(|limit| self.issued.fetch_add(1, Ordering::Relaxed) < limit)
+    }
+}
+
+/// What one session did: each request's (intended start, outcome, end), in µs.
+#[derive(Default)]
+struct SessionRun {
+    requests: Vec<(u64, Outcome, u64)>,
+    /// The stage's budget ran out before the session's last turn.
+    out_of_budget: bool,
+}
+
+/// Runs one multi-turn conversation: each turn sends the history with the real
+/// answers so far, after the session's think time; every request carries the
+/// session's W3C trace. A failed turn ends the conversation, as a user would give up.
+async fn run_session(
+    shared: &Arc<Shared>,
+    stage: u32,
+    first: Duration,
+    stage_permit: Option<OwnedSemaphorePermit>,
+    budget: Option<&Budget>,
+    stop: &CancellationToken,
+) -> SessionRun {
+    let plan = shared.scenario.session.expect("called for sessions");
+    let Target::Llm { target, prompts } = &shared.target else {
+        unreachable!("sessions need a chat service, checked when the spec was read")
+    };
+    // Held for the whole conversation: a stage's cap counts sessions.
+    let _stage_permit = stage_permit;
+    let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
+    let seed = shared.scenario.seed;
+    let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x5345_5353, id]));
+    let turns = plan.turns.sample(&mut rng);
+    // W3C trace IDs are 16 random bytes, not all zero.
+    let trace_id = format!(
+        "{:016x}{:016x}",
+        rng.random::<u64>() | 1,
+        rng.random::<u64>()
+    );
+    let snapshot = format!("{}@seed={seed}", shared.scenario.name);
+    let mut history: Vec<serde_json::Value> = Vec::new();
+    let mut history_tokens = 0u32;
+    let mut intended = first;
+    let mut run = SessionRun::default();
+    for turn in 1..=turns {
+        if stop.is_cancelled() {
+            break;
+        }
+        if budget.is_some_and(|b| !b.take()) {
+            run.out_of_budget = true;
+            break;
+        }
+        let intended_us = intended.as_micros() as u64;
+        let seq = shared.take_seq();
+        let Some(mut admitted) = admit(shared, stage, intended, seq, None) else {
+            run.requests
+                .push((intended_us, Outcome::Dropped, intended_us));
+            break;
+        };
+        let user = prompts.payload(seed, mix_seed(&[id, u64::from(turn)]));
+        let text = match &user.prompt {
+            PromptBody::Text(text) => text.clone(),
+            PromptBody::Messages(messages) => messages
+                .iter()
+                .rev()
+                .find_map(|m| m["content"].as_str())
+                .unwrap_or_default()
+                .to_owned(),
+        };
+        history.push(serde_json::json!({"role": "user", "content": text}));
+        history_tokens += user.input_tokens;
+        admitted.payload = Some(Payload {
+            prompt: PromptBody::Messages(history.clone()),
+            max_tokens: user.max_tokens,
+            input_tokens: history_tokens,
+            traceparent: Some(format!("00-{trace_id}-{:016x}-01", rng.random::<u64>() | 1)),
+        });
+        admitted.record.session = Some(SessionMark {
+            id,
+            turn,
+            trace_id: trace_id.clone(),
+            snapshot: snapshot.clone(),
+        });
+        let (outcome, done_us, answer) = execute(shared, admitted).await;
+        run.requests.push((intended_us, outcome, done_us));
+        let Some(answer) = answer else { break };
+        history_tokens += target.tokenizer.count(&answer) as u32;
+        history.push(serde_json::json!({"role": "assistant", "content": answer}));
+        if turn < turns && !plan.think_time.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(plan.think_time) => {}
+                _ = stop.cancelled() => break,
+            }
+        }
+        intended = shared.clock.start().elapsed();
+    }
+    run
 }
 
 /// Runs a closed-loop stage: `concurrency` sessions back to back.
@@ -550,7 +679,6 @@ async fn run_closed(
     stage: &Stage,
     index: u32,
     stage_start: Duration,
-    seq: &mut u64,
     stop: &CancellationToken,
 ) -> ClosedRun {
     let Stage::Closed {
@@ -562,52 +690,60 @@ async fn run_closed(
     else {
         unreachable!("called for closed stages")
     };
-    let next_seq = Arc::new(AtomicU64::new(*seq));
-    let last_seq = requests.map(|n| *seq + n);
+    let budget = Arc::new(Budget {
+        issued: AtomicU64::new(0),
+        limit: *requests,
+    });
     let end = duration.map(|d| shared.clock.start() + stage_start + d);
     let begin = shared.clock.start() + stage_start;
     tokio::time::sleep_until(begin.into()).await;
-    let mut sessions = JoinSet::new();
+    let mut slots = JoinSet::new();
     let tally = Arc::new(ClosedTally {
         ok: AtomicU64::new(0),
         first_intended_us: AtomicU64::new(u64::MAX),
         last_done_us: AtomicU64::new(0),
     });
     for _ in 0..*concurrency {
-        let (shared, next_seq, stop, think, tally) = (
+        let (shared, budget, stop, think, tally) = (
             shared.clone(),
-            next_seq.clone(),
+            budget.clone(),
             stop.clone(),
             *think_time,
             tally.clone(),
         );
-        sessions.spawn(async move {
+        slots.spawn(async move {
             loop {
                 let now = Instant::now();
                 if stop.is_cancelled() || end.is_some_and(|end| now >= end) {
                     break;
                 }
-                let seq = next_seq.fetch_add(1, Ordering::Relaxed);
-                if last_seq.is_some_and(|last| seq >= last) {
-                    break;
-                }
                 let intended = now.saturating_duration_since(shared.clock.start());
-                // One request at a time per session, run in the session's own task.
-                let intended_us = intended.as_micros() as u64;
-                tally
-                    .first_intended_us
-                    .fetch_min(intended_us, Ordering::Relaxed);
-                let done_us = match admit(&shared, index, intended, seq, None) {
-                    Some(admitted) => {
-                        let (outcome, done_us) = execute(&shared, admitted).await;
-                        if outcome == Outcome::Ok {
-                            tally.ok.fetch_add(1, Ordering::Relaxed);
-                        }
-                        done_us
+                if shared.scenario.session.is_some() {
+                    // One conversation at a time per slot, turn after turn.
+                    let session =
+                        run_session(&shared, index, intended, None, Some(&budget), &stop).await;
+                    for (intended_us, outcome, done_us) in session.requests {
+                        tally.note(intended_us, outcome, done_us);
                     }
-                    None => intended_us,
-                };
-                tally.last_done_us.fetch_max(done_us, Ordering::Relaxed);
+                    if session.out_of_budget {
+                        break;
+                    }
+                } else {
+                    if !budget.take() {
+                        break;
+                    }
+                    // One request at a time per slot, run in the slot's own task.
+                    let intended_us = intended.as_micros() as u64;
+                    let seq = shared.take_seq();
+                    let (outcome, done_us) = match admit(&shared, index, intended, seq, None) {
+                        Some(admitted) => {
+                            let (outcome, done_us, _) = execute(&shared, admitted).await;
+                            (outcome, done_us)
+                        }
+                        None => (Outcome::Dropped, intended_us),
+                    };
+                    tally.note(intended_us, outcome, done_us);
+                }
                 if !think.is_zero() {
                     tokio::select! {
                         _ = tokio::time::sleep(think) => {}
@@ -617,10 +753,7 @@ async fn run_closed(
             }
         });
     }
-    while sessions.join_next().await.is_some() {}
-    *seq = next_seq
-        .load(Ordering::Relaxed)
-        .min(last_seq.unwrap_or(u64::MAX));
+    while slots.join_next().await.is_some() {}
     let window_us = tally
         .last_done_us
         .load(Ordering::Relaxed)
@@ -640,7 +773,6 @@ async fn run_sweep(
     stage: &Stage,
     executed: &mut Vec<ExecutedStage>,
     stage_start: Duration,
-    seq: &mut u64,
     tasks: &mut JoinSet<()>,
     stop: &CancellationToken,
 ) -> Result<Duration> {
@@ -672,7 +804,7 @@ async fn run_sweep(
         };
         let index = executed.len() as u32;
         executed.push(ExecutedStage::of(&closed, Some(role)));
-        let ran = run_closed(shared, &closed, index, start, seq, stop).await;
+        let ran = run_closed(shared, &closed, index, start, stop).await;
         achieved[point] = ran.achieved_rate;
         // The next point starts when this one's last request is done, not before.
         start = ran.end.max(shared.clock.start().elapsed());
@@ -692,7 +824,7 @@ async fn run_sweep(
         };
         let index = executed.len() as u32;
         executed.push(ExecutedStage::of(&open, Some(SweepRole::Rate)));
-        run_open(shared, &open, index, start, seq, tasks, stop).await?;
+        run_open(shared, &open, index, start, tasks, stop).await?;
         tokio::select! {
             _ = async { while tasks.join_next().await.is_some() {} } => {}
             _ = stop.cancelled() => break,

@@ -88,6 +88,15 @@ pub struct Scenario {
     pub goodput: Option<RequestSlo>,
     /// The gate, from a `ScaleSpec`'s `sloThresholds`.
     pub slos: Option<SloSet>,
+    /// Multi-turn sessions, when the payload template asks for them.
+    pub session: Option<SessionPlan>,
+}
+
+/// Validated multi-turn sessions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SessionPlan {
+    pub turns: Length,
+    pub think_time: Duration,
 }
 
 impl Scenario {
@@ -272,6 +281,24 @@ impl Scenario {
             }
             Some(slo)
         });
+        let session = spec.payload_template.session.as_ref().and_then(|session| {
+            let chat = matches!(&workload, Some(Workload::Llm { api: Api::Chat, .. }));
+            if !chat {
+                problem(
+                    "spec.payloadTemplate.session",
+                    "needs a chat service: a session sends its history as messages".into(),
+                    Some("use `api: chat` (the default) on the service".into()),
+                );
+                return None;
+            }
+            Length::from_spec(&session.turns)
+                .map_err(|e| problem("spec.payloadTemplate.session.turns", e, None))
+                .ok()
+                .map(|turns| SessionPlan {
+                    turns,
+                    think_time: session.think_time.map_or(Duration::ZERO, |d| d.0),
+                })
+        });
         let slos = file
             .scale
             .as_ref()
@@ -302,6 +329,7 @@ impl Scenario {
             drain_timeout: spec.drain_timeout.map_or(Duration::from_secs(10), |d| d.0),
             goodput,
             slos,
+            session,
         })
     }
 

@@ -158,6 +158,7 @@ impl PromptSource {
                     prompt: PromptBody::Text(text),
                     max_tokens: Some(max_tokens),
                     input_tokens: total,
+                    traceparent: None,
                 }
             }
             PromptSource::Dataset(dataset) => dataset.payload(seed, index),
@@ -172,6 +173,7 @@ impl PromptSource {
                     input_tokens: tokenizer.count(&text) as u32,
                     prompt: PromptBody::Text(text),
                     max_tokens: Some(output.sample(&mut rng)),
+                    traceparent: None,
                 }
             }
         }

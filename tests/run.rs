@@ -637,3 +637,61 @@ async fn a_trace_replays_on_its_own_schedule_with_its_prefixes() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_carry_their_history_and_trace_and_later_turns_hit_the_prefix_cache() {
+    let s = scenario(
+        "  seed: 21\n  services:\n    llm: { url: embedded, profile: 7b }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 64, output_tokens: 16 } }\n    session: { turns: 4 }\n  load:\n    - { concurrency: 3, requests: 24 }\n",
+    );
+    let (result, records) = run_to_records(s, "sessions").await;
+    assert!(result.aggregator.counts.balanced());
+    assert_eq!(records.len(), 24);
+    assert!(records.iter().all(|r| r.outcome == Outcome::Ok));
+    let mut sessions: std::collections::BTreeMap<u64, Vec<&Record>> = Default::default();
+    for r in &records {
+        let mark = r.session.as_ref().expect("every request is in a session");
+        sessions.entry(mark.id).or_default().push(r);
+    }
+    assert_eq!(sessions.len(), 6, "24 requests, 4 turns each");
+    for turns in sessions.values_mut() {
+        turns.sort_by_key(|r| r.session.as_ref().unwrap().turn);
+        let trace = &turns[0].session.as_ref().unwrap().trace_id;
+        assert_eq!(trace.len(), 32);
+        for (k, r) in turns.iter().enumerate() {
+            let mark = r.session.as_ref().unwrap();
+            assert_eq!(mark.turn as usize, k + 1);
+            assert_eq!(&mark.trace_id, trace, "one trace per session");
+            assert_eq!(mark.snapshot, "t@seed=21");
+        }
+        // The simulator's view: each turn's prompt holds the previous prompt and the
+        // previous answer, plus a new question.
+        for pair in turns.windows(2) {
+            let (before, after) = (pair[0].server.unwrap(), pair[1].server.unwrap());
+            assert!(
+                after.prompt_tokens >= before.prompt_tokens + before.completion_tokens + 64,
+                "{} vs {} + {}",
+                after.prompt_tokens,
+                before.prompt_tokens,
+                before.completion_tokens
+            );
+            // The history was computed on the previous turn: the prefix cache has it.
+            assert!(
+                after.cached_prompt_tokens >= before.prompt_tokens / 2,
+                "{} cached of a {}-token history",
+                after.cached_prompt_tokens,
+                before.prompt_tokens
+            );
+        }
+        assert!(
+            turns[1].sent_us.unwrap() >= turns[0].last_byte_us.unwrap(),
+            "a turn waits for the answer before it"
+        );
+    }
+    let turns = &result.aggregator.turns;
+    assert_eq!(turns.len(), 4);
+    assert_eq!(
+        turns[&1].cached_prompt_tokens, 0,
+        "a first turn has nothing cached"
+    );
+    assert!(turns[&4].cached_prompt_tokens > 0);
+}

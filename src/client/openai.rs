@@ -61,6 +61,8 @@ pub struct Payload {
     pub max_tokens: Option<u32>,
     /// Prompt tokens by the local tokenizer, for when the server reports none.
     pub input_tokens: u32,
+    /// W3C `traceparent` of the request, for requests that belong to a session.
+    pub traceparent: Option<String>,
 }
 
 impl LlmTarget {
@@ -104,6 +106,9 @@ impl LlmTarget {
         for (name, value) in &self.headers {
             builder = builder.header(name, value);
         }
+        if let Some(traceparent) = &payload.traceparent {
+            builder = builder.header("traceparent", traceparent);
+        }
         builder
             .body(Full::new(Bytes::from(self.body(payload).to_string())))
             .expect("URI and headers were validated when the target was built")
@@ -111,13 +116,16 @@ impl LlmTarget {
 }
 
 /// Sends one request and fills `record` with what happened.
+///
+/// Returns the answer's text when the request succeeded (a session sends it back as
+/// history with its next turn).
 pub async fn call(
     http: &HttpClient,
     target: &LlmTarget,
     payload: &Payload,
     clock: RunClock,
     record: &mut Record,
-) {
+) -> Option<String> {
     let request = target.request(payload);
     let sent = Instant::now();
     record.sent_us = Some(clock.us(sent));
@@ -132,12 +140,12 @@ pub async fn call(
                 "timeout",
                 "no response headers before the deadline",
             );
-            return;
+            return None;
         }
         Ok(Err(error)) => {
             let (stage, kind, message) = classify_send_error(&error);
             record.fail(Outcome::Error, stage, kind, message);
-            return;
+            return None;
         }
         Ok(Ok(response)) => response,
     };
@@ -155,6 +163,7 @@ pub async fn call(
         itl_sum_us: 0,
     };
     reader.read(response, payload).await;
+    (reader.record.outcome == Outcome::Ok).then_some(reader.text)
 }
 
 struct Reader<'a> {

@@ -169,6 +169,22 @@ pub struct PayloadTemplate {
     /// Fields merged into every request body (e.g. `temperature: 0`, `ignore_eos: true`).
     #[serde(default)]
     pub body: serde_json::Map<String, serde_json::Value>,
+    /// Multi-turn conversations (chat only): each arrival or closed-loop slot runs a
+    /// session of `turns` requests, each sending the history with the real answers so
+    /// far; one W3C trace per session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionSpec>,
+}
+
+/// A multi-turn session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionSpec {
+    /// Turns per session: a number, `{min, max}` or `{mean, stddev}`.
+    pub turns: LengthSpec,
+    /// Pause between an answer and the next turn (a user reading and typing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time: Option<Dur>,
 }
 
 /// A plain HTTP request, for `api: http` services.
