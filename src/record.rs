@@ -84,6 +84,9 @@ pub struct ServerTruth {
     pub cached_prompt_tokens: u32,
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
+    /// FNV-1a of the request body as the server received it.
+    #[serde(default)]
+    pub request_hash: u64,
 }
 
 /// Where a request sits in its session.

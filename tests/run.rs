@@ -186,15 +186,49 @@ async fn the_same_seed_schedules_the_same_requests() {
     let body = "  seed: 9\n  services:\n    llm: { url: embedded, profile: tiny }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: { mean: 50, stddev: 20 }, output_tokens: 3 } }\n  load:\n    - { arrival: gamma, burstiness: 0.5, rate: 200, requests: 100 }\n";
     let (_, a) = run_to_records(scenario(body), "seed-a").await;
     let (_, b) = run_to_records(scenario(body), "seed-b").await;
+    // The schedule, and the bytes of every request as the simulator received them.
     let key = |records: &[Record]| {
-        let mut v: Vec<(u64, u64, Option<u32>)> = records
+        let mut v: Vec<(u64, u64, Option<u32>, u64)> = records
             .iter()
-            .map(|r| (r.seq, r.intended_us, r.input_tokens))
+            .map(|r| {
+                let hash = r.server.unwrap().request_hash;
+                assert_ne!(hash, 0, "the simulator reports what it received");
+                (r.seq, r.intended_us, r.input_tokens, hash)
+            })
             .collect();
         v.sort_unstable();
         v
     };
     assert_eq!(key(&a), key(&b));
+    // Conversations too: the same session sends the same bytes turn by turn (which slot
+    // runs which session is up to timing; what it sends is not). Later turns carry the
+    // answers, so they repeat only when the answers do: temperature 0 here, as on a real
+    // server.
+    let sessions = "  seed: 9\n  services:\n    llm: { url: embedded, profile: tiny }\n  payloadTemplate:\n    body: { temperature: 0 }\n    prompts: { synthetic: { input_tokens: 30, output_tokens: 6 } }\n    session: { turns: { min: 1, max: 4 } }\n  load:\n    - { concurrency: 3, requests: 40 }\n";
+    let (_, a) = run_to_records(scenario(sessions), "seed-sessions-a").await;
+    let (_, b) = run_to_records(scenario(sessions), "seed-sessions-b").await;
+    let by_turn = |records: &[Record]| {
+        let mut v: Vec<(u64, u32, u64)> = records
+            .iter()
+            .map(|r| {
+                let mark = r.session.as_ref().unwrap();
+                (mark.id, mark.turn, r.server.unwrap().request_hash)
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let (a, b) = (by_turn(&a), by_turn(&b));
+    let common = a.len().min(b.len());
+    // The budget may cut the last sessions at different turns; all else is identical.
+    assert!(common >= 35, "{common}");
+    let ids = |v: &[(u64, u32, u64)]| v.iter().map(|(id, _, _)| *id).max().unwrap();
+    let full = ids(&a).min(ids(&b)).saturating_sub(3);
+    let complete = |v: &[(u64, u32, u64)]| -> Vec<(u64, u32, u64)> {
+        v.iter().copied().filter(|(id, _, _)| *id < full).collect()
+    };
+    assert!(!complete(&a).is_empty());
+    assert_eq!(complete(&a), complete(&b));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

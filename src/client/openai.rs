@@ -586,6 +586,7 @@ fn read_truth_headers(response: &Response<Incoming>, record: &mut Record) {
             cached_prompt_tokens: get("x-redline-cached-tokens").unwrap_or(0) as u32,
             prompt_tokens: 0,
             completion_tokens: 0,
+            request_hash: get("x-redline-request-hash").unwrap_or(0),
         });
     }
 }

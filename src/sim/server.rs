@@ -225,14 +225,29 @@ async fn chat_completions(State(state): State<Arc<SimState>>, body: Bytes) -> Re
     let arrival_ns = state.clock.now_ns();
     let plan =
         openai::parse(&body).and_then(|request| openai::plan_chat(request, &state.context()));
-    answer(state, plan, Api::Chat, arrival_ns).await
+    answer(state, plan, Api::Chat, arrival_ns, request_hash(&body)).await
+}
+
+/// FNV-1a of a request body: ground truth of exactly what arrived, so two runs can be
+/// shown to have sent the same bytes.
+fn request_hash(body: &[u8]) -> u64 {
+    body.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
     let arrival_ns = state.clock.now_ns();
     let plan =
         openai::parse(&body).and_then(|request| openai::plan_completion(request, &state.context()));
-    answer(state, plan, Api::Completions, arrival_ns).await
+    answer(
+        state,
+        plan,
+        Api::Completions,
+        arrival_ns,
+        request_hash(&body),
+    )
+    .await
 }
 
 async fn answer(
@@ -240,13 +255,15 @@ async fn answer(
     plan: Result<Plan, ApiError>,
     api: Api,
     arrival_ns: u64,
+    request_hash: u64,
 ) -> Response {
     let plan = match plan {
         Ok(plan) => plan,
         Err(error) => return error_response(error),
     };
     let id = state.nonce.fetch_add(1, Ordering::Relaxed);
-    let chunks = Chunks::new(api, &state.model, id, plan.tool_call.clone());
+    let mut chunks = Chunks::new(api, &state.model, id, plan.tool_call.clone());
+    chunks.request_hash = request_hash;
     let (stream, include_usage) = (plan.stream, plan.include_usage);
     let events = state.engine.submit(plan.prompt, plan.generator, arrival_ns);
     if stream {
@@ -270,6 +287,10 @@ async fn collect_answer(mut events: UnboundedReceiver<Event>, chunks: Chunks) ->
                 let mut response =
                     json_response(StatusCode::OK, &chunks.full_body(&text, reason, &timeline));
                 truth_headers(response.headers_mut(), &timeline);
+                response.headers_mut().insert(
+                    "x-redline-request-hash",
+                    HeaderValue::from(chunks.request_hash),
+                );
                 return response;
             }
         }
@@ -299,8 +320,9 @@ fn truth_headers(headers: &mut HeaderMap, t: &Timeline) {
 }
 
 /// The ground truth object carried by the final SSE chunk.
-pub fn truth_json(t: &Timeline) -> Value {
+fn truth_json(t: &Timeline, request_hash: u64) -> Value {
     json!({
+        "request_hash": request_hash,
         "arrival_us": t.arrival_ns / 1_000,
         "scheduled_us": t.scheduled_ns / 1_000,
         "first_token_us": t.first_token_ns / 1_000,
@@ -362,6 +384,8 @@ struct Chunks {
     model: String,
     head: String,
     tool_call: Option<super::text::ToolCall>,
+    /// Of the request being answered, for the ground truth.
+    request_hash: u64,
 }
 
 impl Chunks {
@@ -383,6 +407,7 @@ impl Chunks {
             model: model.to_owned(),
             head,
             tool_call,
+            request_hash: 0,
         }
     }
 
@@ -442,10 +467,10 @@ impl Chunks {
         if include_usage {
             let mut usage = self.envelope(Vec::new());
             usage["usage"] = usage_json(timeline);
-            usage["redline"] = truth_json(timeline);
+            usage["redline"] = truth_json(timeline, self.request_hash);
             out.push_str(&format!("data: {finishing}\n\ndata: {usage}\n\n"));
         } else {
-            finishing["redline"] = truth_json(timeline);
+            finishing["redline"] = truth_json(timeline, self.request_hash);
             out.push_str(&format!("data: {finishing}\n\n"));
         }
         out.push_str("data: [DONE]\n\n");
