@@ -207,6 +207,7 @@ pub fn load(path: &Path, order: DatasetOrder, options: &Options) -> Result<Datas
                 max_tokens: entry.max_tokens,
                 input_tokens: tokens,
                 traceparent: None,
+                prefix: None,
             });
         } else {
             outside += 1;

@@ -253,6 +253,13 @@ pub struct Aggregator {
     pub stages: BTreeMap<u32, StageStats>,
     /// Per turn of multi-turn sessions (measured requests).
     pub turns: BTreeMap<u32, TurnStats>,
+    /// Shared prefixes already sent by a successful request (any phase: warm-up
+    /// requests fill a prefix cache too).
+    pub seen_prefixes: std::collections::HashSet<u32>,
+    /// Prompt tokens of measured requests that began with a shared prefix, and how
+    /// many of them repeated a prefix sent before: the most a prefix cache can save.
+    pub prefix_prompt_tokens: u64,
+    pub repeated_prefix_tokens: u64,
     pub counts: Counts,
     /// Counts of the measured phase only.
     pub measured: Counts,
@@ -287,6 +294,12 @@ impl Aggregator {
     pub fn add(&mut self, r: &Record) {
         self.counts.bump(r.outcome);
         let good = self.goodput_slo.is_some_and(|slo| slo.met_by(r));
+        let repeated_prefix = match (r.outcome, r.prefix) {
+            (Outcome::Ok, Some(prefix)) => {
+                (!self.seen_prefixes.insert(prefix.id)).then_some(prefix)
+            }
+            _ => None,
+        };
         if let Some(f) = &r.error {
             let entry = self
                 .failures
@@ -310,6 +323,10 @@ impl Aggregator {
         }
         self.measured.bump(r.outcome);
         self.good += u64::from(good);
+        if r.outcome == Outcome::Ok && r.prefix.is_some() {
+            self.prefix_prompt_tokens += u64::from(r.input_tokens.unwrap_or(0));
+            self.repeated_prefix_tokens += repeated_prefix.map_or(0, |p| u64::from(p.tokens));
+        }
         if let Some(session) = &r.session {
             let turn = self.turns.entry(session.turn).or_default();
             turn.requests += 1;

@@ -89,6 +89,14 @@ pub struct ServerTruth {
     pub request_hash: u64,
 }
 
+/// The shared prefix (system prompt) a synthetic request began with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PrefixMark {
+    /// Which of the workload's prefixes.
+    pub id: u32,
+    pub tokens: u32,
+}
+
 /// Where a request sits in its session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionMark {
@@ -118,6 +126,9 @@ pub struct Record {
     /// The conversation it belongs to, for multi-turn sessions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionMark>,
+    /// The shared prefix its prompt began with, for prefix workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<PrefixMark>,
     /// When the schedule meant it to start.
     pub intended_us: u64,
     /// When it was handed to the connection (absent if never sent).
@@ -174,6 +185,7 @@ impl Record {
             outcome: Outcome::Ok,
             error: None,
             session: None,
+            prefix: None,
             intended_us,
             sent_us: None,
             headers_us: None,

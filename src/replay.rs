@@ -108,6 +108,7 @@ pub fn payload(entry: &TraceEntry, block_tokens: u32, seed: u64, index: u64) -> 
         max_tokens: Some(entry.output_tokens),
         input_tokens: entry.input_tokens,
         traceparent: None,
+        prefix: None,
     }
 }
 

@@ -48,8 +48,22 @@ pub struct Summary {
     pub server: ServerSide,
     /// Per turn of multi-turn sessions (empty without sessions).
     pub turns: Vec<TurnSummary>,
+    /// For workloads with shared prefixes: what a prefix cache could save, and what
+    /// the server reports it did.
+    pub prefix_cache: Option<PrefixCache>,
     /// Per second of the run, by completion time.
     pub timeseries: Vec<TimePoint>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PrefixCache {
+    /// Share of prompt tokens that repeat a prefix an earlier request sent: the hit
+    /// rate of an unbounded, token-granular cache.
+    pub expected_hit_share: f64,
+    /// Share of prompt tokens the server reported as cached, where it reports it (the
+    /// simulator does; block granularity and evictions keep it at or below the
+    /// expected share).
+    pub server_hit_share: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -380,6 +394,11 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
                 },
             })
             .collect(),
+        prefix_cache: (agg.prefix_prompt_tokens > 0).then(|| PrefixCache {
+            expected_hit_share: agg.repeated_prefix_tokens as f64 / agg.prefix_prompt_tokens as f64,
+            server_hit_share: (agg.truth_prompt_tokens > 0)
+                .then(|| agg.cached_prompt_tokens as f64 / agg.truth_prompt_tokens as f64),
+        }),
         timeseries: agg
             .windows
             .iter()
@@ -639,6 +658,14 @@ pub fn render_terminal(s: &Summary) -> String {
         line(format!(
             "  server truth: client TTFT − server TTFT p50 {:.3} ms, p99 {:.3} ms · {} preempted · {} cached prompt tokens",
             o.p50, o.p99, s.server.preempted_requests, s.server.cached_prompt_tokens
+        ));
+    }
+    if let Some(p) = &s.prefix_cache {
+        line(format!(
+            "  prefix cache: expected hit share {:.1}% (prompt tokens repeating an earlier prefix) · server reports {}",
+            p.expected_hit_share * 100.0,
+            p.server_hit_share
+                .map_or("nothing".to_owned(), |h| format!("{:.1}%", h * 100.0))
         ));
     }
     if !s.turns.is_empty() {

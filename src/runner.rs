@@ -497,6 +497,7 @@ async fn execute(shared: &Shared, admitted: Admitted) -> (Outcome, u64, Option<S
         match &shared.target {
             Target::Llm { target, prompts } => {
                 let payload = payload.unwrap_or_else(|| prompts.payload(shared.scenario.seed, seq));
+                record.prefix = payload.prefix;
                 openai::call(&shared.http, target, &payload, shared.clock, &mut record).await
             }
             Target::Http(target) => {
@@ -650,6 +651,7 @@ async fn run_session(
             max_tokens: user.max_tokens,
             input_tokens: history_tokens,
             traceparent: Some(format!("00-{trace_id}-{:016x}-01", rng.random::<u64>() | 1)),
+            prefix: None,
         });
         admitted.record.session = Some(SessionMark {
             id,

@@ -8,6 +8,7 @@ use rand_distr::{Distribution, Normal};
 use crate::client::openai::{Payload, PromptBody};
 use crate::datagen::Generator;
 use crate::dataset::Dataset;
+use crate::record::PrefixMark;
 use crate::sim::text::mix_seed;
 use crate::spec::LengthSpec;
 use crate::tokenize::WORDS;
@@ -148,10 +149,15 @@ impl PromptSource {
                 let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x5052_4f4d, index]));
                 let total = input.sample(&mut rng).max(prefix_tokens + 1);
                 let max_tokens = output.sample(&mut rng);
-                let mut text = if prefixes.is_empty() {
-                    String::new()
+                let (mut text, prefix) = if prefixes.is_empty() {
+                    (String::new(), None)
                 } else {
-                    prefixes[rng.random_range(0..prefixes.len())].clone()
+                    let id = rng.random_range(0..prefixes.len());
+                    let mark = PrefixMark {
+                        id: id as u32,
+                        tokens: *prefix_tokens,
+                    };
+                    (prefixes[id].clone(), Some(mark))
                 };
                 text.push_str(&words(&mut rng, total - prefix_tokens));
                 Payload {
@@ -159,6 +165,7 @@ impl PromptSource {
                     max_tokens: Some(max_tokens),
                     input_tokens: total,
                     traceparent: None,
+                    prefix,
                 }
             }
             PromptSource::Dataset(dataset) => dataset.payload(seed, index),
@@ -174,6 +181,7 @@ impl PromptSource {
                     prompt: PromptBody::Text(text),
                     max_tokens: Some(output.sample(&mut rng)),
                     traceparent: None,
+                    prefix: None,
                 }
             }
         }

@@ -112,6 +112,7 @@ async fn run(script: Vec<Act>, stream: bool) -> Record {
         max_tokens: Some(8),
         input_tokens: 1,
         traceparent: None,
+        prefix: None,
     };
     let http = http_client(&timeouts, false);
     let mut record = Record::unsent(0, 0, Phase::Measure, 0);

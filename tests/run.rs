@@ -729,3 +729,52 @@ async fn sessions_carry_their_history_and_trace_and_later_turns_hit_the_prefix_c
     );
     assert!(turns[&4].cached_prompt_tokens > 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefix_workload_reports_the_expected_hit_share_next_to_the_servers() {
+    // Four 512-token system prompts, one request at a time: every repeat of a prefix
+    // finds it cached, so the simulator's share equals the workload's expectation.
+    let s = scenario(
+        "  seed: 4\n  services:\n    llm: { url: embedded, profile: 7b, api: completions }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: { min: 560, max: 640 }, output_tokens: 2, prefix_tokens: 512, prefixes: 4 } }\n  load:\n    - { concurrency: 1, requests: 40 }\n",
+    );
+    let (result, records) = run_to_records(s, "prefixes").await;
+    assert_eq!(result.aggregator.counts.ok, 40);
+    let summary = summarize(
+        &result.aggregator,
+        RunInfo {
+            name: "t",
+            target: "",
+            model: "",
+            interrupted: false,
+            elapsed_s: 0.0,
+            stages: vec![],
+            dataset: None,
+            verdicts: None,
+            aborted: None,
+        },
+    );
+    let cache = summary.prefix_cache.expect("a prefix workload");
+    // By hand from the records: 512 tokens of every request after each prefix's first.
+    let mut seen = std::collections::HashSet::new();
+    let (mut repeated, mut total) = (0u64, 0u64);
+    let mut by_seq: Vec<&Record> = records.iter().collect();
+    by_seq.sort_by_key(|r| r.seq);
+    for r in by_seq {
+        let prefix = r.prefix.expect("every request has a prefix");
+        assert_eq!(prefix.tokens, 512);
+        if !seen.insert(prefix.id) {
+            repeated += 512;
+        }
+        total += u64::from(r.input_tokens.unwrap());
+    }
+    assert_eq!(seen.len(), 4);
+    let expected = repeated as f64 / total as f64;
+    assert!((cache.expected_hit_share - expected).abs() < 1e-9);
+    let server = cache
+        .server_hit_share
+        .expect("the simulator reports its cache");
+    assert!(
+        (server - expected).abs() < 0.01,
+        "server {server:.4} vs expected {expected:.4}"
+    );
+}

@@ -63,6 +63,8 @@ pub struct Payload {
     pub input_tokens: u32,
     /// W3C `traceparent` of the request, for requests that belong to a session.
     pub traceparent: Option<String>,
+    /// The shared prefix the prompt begins with (synthetic prefix workloads).
+    pub prefix: Option<crate::record::PrefixMark>,
 }
 
 impl LlmTarget {
