@@ -411,6 +411,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
             max_in_flight: None,
             drain_timeout: None,
             goodput: None,
+            server_metrics: None,
         },
         scale: None,
         model_load: None,
@@ -456,7 +457,13 @@ async fn run_command(args: RunArgs) -> Result<i32> {
     let slos = scenario.slos.clone();
     let dataset = scenario.dataset_info();
     let result = run_scenario(scenario, options, stop).await?;
-    let verdicts = slos.as_ref().map(|slos| slos.evaluate(&result.aggregator));
+    let scraped_hit_rate = result
+        .server_metrics
+        .as_ref()
+        .and_then(|m| m.prefix_hit_rate);
+    let verdicts = slos
+        .as_ref()
+        .map(|slos| slos.evaluate_with_server(&result.aggregator, scraped_hit_rate));
     let summary = summarize(
         &result.aggregator,
         RunInfo {
@@ -467,6 +474,7 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             elapsed_s: result.elapsed.as_secs_f64(),
             stages: result.stages.clone(),
             dataset,
+            server_metrics: result.server_metrics.clone(),
             verdicts: verdicts.clone(),
             aborted: result.aborted.clone(),
         },
@@ -551,6 +559,7 @@ fn check(records: &Path, spec: &Path, strict: bool, junit: Option<&Path>) -> Res
             elapsed_s: 0.0,
             stages: Vec::new(),
             dataset: None,
+            server_metrics: None,
             verdicts: Some(verdicts.clone()),
             aborted: None,
         },

@@ -12,6 +12,7 @@
 //! - [`record`]: the outcome record, one per scheduled request.
 //! - [`metrics`]: HDR histograms, counters and windows over the records.
 //! - [`runner`]: carries out a scenario: scheduling, sending, collecting, draining.
+//! - [`scrape`]: the server's Prometheus metrics, scraped during a run.
 //! - [`report`]: the JSON summary and the terminal table.
 //! - [`sim`]: the embedded simulators (an OpenAI-compatible LLM server over a
 //!   continuous-batching engine model, embeddings), with ground truth on every answer.
@@ -31,6 +32,7 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod schedule;
+pub mod scrape;
 pub mod sim;
 pub mod slo;
 pub mod spec;

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::dataset::DatasetInfo;
 use crate::metrics::{Aggregator, Counts, Dist, FailureCount, RequestSlo, StageStats, Window};
 use crate::schedule::{ExecutedStage, SweepRole};
+use crate::scrape::ServerMetrics;
 use crate::slo::{Aborted, Outcome, Verdict};
 
 /// Version of the summary's shape; bumped when a field changes meaning.
@@ -32,6 +33,8 @@ pub struct Summary {
     pub throughput: Throughput,
     /// The prompt dataset, when the workload reads one: records read, used, skipped.
     pub dataset: Option<DatasetInfo>,
+    /// The server's own metrics, scraped during the run (`server_metrics` in the spec).
+    pub server_metrics: Option<ServerMetrics>,
     /// The gate: one verdict per SLO of the spec's `sloThresholds`.
     pub verdicts: Option<Vec<Verdict>>,
     /// Stopped early by `abort_on_fail`: when, and for which certain breaches.
@@ -200,6 +203,7 @@ pub struct RunInfo<'a> {
     pub elapsed_s: f64,
     pub stages: Vec<ExecutedStage>,
     pub dataset: Option<DatasetInfo>,
+    pub server_metrics: Option<ServerMetrics>,
     pub verdicts: Option<Vec<Verdict>>,
     pub aborted: Option<Aborted>,
 }
@@ -340,6 +344,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
             total_tokens_per_s: per_s(agg.output_tokens + agg.input_tokens),
         },
         dataset: info.dataset,
+        server_metrics: info.server_metrics,
         verdicts: info.verdicts,
         aborted: info.aborted,
         goodput: agg.goodput_slo.map(|slo| Goodput {
@@ -658,6 +663,31 @@ pub fn render_terminal(s: &Summary) -> String {
         line(format!(
             "  server truth: client TTFT − server TTFT p50 {:.3} ms, p99 {:.3} ms · {} preempted · {} cached prompt tokens",
             o.p50, o.p99, s.server.preempted_requests, s.server.cached_prompt_tokens
+        ));
+    }
+    if let Some(m) = &s.server_metrics {
+        let max = |f: fn(&crate::scrape::ServerSample) -> Option<f64>| {
+            m.samples
+                .iter()
+                .filter_map(f)
+                .fold(None, |acc: Option<f64>, v| {
+                    Some(acc.map_or(v, |a| a.max(v)))
+                })
+        };
+        let show = |v: Option<f64>, pct: bool| match v {
+            Some(v) if pct => format!("{:.1}%", v * 100.0),
+            Some(v) => format!("{v:.0}"),
+            None => "n/a".to_owned(),
+        };
+        line(format!(
+            "  server metrics ({}, {} scrapes, {} failed): max KV usage {} · max waiting {} · max running {} · prefix hit rate {}",
+            m.url,
+            m.samples.len(),
+            m.failed_scrapes,
+            show(max(|s| s.kv_cache_usage), true),
+            show(max(|s| s.waiting), false),
+            show(max(|s| s.running), false),
+            show(m.prefix_hit_rate, true),
         ));
     }
     if let Some(p) = &s.prefix_cache {

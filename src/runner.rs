@@ -31,6 +31,7 @@ use crate::pacer::Pacer;
 use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage};
 use crate::scenario::{Endpoint, Scenario, Workload};
 use crate::schedule::{ExecutedStage, OpenArrivals, Stage, SweepRole, sweep_rates};
+use crate::scrape::ServerMetrics;
 use crate::sim::text::mix_seed;
 use crate::sim::{EmbeddedSim, Profile, SimConfig};
 use crate::slo::{Aborted, SloSet};
@@ -57,6 +58,8 @@ pub struct RunResult {
     pub stages: Vec<ExecutedStage>,
     /// Stopped early by `abort_on_fail`: when, and the breaches that were certain.
     pub aborted: Option<Aborted>,
+    /// What scraping the server's metrics found, when the spec asked for it.
+    pub server_metrics: Option<ServerMetrics>,
 }
 
 /// What the collector needs to stop a run whose SLOs are already certain to fail.
@@ -253,6 +256,24 @@ pub async fn run(
     let progress = options
         .progress
         .then(|| tokio::spawn(progress_line(shared.clone())));
+    let scrape_stop = CancellationToken::new();
+    let scraper = match &shared.scenario.scrape {
+        Some((url, interval)) => {
+            let url = url
+                .clone()
+                .unwrap_or_else(|| format!("{base_url}/metrics"))
+                .parse()
+                .context("building the metrics URL")?;
+            Some(tokio::spawn(crate::scrape::scrape(
+                shared.http.clone(),
+                url,
+                *interval,
+                clock,
+                scrape_stop.clone(),
+            )))
+        }
+        None => None,
+    };
 
     let mut tasks = JoinSet::new();
     let mut stage_start = Duration::ZERO;
@@ -307,6 +328,11 @@ pub async fn run(
         }
     }
     let elapsed = clock.start().elapsed();
+    scrape_stop.cancel();
+    let server_metrics = match scraper {
+        Some(task) => Some(task.await.context("the metrics scraper failed")?),
+        None => None,
+    };
     if let Some(progress) = progress {
         progress.abort();
         eprintln!();
@@ -325,6 +351,7 @@ pub async fn run(
         aggregator,
         interrupted: stop.is_cancelled() && aborted.is_none(),
         aborted,
+        server_metrics,
         elapsed,
         target_url: base_url,
         model,

@@ -90,6 +90,9 @@ pub struct Scenario {
     pub slos: Option<SloSet>,
     /// Multi-turn sessions, when the payload template asks for them.
     pub session: Option<SessionPlan>,
+    /// Scraping of the server's metrics: an explicit URL (else the service's
+    /// `/metrics`) and the interval.
+    pub scrape: Option<(Option<String>, Duration)>,
 }
 
 /// Validated multi-turn sessions.
@@ -304,6 +307,30 @@ impl Scenario {
             .as_ref()
             .filter(|scale| !scale.slo_thresholds.is_empty())
             .and_then(|scale| SloSet::from_spec(&scale.slo_thresholds, &mut problem));
+        let scrape = spec.server_metrics.as_ref().and_then(|m| {
+            let interval = m.interval.map_or(Duration::from_secs(1), |d| d.0);
+            if interval < Duration::from_millis(100) {
+                problem(
+                    "spec.server_metrics.interval",
+                    "must be at least 100ms".into(),
+                    None,
+                );
+                return None;
+            }
+            if let Some(url) = &m.url
+                && url
+                    .parse::<hyper::Uri>()
+                    .map_or(true, |u| u.scheme_str() != Some("http"))
+            {
+                problem(
+                    "spec.server_metrics.url",
+                    format!("`{url}` is not an http:// URL"),
+                    Some("e.g. `url: http://127.0.0.1:8000/metrics`".into()),
+                );
+                return None;
+            }
+            Some((m.url.clone(), interval))
+        });
         if spec.max_in_flight == Some(0) {
             problem("spec.max_in_flight", "must be at least 1".into(), None);
         }
@@ -330,6 +357,7 @@ impl Scenario {
             goodput,
             slos,
             session,
+            scrape,
         })
     }
 

@@ -169,6 +169,7 @@ async fn an_open_loop_keeps_its_schedule_and_accounts_for_every_request() {
             elapsed_s: 0.0,
             stages: vec![],
             dataset: None,
+            server_metrics: None,
             verdicts: None,
             aborted: None,
         },
@@ -478,6 +479,7 @@ async fn a_sweep_measures_its_bounds_then_rates_between_them_and_finds_a_knee() 
             elapsed_s: 0.0,
             stages: result.stages.clone(),
             dataset: None,
+            server_metrics: None,
             verdicts: None,
             aborted: None,
         },
@@ -735,9 +737,37 @@ async fn a_prefix_workload_reports_the_expected_hit_share_next_to_the_servers() 
     // Four 512-token system prompts, one request at a time: every repeat of a prefix
     // finds it cached, so the simulator's share equals the workload's expectation.
     let s = scenario(
-        "  seed: 4\n  services:\n    llm: { url: embedded, profile: 7b, api: completions }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: { min: 560, max: 640 }, output_tokens: 2, prefix_tokens: 512, prefixes: 4 } }\n  load:\n    - { concurrency: 1, requests: 40 }\n",
+        "  seed: 4\n  services:\n    llm: { url: embedded, profile: 7b, api: completions }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: { min: 560, max: 640 }, output_tokens: 2, prefix_tokens: 512, prefixes: 4 } }\n  server_metrics: { interval: 200ms }\n  load:\n    - { concurrency: 1, requests: 40 }\n",
     );
     let (result, records) = run_to_records(s, "prefixes").await;
+    // Scraping the simulator's /metrics meanwhile: the hit rate of its prefix-cache
+    // counters is the share of prompt tokens its ground truth says were cached.
+    let scraped = result.server_metrics.clone().expect("scraped");
+    assert_eq!(scraped.failed_scrapes, 0);
+    assert!(scraped.samples.len() >= 2);
+    assert!(
+        scraped
+            .found
+            .contains(&"vllm:prefix_cache_hits_total".to_owned())
+    );
+    assert!(
+        scraped
+            .found
+            .contains(&"vllm:kv_cache_usage_perc".to_owned())
+    );
+    let truth: (u64, u64) = records.iter().fold((0, 0), |(c, p), r| {
+        let t = r.server.unwrap();
+        (
+            c + u64::from(t.cached_prompt_tokens),
+            p + u64::from(t.prompt_tokens),
+        )
+    });
+    let truth_share = truth.0 as f64 / truth.1 as f64;
+    let scraped_rate = scraped.prefix_hit_rate.expect("counters moved");
+    assert!(
+        (scraped_rate - truth_share).abs() < 0.02,
+        "scraped {scraped_rate:.4} vs ground truth {truth_share:.4}"
+    );
     assert_eq!(result.aggregator.counts.ok, 40);
     let summary = summarize(
         &result.aggregator,
@@ -749,6 +779,7 @@ async fn a_prefix_workload_reports_the_expected_hit_share_next_to_the_servers() 
             elapsed_s: 0.0,
             stages: vec![],
             dataset: None,
+            server_metrics: None,
             verdicts: None,
             aborted: None,
         },

@@ -72,6 +72,7 @@ async fn real_output_validates_against_the_committed_schemas() {
             elapsed_s: 1.0,
             stages: result.stages.clone(),
             dataset: None,
+            server_metrics: None,
             verdicts: Some(slos.evaluate(&result.aggregator)),
             aborted: Some(redline::slo::Aborted {
                 at_s: 0.5,

@@ -448,10 +448,23 @@ pub struct Verdict {
 impl SloSet {
     /// Every SLO against the measured requests.
     pub fn evaluate(&self, agg: &Aggregator) -> Vec<Verdict> {
-        self.slos.iter().map(|slo| self.judge(slo, agg)).collect()
+        self.evaluate_with_server(agg, None)
     }
 
-    fn judge(&self, slo: &Slo, agg: &Aggregator) -> Verdict {
+    /// Every SLO, with the prefix-cache hit rate scraped from the server's metrics for
+    /// `kv_cache_hit_rate` when the server reports no per-request figures.
+    pub fn evaluate_with_server(
+        &self,
+        agg: &Aggregator,
+        scraped_hit_rate: Option<f64>,
+    ) -> Vec<Verdict> {
+        self.slos
+            .iter()
+            .map(|slo| self.judge(slo, agg, scraped_hit_rate))
+            .collect()
+    }
+
+    fn judge(&self, slo: &Slo, agg: &Aggregator, scraped_hit_rate: Option<f64>) -> Verdict {
         let verdict = |outcome, observed, bound, unit: &str, samples, further, note| Verdict {
             slo: slo.name.clone(),
             expression: slo.expression.clone(),
@@ -544,9 +557,25 @@ impl SloSet {
                     }
                     "kv_cache_hit_rate" => {
                         if agg.truth_prompt_tokens == 0 {
-                            return no_data(
+                            let Some(rate) = scraped_hit_rate else {
+                                return no_data(
+                                    "%",
+                                    "the server reports no prefix-cache figures: scrape its metrics (`server_metrics: {}`)",
+                                );
+                            };
+                            let outcome = if slo.op.holds(rate, slo.threshold) {
+                                Outcome::Pass
+                            } else {
+                                Outcome::Fail
+                            };
+                            return verdict(
+                                outcome,
+                                Some(rate * 100.0),
+                                None,
                                 "%",
-                                "the server reports no prefix-cache figures (the simulator does)",
+                                0,
+                                None,
+                                Some("from the server's prefix-cache counters: judged on the observed value, without a bound".into()),
                             );
                         }
                         let n = agg.truth_prompt_tokens;

@@ -97,6 +97,22 @@ pub struct InferenceSpec {
     /// Per-request SLOs for goodput: requests per second that succeeded within them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput: Option<GoodputSpec>,
+    /// Scrape the server's Prometheus metrics during the run (`server_metrics: {}` for
+    /// the service's own `/metrics` every second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<ServerMetricsSpec>,
+}
+
+/// Where and how often to scrape the server's metrics.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServerMetricsSpec {
+    /// The Prometheus endpoint (default: the service's URL + `/metrics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Between scrapes (default 1s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Dur>,
 }
 
 /// A service under test.
