@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// Arrivals released ahead of the runtime taking them: enough to ride out a busy
 /// moment, small enough that a stop is prompt.
@@ -62,6 +63,14 @@ impl Pacer {
     /// The next arrival's offset, once it is due; `None` after the last.
     pub async fn next(&mut self) -> Option<Duration> {
         self.arrivals.recv().await
+    }
+
+    /// As [`Pacer::next`], or `None` as soon as `stop` fires.
+    pub async fn next_unless(&mut self, stop: &CancellationToken) -> Option<Duration> {
+        tokio::select! {
+            next = self.next() => next,
+            _ = stop.cancelled() => None,
+        }
     }
 }
 

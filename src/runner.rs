@@ -383,12 +383,8 @@ async fn run_open(
     )
     .context("cannot start the pacer thread")?;
     loop {
-        let offset = tokio::select! {
-            next = pacer.next() => match next {
-                Some(offset) => offset,
-                None => break,
-            },
-            _ = stop.cancelled() => return Ok(last),
+        let Some(offset) = pacer.next_unless(stop).await else {
+            break;
         };
         let intended = stage_start + offset;
         last = intended;
@@ -420,6 +416,9 @@ async fn run_open(
         // or memory grows with the length of the run instead of what is in flight.
         while tasks.try_join_next().is_some() {}
     }
+    if stop.is_cancelled() {
+        return Ok(last);
+    }
     Ok(stage.duration().map_or(last, |d| stage_start + d))
 }
 
@@ -448,12 +447,8 @@ async fn run_replay(
         .context("cannot start the pacer thread")?;
     let mut last = stage_start;
     for entry in trace.iter() {
-        let offset = tokio::select! {
-            next = pacer.next() => match next {
-                Some(offset) => offset,
-                None => break,
-            },
-            _ = stop.cancelled() => return Ok(last),
+        let Some(offset) = pacer.next_unless(stop).await else {
+            break;
         };
         let intended = stage_start + offset;
         last = intended;

@@ -694,29 +694,36 @@ fn service_from_spec(
 
 type StageProblem = (&'static str, String, Option<String>);
 
+/// The first field that is set but means nothing for this kind of stage, as a problem.
+fn reject_set(
+    fields: &[(bool, &'static str)],
+    message: &str,
+    fix: &str,
+) -> Result<(), StageProblem> {
+    match fields.iter().find(|(set, _)| *set) {
+        Some((_, field)) => Err((field, message.into(), Some(fix.into()))),
+        None => Ok(()),
+    }
+}
+
 fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, StageProblem> {
     if let Some(replay) = &s.replay {
-        for (set, field) in [
-            (s.rate.is_some(), ".rate"),
-            (s.concurrency.is_some(), ".concurrency"),
-            (s.sweep.is_some(), ".sweep"),
-            (s.duration.is_some(), ".duration"),
-            (s.requests.is_some(), ".requests"),
-            (s.arrival.is_some(), ".arrival"),
-            (s.ramp_to.is_some(), ".ramp_to"),
-            (s.burstiness.is_some(), ".burstiness"),
-            (s.think_time.is_some(), ".think_time"),
-            (s.max_concurrency.is_some(), ".max_concurrency"),
-        ] {
-            if set {
-                return Err((
-                    field,
-                    "does not apply to a `replay`, which takes its times and count from the trace"
-                        .into(),
-                    Some("remove it, or make it a stage of its own".into()),
-                ));
-            }
-        }
+        reject_set(
+            &[
+                (s.rate.is_some(), ".rate"),
+                (s.concurrency.is_some(), ".concurrency"),
+                (s.sweep.is_some(), ".sweep"),
+                (s.duration.is_some(), ".duration"),
+                (s.requests.is_some(), ".requests"),
+                (s.arrival.is_some(), ".arrival"),
+                (s.ramp_to.is_some(), ".ramp_to"),
+                (s.burstiness.is_some(), ".burstiness"),
+                (s.think_time.is_some(), ".think_time"),
+                (s.max_concurrency.is_some(), ".max_concurrency"),
+            ],
+            "does not apply to a `replay`, which takes its times and count from the trace",
+            "remove it, or make it a stage of its own",
+        )?;
         let speed = replay.speed.unwrap_or(1.0);
         if !(speed.is_finite() && speed > 0.0) {
             return Err((
@@ -750,21 +757,17 @@ fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, StageProblem
     }
     let duration = s.duration.map(|d| d.0);
     if let Some(sweep) = s.sweep {
-        for (set, field) in [
-            (s.rate.is_some(), ".rate"),
-            (s.concurrency.is_some(), ".concurrency"),
-            (s.ramp_to.is_some(), ".ramp_to"),
-            (s.think_time.is_some(), ".think_time"),
-            (s.max_concurrency.is_some(), ".max_concurrency"),
-        ] {
-            if set {
-                return Err((
-                    field,
-                    "does not apply to a `sweep`, which finds its own rates".into(),
-                    Some("remove it, or make it a stage of its own".into()),
-                ));
-            }
-        }
+        reject_set(
+            &[
+                (s.rate.is_some(), ".rate"),
+                (s.concurrency.is_some(), ".concurrency"),
+                (s.ramp_to.is_some(), ".ramp_to"),
+                (s.think_time.is_some(), ".think_time"),
+                (s.max_concurrency.is_some(), ".max_concurrency"),
+            ],
+            "does not apply to a `sweep`, which finds its own rates",
+            "remove it, or make it a stage of its own",
+        )?;
         if sweep.rates == 0 {
             return Err((".sweep.rates", "must be at least 1".into(), None));
         }
@@ -812,11 +815,16 @@ fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, StageProblem
             if concurrency == 0 {
                 return Err((".concurrency", "must be at least 1".into(), None));
             }
-            for (set, field) in [(s.arrival.is_some(), ".arrival"), (s.ramp_to.is_some(), ".ramp_to"), (s.burstiness.is_some(), ".burstiness"), (s.max_concurrency.is_some(), ".max_concurrency")] {
-                if set {
-                    return Err((field, "applies only to open-loop (`rate`) stages".into(), Some("remove it, or use `rate` instead of `concurrency`".into())));
-                }
-            }
+            reject_set(
+                &[
+                    (s.arrival.is_some(), ".arrival"),
+                    (s.ramp_to.is_some(), ".ramp_to"),
+                    (s.burstiness.is_some(), ".burstiness"),
+                    (s.max_concurrency.is_some(), ".max_concurrency"),
+                ],
+                "applies only to open-loop (`rate`) stages",
+                "remove it, or use `rate` instead of `concurrency`",
+            )?;
             Ok(Stage::Closed { concurrency, think_time: s.think_time.map_or(Duration::ZERO, |d| d.0), duration, requests: s.requests })
         }
     }

@@ -48,6 +48,25 @@ async fn run_to_records(scenario: Scenario, name: &str) -> (RunResult, Vec<Recor
     (result, records)
 }
 
+/// The summary of a test run, with the run's stages and no gate.
+fn summary_of(result: &RunResult) -> redline::report::Summary {
+    summarize(
+        &result.aggregator,
+        RunInfo {
+            name: "t",
+            target: "",
+            model: "",
+            interrupted: false,
+            elapsed_s: 0.0,
+            stages: result.stages.clone(),
+            dataset: None,
+            server_metrics: None,
+            verdicts: None,
+            aborted: None,
+        },
+    )
+}
+
 fn percentile(values: &mut [f64], q: f64) -> f64 {
     values.sort_by(f64::total_cmp);
     values[((values.len() - 1) as f64 * q).round() as usize]
@@ -159,21 +178,7 @@ async fn an_open_loop_keeps_its_schedule_and_accounts_for_every_request() {
         (warmup as f64 - 400.0).abs() < 4.0 * 20.0,
         "a fifth of the requests are warm-up: {warmup}"
     );
-    let summary = summarize(
-        &result.aggregator,
-        RunInfo {
-            name: "t",
-            target: "",
-            model: "",
-            interrupted: false,
-            elapsed_s: 0.0,
-            stages: vec![],
-            dataset: None,
-            server_metrics: None,
-            verdicts: None,
-            aborted: None,
-        },
-    );
+    let summary = summary_of(&result);
     assert_eq!(summary.measured.scheduled, counts.scheduled - warmup as u64);
     assert!(
         (summary.throughput.requests_per_s - 400.0).abs() < 40.0,
@@ -469,21 +474,7 @@ async fn a_sweep_measures_its_bounds_then_rates_between_them_and_finds_a_knee() 
     );
     // The rates sit evenly between what the two bounds achieved, and each point's
     // requests finished before the next point began.
-    let summary = summarize(
-        &result.aggregator,
-        RunInfo {
-            name: "t",
-            target: "",
-            model: "",
-            interrupted: false,
-            elapsed_s: 0.0,
-            stages: result.stages.clone(),
-            dataset: None,
-            server_metrics: None,
-            verdicts: None,
-            aborted: None,
-        },
-    );
+    let summary = summary_of(&result);
     let (low, high) = (
         summary.stages[0].achieved_rate_per_s,
         summary.stages[1].achieved_rate_per_s,
@@ -769,21 +760,7 @@ async fn a_prefix_workload_reports_the_expected_hit_share_next_to_the_servers() 
         "scraped {scraped_rate:.4} vs ground truth {truth_share:.4}"
     );
     assert_eq!(result.aggregator.counts.ok, 40);
-    let summary = summarize(
-        &result.aggregator,
-        RunInfo {
-            name: "t",
-            target: "",
-            model: "",
-            interrupted: false,
-            elapsed_s: 0.0,
-            stages: vec![],
-            dataset: None,
-            server_metrics: None,
-            verdicts: None,
-            aborted: None,
-        },
-    );
+    let summary = summary_of(&result);
     let cache = summary.prefix_cache.expect("a prefix workload");
     // By hand from the records: 512 tokens of every request after each prefix's first.
     let mut seen = std::collections::HashSet::new();

@@ -165,9 +165,13 @@ fn sparse_dot(a: &Sparse, b: &Sparse) -> f32 {
 /// share its skeleton — back together before any two different families meet.
 pub fn kmeans(vectors: &[Sparse], k: usize, seed: u64) -> (Centroids, Vec<usize>) {
     let k = k.min(vectors.len()).max(1);
-    let (centroids, assignment) = (0..RESTARTS)
-        .map(|run| kmeans_once(vectors, k * OVERSPLIT, seed.wrapping_add(run)))
-        .max_by(|a, b| cohesion(vectors, a).total_cmp(&cohesion(vectors, b)))
+    // Score each run once, then keep the best.
+    let (_, (centroids, assignment)) = (0..RESTARTS)
+        .map(|run| {
+            let clustering = kmeans_once(vectors, k * OVERSPLIT, seed.wrapping_add(run));
+            (cohesion(vectors, &clustering), clustering)
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))
         .expect("at least one run");
     let mut sizes = vec![0usize; centroids.len()];
     for &a in &assignment {

@@ -231,13 +231,12 @@ pub fn learn(path: &Path, options: &Options) -> Result<(TemplateFile, Fidelity),
         if members.is_empty() || counts[cluster] == 0 {
             continue;
         }
-        let medoid = *members
+        let medoid = members
             .iter()
-            .max_by(|&&a, &&b| {
-                let sim = |i: usize| centroids.nearest(&vectors[i]).1;
-                sim(a).total_cmp(&sim(b))
-            })
-            .expect("members is not empty");
+            .map(|&i| (centroids.nearest(&vectors[i]).1, i))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .expect("members is not empty")
+            .1;
         let prompts: Vec<&str> = members.iter().map(|&i| sample[i].0.as_str()).collect();
         let (skeleton, slots) = template::extract(&sample[medoid].0, &prompts);
         templates.push(Template {
