@@ -87,6 +87,48 @@ pub enum Command {
     /// Serve the LLM simulator: an OpenAI-compatible server (chat, completions,
     /// embeddings, /metrics) driven by a continuous-batching engine model.
     Sim(SimArgs),
+    /// Put a fault-injecting reverse proxy in front of a service: per-request delays,
+    /// aborts, rate limits, emptied JSON results, and token-stream faults (stalls,
+    /// drips, cuts, corrupt events, a missing [DONE]); rules from a file or changed
+    /// live through the admin API.
+    Chaos(ChaosArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ChaosArgs {
+    /// The service to forward to, e.g. http://127.0.0.1:8000 (loopback unless
+    /// --allow-remote-upstream).
+    #[arg(long)]
+    pub upstream: String,
+    /// Where the proxy listens. Loopback by default; anything else needs --allow-remote.
+    #[arg(long, default_value = "127.0.0.1:8100")]
+    pub listen: SocketAddr,
+    /// The admin API's address (GET/POST /rules, PUT/DELETE /rules/NAME, GET /stats,
+    /// POST /reset).
+    #[arg(long, default_value = "127.0.0.1:8474")]
+    pub admin: SocketAddr,
+    /// The rules file (YAML: `seed`, `allow_header_faults`, `rules`). Without it the
+    /// proxy starts with no rules; add them through the admin API.
+    #[arg(long)]
+    pub rules: Option<PathBuf>,
+    /// Seed of every fault decision (overrides the rules file's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Let requests ask for faults with `x-redline-fault-*` headers.
+    #[arg(long)]
+    pub allow_header_faults: bool,
+    /// Write every injected fault as a JSON line (with the request's traceparent).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Speak HTTP/2 (prior knowledge) to the upstream.
+    #[arg(long)]
+    pub upstream_http2: bool,
+    /// Allow an upstream that is not on this machine.
+    #[arg(long)]
+    pub allow_remote_upstream: bool,
+    /// Allow listening on a non-loopback address.
+    #[arg(long)]
+    pub allow_remote: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -268,6 +310,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             Ok(exit::OK)
         }
         Command::Sim(args) => sim(args).await,
+        Command::Chaos(args) => chaos(args).await,
     }
 }
 
@@ -412,6 +455,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
             drain_timeout: None,
             goodput: None,
             server_metrics: None,
+            faults: Vec::new(),
         },
         scale: None,
         model_load: None,
@@ -477,6 +521,7 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             server_metrics: result.server_metrics.clone(),
             verdicts: verdicts.clone(),
             aborted: result.aborted.clone(),
+            proxy: result.proxy.clone(),
         },
     );
     std::fs::write(out.join("summary.json"), render_json(&summary))
@@ -562,6 +607,7 @@ fn check(records: &Path, spec: &Path, strict: bool, junit: Option<&Path>) -> Res
             server_metrics: None,
             verdicts: Some(verdicts.clone()),
             aborted: None,
+            proxy: None,
         },
     );
     print!("{}", render_terminal(&summary));
@@ -701,6 +747,13 @@ fn write_tokenizer(dir: &Path) -> Result<()> {
 
 /// Ctrl-C or SIGTERM: stop scheduling and drain.
 async fn stop_on_signal(stop: CancellationToken) {
+    signal().await;
+    eprintln!("\nredline: stopping — draining requests in flight, then writing the partial report");
+    stop.cancel();
+}
+
+/// Ctrl-C or SIGTERM.
+async fn signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     let term = async {
@@ -717,8 +770,6 @@ async fn stop_on_signal(stop: CancellationToken) {
         _ = ctrl_c => {}
         _ = term => {}
     }
-    eprintln!("\nredline: stopping — draining requests in flight, then writing the partial report");
-    stop.cancel();
 }
 
 async fn sim(args: SimArgs) -> Result<i32> {
@@ -752,4 +803,67 @@ async fn sim(args: SimArgs) -> Result<i32> {
     })
     .await?;
     Ok(0)
+}
+
+async fn chaos(args: ChaosArgs) -> Result<i32> {
+    for (what, addr) in [("proxy", args.listen), ("admin API", args.admin)] {
+        if !addr.ip().is_loopback() && !args.allow_remote {
+            bail!(
+                "refusing to serve the {what} on {addr}: the chaos proxy binds loopback unless you pass --allow-remote"
+            );
+        }
+    }
+    let upstream = crate::chaos::upstream_uri(&args.upstream, args.allow_remote_upstream)?;
+    let (file, rules) = match &args.rules {
+        Some(path) => match crate::chaos::load_rules(&path.display().to_string()) {
+            Ok(loaded) => loaded,
+            Err(errors) => {
+                eprint!("{errors}");
+                return Ok(exit::USAGE);
+            }
+        },
+        None => Default::default(),
+    };
+    let log: Option<Box<dyn std::io::Write + Send>> = match &args.log {
+        Some(path) => Some(Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        ))),
+        None => None,
+    };
+    let log = std::sync::Arc::new(crate::chaos::FaultLog::to_writer(log));
+    let count = rules.len();
+    let proxy = crate::chaos::RunningProxy::start(crate::chaos::ProxyConfig {
+        upstream,
+        upstream_http2: args.upstream_http2,
+        listen: args.listen,
+        admin: Some(args.admin),
+        rules,
+        seed: args.seed.unwrap_or(file.seed),
+        allow_header_faults: args.allow_header_faults || file.allow_header_faults,
+        log: log.clone(),
+    })
+    .await?;
+    eprintln!(
+        "redline chaos: {} -> {} with {count} rule{}; admin API on http://{} — Ctrl-C to stop",
+        proxy.base_url(),
+        args.upstream,
+        if count == 1 { "" } else { "s" },
+        proxy.admin_addr.map_or(String::new(), |a| a.to_string()),
+    );
+    signal().await;
+    let stats = proxy.chaos.stats();
+    drop(proxy);
+    log.flush();
+    eprintln!(
+        "redline chaos: {} requests over {} connections, {} upstream errors",
+        stats.requests, stats.connections, stats.upstream_errors
+    );
+    for rule in &stats.rules {
+        eprintln!(
+            "  {:<20} {:<18} matched {:>8}  injected {:>8}",
+            rule.name, rule.fault, rule.matched, rule.injected
+        );
+    }
+    Ok(exit::OK)
 }

@@ -18,8 +18,11 @@
 //!   continuous-batching engine model, embeddings), with ground truth on every answer.
 //! - [`tokenize`]: the simulator's tokenizer, also exported as a `tokenizer.json`.
 //! - [`tokenizer`]: local token counting (sim, tiktoken BPEs, Hugging Face files).
+//! - [`chaos`]: the fault-injecting reverse proxy, HTTP- and SSE-aware, with a live
+//!   admin API.
 //! - [`cli`]: the `redline` command line; subcommands only.
 
+pub mod chaos;
 pub mod cli;
 pub mod client;
 pub mod datagen;

@@ -279,6 +279,61 @@ pub struct Aggregator {
     /// Measured window: first intended start and last completion, microseconds.
     pub window_start_us: Option<u64>,
     pub window_end_us: Option<u64>,
+    /// Injected faults against outcomes (every phase: the proxy's log counts them all).
+    pub faults: FaultTally,
+}
+
+/// Requests with and without injected faults, and how they ended: what separates the
+/// failures a fault caused from the ones the service produced on its own.
+#[derive(Debug, Default, Clone)]
+pub struct FaultTally {
+    /// By rule name.
+    pub rules: BTreeMap<String, RuleTally>,
+    pub requests_with_faults: u64,
+    pub failed_with_faults: u64,
+    pub failed_without_faults: u64,
+}
+
+/// The requests one rule injected into.
+#[derive(Debug, Default, Clone)]
+pub struct RuleTally {
+    /// The fault it injects.
+    pub fault: String,
+    pub requests: u64,
+    pub failed: u64,
+    /// Failures of those requests by `stage/kind`.
+    pub failures: BTreeMap<String, u64>,
+    /// Delays or holds it added, microseconds.
+    pub added: Option<Histogram<u64>>,
+}
+
+impl FaultTally {
+    fn add(&mut self, r: &Record) {
+        let failed = matches!(r.outcome, Outcome::Error | Outcome::Timeout);
+        if r.faults.is_empty() {
+            self.failed_without_faults += u64::from(failed);
+            return;
+        }
+        self.requests_with_faults += 1;
+        self.failed_with_faults += u64::from(failed);
+        for fault in &r.faults {
+            let rule = self.rules.entry(fault.rule.clone()).or_default();
+            rule.fault.clone_from(&fault.fault);
+            rule.requests += 1;
+            if failed {
+                rule.failed += 1;
+                if let Some(f) = &r.error {
+                    let stage = serde_json::to_value(f.stage).unwrap_or_default();
+                    let key = format!("{}/{}", stage.as_str().unwrap_or_default(), f.kind);
+                    *rule.failures.entry(key).or_default() += 1;
+                }
+            }
+            if let Some(ms) = fault.added_ms {
+                let histogram = rule.added.get_or_insert_with(histogram);
+                let _ = histogram.record((ms * 1e3) as u64);
+            }
+        }
+    }
 }
 
 impl Aggregator {
@@ -293,6 +348,7 @@ impl Aggregator {
     /// Takes one record into the statistics.
     pub fn add(&mut self, r: &Record) {
         self.counts.bump(r.outcome);
+        self.faults.add(r);
         let good = self.goodput_slo.is_some_and(|slo| slo.met_by(r));
         let repeated_prefix = match (r.outcome, r.prefix) {
             (Outcome::Ok, Some(prefix)) => {

@@ -111,6 +111,23 @@ pub struct SessionMark {
     pub snapshot: String,
 }
 
+/// The response header in which the chaos proxy names the faults it injected into a
+/// request: `rule=fault, …`.
+pub const FAULT_HEADER: &str = "x-redline-fault";
+
+/// A fault the chaos proxy injected into a request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct InjectedFault {
+    /// The rule that fired (`header` for a fault a request header asked for).
+    pub rule: String,
+    /// What it did: `delay`, `abort`, `rate_limit`, `empty_result`, `stall_first_token`,
+    /// `token_drip`, `cut_stream`, `corrupt_event`, `drop_done`, `bandwidth`, `slice`.
+    pub fault: String,
+    /// The delay or hold it added, for faults that add one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_ms: Option<f64>,
+}
+
 /// One request's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Record {
@@ -129,6 +146,12 @@ pub struct Record {
     /// The shared prefix its prompt began with, for prefix workloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<PrefixMark>,
+    /// The W3C `traceparent` it carried: its trace and span IDs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// Faults the chaos proxy injected into it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<InjectedFault>,
     /// When the schedule meant it to start.
     pub intended_us: u64,
     /// When it was handed to the connection (absent if never sent).
@@ -186,6 +209,8 @@ impl Record {
             error: None,
             session: None,
             prefix: None,
+            traceparent: None,
+            faults: Vec::new(),
             intended_us,
             sent_us: None,
             headers_us: None,

@@ -1,10 +1,14 @@
 //! Reports: the JSON summary (a stable schema, `docs/summary.schema.json`) and the
 //! terminal table rendered from it. Rendering is pure; callers write the bytes.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::dataset::DatasetInfo;
-use crate::metrics::{Aggregator, Counts, Dist, FailureCount, RequestSlo, StageStats, Window};
+use crate::metrics::{
+    Aggregator, Counts, Dist, FailureCount, FaultTally, RequestSlo, StageStats, Window,
+};
 use crate::schedule::{ExecutedStage, SweepRole};
 use crate::scrape::ServerMetrics;
 use crate::slo::{Aborted, Outcome, Verdict};
@@ -35,6 +39,9 @@ pub struct Summary {
     pub dataset: Option<DatasetInfo>,
     /// The server's own metrics, scraped during the run (`server_metrics` in the spec).
     pub server_metrics: Option<ServerMetrics>,
+    /// Injected faults and what they caused, when any were injected or a proxy ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults: Option<FaultsSummary>,
     /// The gate: one verdict per SLO of the spec's `sloThresholds`.
     pub verdicts: Option<Vec<Verdict>>,
     /// Stopped early by `abort_on_fail`: when, and for which certain breaches.
@@ -206,6 +213,8 @@ pub struct RunInfo<'a> {
     pub server_metrics: Option<ServerMetrics>,
     pub verdicts: Option<Vec<Verdict>>,
     pub aborted: Option<Aborted>,
+    /// The chaos proxy's own counts, when the run put one in front of the service.
+    pub proxy: Option<ProxyCounts>,
 }
 
 fn stage_summary(stage: &ExecutedStage, stats: Option<&StageStats>, goodput: bool) -> StageSummary {
@@ -297,6 +306,104 @@ fn sweep_summary(stages: &[StageSummary]) -> Option<SweepSummary> {
     })
 }
 
+/// What the chaos proxy counted on its side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ProxyCounts {
+    /// Where it listened, and its admin API.
+    pub addr: String,
+    pub admin_addr: Option<String>,
+    pub connections: u64,
+    pub requests: u64,
+    /// Requests the upstream did not answer (the proxy answered 502).
+    pub upstream_errors: u64,
+    /// Injections no record claimed.
+    pub unclaimed_faults: u64,
+    /// Per rule: (name, fault, requests matched, faults injected).
+    pub rules: Vec<(String, String, u64, u64)>,
+}
+
+/// Injected faults against outcomes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FaultsSummary {
+    pub rules: Vec<FaultRuleSummary>,
+    /// Requests that carried at least one injected fault.
+    pub requests_with_faults: u64,
+    /// Failed or timed-out requests that carried an injected fault.
+    pub failed_with_faults: u64,
+    /// Failed or timed-out requests with no injected fault: the service's own.
+    pub failed_without_faults: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxyCounts>,
+}
+
+/// One rule's faults and what became of the requests it hit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FaultRuleSummary {
+    pub rule: String,
+    pub fault: String,
+    /// Requests the proxy matched to the rule (when it ran in this process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<u64>,
+    /// Faults the proxy says it injected (when it ran in this process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub injected: Option<u64>,
+    /// Records carrying the rule's fault.
+    pub requests: u64,
+    /// Of those, failed or timed out.
+    pub failed: u64,
+    /// Their failures, by `stage/kind`.
+    pub failures: BTreeMap<String, u64>,
+    /// The delay or hold added, where the fault adds one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_ms: Option<Dist>,
+}
+
+fn faults_summary(tally: &FaultTally, proxy: Option<ProxyCounts>) -> Option<FaultsSummary> {
+    if tally.requests_with_faults == 0 && proxy.is_none() {
+        return None;
+    }
+    let proxy_rule = |name: &str| {
+        proxy
+            .as_ref()
+            .and_then(|p| p.rules.iter().find(|r| r.0 == name))
+    };
+    let mut rules: Vec<FaultRuleSummary> = tally
+        .rules
+        .iter()
+        .map(|(name, t)| FaultRuleSummary {
+            rule: name.clone(),
+            fault: t.fault.clone(),
+            matched: proxy_rule(name).map(|r| r.2),
+            injected: proxy_rule(name).map(|r| r.3),
+            requests: t.requests,
+            failed: t.failed,
+            failures: t.failures.clone(),
+            added_ms: t.added.as_ref().map(|h| Dist::of(h, 1e3)),
+        })
+        .collect();
+    for (name, fault, matched, injected) in proxy.iter().flat_map(|p| &p.rules) {
+        if !tally.rules.contains_key(name) {
+            rules.push(FaultRuleSummary {
+                rule: name.clone(),
+                fault: fault.clone(),
+                matched: Some(*matched),
+                injected: Some(*injected),
+                requests: 0,
+                failed: 0,
+                failures: BTreeMap::new(),
+                added_ms: None,
+            });
+        }
+    }
+    Some(FaultsSummary {
+        rules,
+        requests_with_faults: tally.requests_with_faults,
+        failed_with_faults: tally.failed_with_faults,
+        failed_without_faults: tally.failed_without_faults,
+        proxy,
+    })
+}
+
 pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
     let window_s = match (agg.window_start_us, agg.window_end_us) {
         (Some(start), Some(end)) if end > start => (end - start) as f64 / 1e6,
@@ -345,6 +452,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         },
         dataset: info.dataset,
         server_metrics: info.server_metrics,
+        faults: faults_summary(&agg.faults, info.proxy),
         verdicts: info.verdicts,
         aborted: info.aborted,
         goodput: agg.goodput_slo.map(|slo| Goodput {
@@ -689,6 +797,41 @@ pub fn render_terminal(s: &Summary) -> String {
             show(max(|s| s.running), false),
             show(m.prefix_hit_rate, true),
         ));
+    }
+    if let Some(f) = &s.faults {
+        line(format!(
+            "  faults: {} requests carried injected faults · failed with a fault {} · failed on their own {}",
+            f.requests_with_faults, f.failed_with_faults, f.failed_without_faults
+        ));
+        for r in &f.rules {
+            let failures = r
+                .failures
+                .iter()
+                .map(|(kind, n)| format!("{kind} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let added = r.added_ms.map_or(String::new(), |d| {
+                format!(" · added p50 {:.0} ms, max {:.0} ms", d.p50, d.max)
+            });
+            line(format!(
+                "    {:<22} {:<18} {} requests, {} failed{}{added}",
+                r.rule,
+                r.fault,
+                r.requests,
+                r.failed,
+                if failures.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({failures})")
+                },
+            ));
+        }
+        if let Some(p) = &f.proxy {
+            line(format!(
+                "    proxy {}: {} requests over {} connections · {} upstream errors · {} faults unclaimed",
+                p.addr, p.requests, p.connections, p.upstream_errors, p.unclaimed_faults
+            ));
+        }
     }
     if let Some(p) = &s.prefix_cache {
         line(format!(

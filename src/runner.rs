@@ -23,12 +23,14 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::chaos::{FaultLog, ProxyConfig, Rule, RunningProxy, upstream_uri};
 use crate::client::http::{self, HttpTarget};
 use crate::client::openai::{self, Api, LlmTarget, Payload, PromptBody};
 use crate::client::{HttpClient, RunClock, http_client};
 use crate::metrics::Aggregator;
 use crate::pacer::Pacer;
 use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage};
+use crate::report::ProxyCounts;
 use crate::scenario::{Endpoint, Scenario, Workload};
 use crate::schedule::{ExecutedStage, OpenArrivals, Stage, SweepRole, sweep_rates};
 use crate::scrape::ServerMetrics;
@@ -60,6 +62,8 @@ pub struct RunResult {
     pub aborted: Option<Aborted>,
     /// What scraping the server's metrics found, when the spec asked for it.
     pub server_metrics: Option<ServerMetrics>,
+    /// The chaos proxy's counts, when the spec had faults.
+    pub proxy: Option<ProxyCounts>,
 }
 
 /// What the collector needs to stop a run whose SLOs are already certain to fail.
@@ -218,7 +222,17 @@ pub async fn run(
             scenario.service.model.clone().unwrap_or_default(),
         ),
     };
-    let target = build_target(&scenario, &base_url, &model)?;
+    // Faults: a chaos proxy in front of the service, and the service's traffic sent
+    // through it. The records keep the service's own URL as the target.
+    let proxy = match scenario.faults.is_empty() {
+        true => None,
+        false => Some(start_proxy(&scenario, &base_url).await?),
+    };
+    let request_base = match &proxy {
+        Some(proxy) => through_proxy(&base_url, proxy),
+        None => base_url.clone(),
+    };
+    let target = build_target(&scenario, &request_base, &model)?;
 
     let file = std::fs::File::create(&options.records_path)
         .with_context(|| format!("cannot create {}", options.records_path.display()))?;
@@ -238,6 +252,7 @@ pub async fn run(
         std::io::BufWriter::new(file),
         Aggregator::new(scenario.goodput),
         gate,
+        proxy.as_ref().map(|p| p.chaos.log.clone()),
     ));
 
     let shared = Arc::new(Shared {
@@ -340,6 +355,7 @@ pub async fn run(
     let shared = Arc::into_inner(shared).expect("every task has ended");
     drop(shared.records);
     let (aggregator, aborted) = collector.await.context("the record collector failed")??;
+    let proxy = proxy.map(|proxy| proxy_counts(&proxy));
     drop(embedded);
     if !aggregator.counts.balanced() {
         anyhow::bail!(
@@ -356,7 +372,76 @@ pub async fn run(
         target_url: base_url,
         model,
         stages: executed,
+        proxy,
     })
+}
+
+async fn start_proxy(scenario: &Scenario, base_url: &str) -> Result<RunningProxy> {
+    let rules = scenario
+        .faults
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            Rule::validate(spec, &format!("spec.faults[{i}]")).map_err(|_| {
+                anyhow::anyhow!("fault rule `{}` was validated with the spec", spec.name)
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let upstream = upstream_uri(base_url, false)?;
+    let proxy = RunningProxy::start(ProxyConfig {
+        upstream: format!("http://{}", upstream.authority().map_or("", |a| a.as_str())).parse()?,
+        upstream_http2: scenario.service.http2,
+        listen: ([127, 0, 0, 1], 0).into(),
+        admin: Some(([127, 0, 0, 1], 0).into()),
+        rules,
+        seed: scenario.seed,
+        allow_header_faults: false,
+        log: Arc::new(FaultLog::for_run()),
+    })
+    .await
+    .context("cannot start the chaos proxy")?;
+    eprintln!(
+        "chaos proxy for `{}` on {}; admin API on http://{}",
+        scenario.service.name,
+        proxy.addr,
+        proxy.admin_addr.map_or(String::new(), |a| a.to_string())
+    );
+    Ok(proxy)
+}
+
+/// The service's base URL with the proxy's address in place of the service's.
+fn through_proxy(base_url: &str, proxy: &RunningProxy) -> String {
+    let path = base_url
+        .parse::<hyper::Uri>()
+        .map(|u| u.path().trim_end_matches('/').to_owned())
+        .unwrap_or_default();
+    format!("{}{path}", proxy.base_url())
+}
+
+fn proxy_counts(proxy: &RunningProxy) -> ProxyCounts {
+    let stats = proxy.chaos.stats();
+    ProxyCounts {
+        addr: proxy.addr.to_string(),
+        admin_addr: proxy.admin_addr.map(|a| a.to_string()),
+        connections: stats.connections,
+        requests: stats.requests,
+        upstream_errors: stats.upstream_errors,
+        unclaimed_faults: proxy.chaos.log.unclaimed(),
+        rules: stats
+            .rules
+            .into_iter()
+            .map(|r| (r.name, r.fault.to_owned(), r.matched, r.injected))
+            .collect(),
+    }
+}
+
+/// A W3C `traceparent` for a request outside a session: a trace of its own, drawn
+/// from the seed and its position, so the same spec sends the same IDs.
+fn traceparent_of(seed: u64, seq: u64) -> String {
+    let high = mix_seed(&[seed, seq, 0x7472_6163]) | 1;
+    let low = mix_seed(&[seed, seq, 0x6563_6172]);
+    let span = mix_seed(&[seed, seq, 0x7370_616e]) | 1;
+    format!("00-{high:016x}{low:016x}-{span:016x}-01")
 }
 
 /// Schedules an open-loop stage; returns its end (offset from the run start).
@@ -518,12 +603,26 @@ async fn execute(shared: &Shared, admitted: Admitted) -> (Outcome, u64, Option<S
     let request = async {
         match &shared.target {
             Target::Llm { target, prompts } => {
-                let payload = payload.unwrap_or_else(|| prompts.payload(shared.scenario.seed, seq));
+                let mut payload =
+                    payload.unwrap_or_else(|| prompts.payload(shared.scenario.seed, seq));
+                let traceparent = payload
+                    .traceparent
+                    .get_or_insert_with(|| traceparent_of(shared.scenario.seed, seq));
+                record.traceparent = Some(traceparent.clone());
                 record.prefix = payload.prefix;
                 openai::call(&shared.http, target, &payload, shared.clock, &mut record).await
             }
             Target::Http(target) => {
-                http::call(&shared.http, target, shared.clock, &mut record).await;
+                let traceparent = traceparent_of(shared.scenario.seed, seq);
+                record.traceparent = Some(traceparent.clone());
+                http::call(
+                    &shared.http,
+                    target,
+                    &traceparent,
+                    shared.clock,
+                    &mut record,
+                )
+                .await;
                 None
             }
         }
@@ -868,6 +967,7 @@ async fn collect(
     mut out: std::io::BufWriter<std::fs::File>,
     mut aggregator: Aggregator,
     gate: Option<Gate>,
+    faults: Option<Arc<FaultLog>>,
 ) -> Result<(Aggregator, Option<Aborted>)> {
     let mut flush = tokio::time::interval(Duration::from_millis(200));
     let mut judge = tokio::time::interval(Duration::from_secs(1));
@@ -875,7 +975,14 @@ async fn collect(
     loop {
         tokio::select! {
             record = inbox.recv() => {
-                let Some(record) = record else { break };
+                let Some(mut record) = record else { break };
+                // The proxy's log is ground truth of what it injected: it replaces
+                // what the client read from the response header.
+                if let (Some(log), Some(traceparent)) = (&faults, &record.traceparent)
+                    && let Some(injected) = log.take(traceparent)
+                {
+                    record.faults = injected;
+                }
                 serde_json::to_writer(&mut out, &record)?;
                 out.write_all(b"\n")?;
                 aggregator.add(&record);

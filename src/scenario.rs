@@ -2,6 +2,7 @@
 //! same spec types) means, checked once. Every problem is reported together, each with
 //! the file, line and field it comes from.
 
+use crate::spec::faults::FaultRuleSpec;
 use std::path::Path;
 use std::time::Duration;
 
@@ -93,6 +94,8 @@ pub struct Scenario {
     /// Scraping of the server's metrics: an explicit URL (else the service's
     /// `/metrics`) and the interval.
     pub scrape: Option<(Option<String>, Duration)>,
+    /// Fault rules for a chaos proxy in front of the service (validated).
+    pub faults: Vec<FaultRuleSpec>,
 }
 
 /// Validated multi-turn sessions.
@@ -334,6 +337,55 @@ impl Scenario {
         if spec.max_in_flight == Some(0) {
             problem("spec.max_in_flight", "must be at least 1".into(), None);
         }
+        for (i, rule) in spec.faults.iter().enumerate() {
+            let at = format!("spec.faults[{i}]");
+            let called = service_name.as_deref().unwrap_or("llm");
+            match rule.service.as_deref() {
+                None => problem(
+                    &format!("{at}.name"),
+                    "the rule names no service".into(),
+                    Some(format!(
+                        "add `service: {called}`: the proxy sits in front of one service"
+                    )),
+                ),
+                Some(name) if !spec.services.contains_key(name) => problem(
+                    &format!("{at}.service"),
+                    format!("names service `{name}`, which is not under spec.services"),
+                    Some(format!("choose from: {}", names.join(", "))),
+                ),
+                Some(name) if name != called => problem(
+                    &format!("{at}.service"),
+                    format!("the run sends no traffic to `{name}`; it calls `{called}`"),
+                    Some(format!("put the rule in front of `{called}`")),
+                ),
+                Some(name) => {
+                    let url = &spec.services[name].url;
+                    if url != "embedded" && crate::chaos::upstream_uri(url, false).is_err() {
+                        problem(
+                            &format!("{at}.service"),
+                            format!(
+                                "`{name}` is at {url}, not on loopback: a run injects faults only into services on this machine"
+                            ),
+                            Some(format!(
+                                "run `redline chaos --upstream {url} --allow-remote-upstream` yourself and point the service's url at it"
+                            )),
+                        );
+                    }
+                }
+            }
+            if spec.faults[..i].iter().any(|r| r.name == rule.name) {
+                problem(
+                    &format!("{at}.name"),
+                    format!("a rule named `{}` comes earlier", rule.name),
+                    Some("give every rule its own name".into()),
+                );
+            }
+            if let Err(found) = crate::chaos::Rule::validate(rule, &at) {
+                for p in found {
+                    problem(&p.path, p.message, p.fix);
+                }
+            }
+        }
         if !errors.is_empty() {
             // In file order, as a reader goes through the file to fix them.
             errors.sort_by_key(|e| (e.line, e.column));
@@ -358,6 +410,7 @@ impl Scenario {
             slos,
             session,
             scrape,
+            faults: spec.faults.clone(),
         })
     }
 

@@ -3,69 +3,15 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+use common::{run_to_records, scenario, summary_of, temp_dir};
 use redline::record::{Outcome, Record};
-use redline::report::{RunInfo, summarize};
-use redline::runner::{RunOptions, RunResult, run};
 use redline::scenario::Scenario;
 use redline::schedule::SweepRole;
-use tokio_util::sync::CancellationToken;
 
 /// Timing tests take this lock so they do not compete for the two cores.
 static TIMING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("redline-test-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn scenario(body: &str) -> Scenario {
-    let text = format!(
-        "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: {{ name: t }}\nspec:\n{body}"
-    );
-    let file = redline::spec::parse("test.yaml", &text).unwrap_or_else(|e| panic!("{e}"));
-    Scenario::from_spec(&file, &text).unwrap_or_else(|e| panic!("{e}"))
-}
-
-async fn run_to_records(scenario: Scenario, name: &str) -> (RunResult, Vec<Record>) {
-    let dir = temp_dir(name);
-    let options = RunOptions {
-        records_path: dir.join("records.jsonl"),
-        progress: false,
-    };
-    let result = run(scenario, options, CancellationToken::new())
-        .await
-        .unwrap();
-    let records = std::fs::read_to_string(dir.join("records.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    std::fs::remove_dir_all(dir).unwrap();
-    (result, records)
-}
-
-/// The summary of a test run, with the run's stages and no gate.
-fn summary_of(result: &RunResult) -> redline::report::Summary {
-    summarize(
-        &result.aggregator,
-        RunInfo {
-            name: "t",
-            target: "",
-            model: "",
-            interrupted: false,
-            elapsed_s: 0.0,
-            stages: result.stages.clone(),
-            dataset: None,
-            server_metrics: None,
-            verdicts: None,
-            aborted: None,
-        },
-    )
-}
 
 fn percentile(values: &mut [f64], q: f64) -> f64 {
     values.sort_by(f64::total_cmp);

@@ -42,7 +42,7 @@ async fn real_output_validates_against_the_committed_schemas() {
     let record_schema = committed("record.schema.json", &record_schema());
 
     // A run with successes and failures, so optional fields and errors both appear.
-    let text = "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: { name: schema }\nspec:\n  services:\n    llm: { url: embedded, profile: tiny }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 16, output_tokens: 4 } }\n  max_in_flight: 3\n  goodput: { ttft: 1s, tpot: 50ms }\n  load:\n    - { arrival: constant, rate: 2000, requests: 40 }\n    - { sweep: { rates: 1, throughput_concurrency: 2 }, requests: 8 }\n---\napiVersion: redline.dev/v1alpha1\nkind: ScaleSpec\nspec:\n  sloThresholds: { preset: redlines, output_throughput: \">= 1 tok/s\" }\n";
+    let text = "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: { name: schema }\nspec:\n  services:\n    llm: { url: embedded, profile: tiny }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 16, output_tokens: 4 } }\n  max_in_flight: 3\n  goodput: { ttft: 1s, tpot: 50ms }\n  faults:\n    - { name: slow, service: llm, delay: { probability: 0.2, ms: 5 } }\n    - { name: cut, service: llm, cut_stream: { probability: 0.2, after_events: 2 } }\n  load:\n    - { arrival: constant, rate: 2000, requests: 40 }\n    - { sweep: { rates: 1, throughput_concurrency: 2 }, requests: 8 }\n---\napiVersion: redline.dev/v1alpha1\nkind: ScaleSpec\nspec:\n  sloThresholds: { preset: redlines, output_throughput: \">= 1 tok/s\" }\n";
     let file = redline::spec::parse("schema.yaml", text).unwrap();
     let scenario = Scenario::from_spec(&file, text).unwrap();
     let slos = scenario.slos.clone().unwrap();
@@ -78,8 +78,11 @@ async fn real_output_validates_against_the_committed_schemas() {
                 at_s: 0.5,
                 breaches: slos.evaluate(&result.aggregator),
             }),
+            proxy: result.proxy.clone(),
         },
     );
+    let faults = summary.faults.as_ref().expect("the spec has faults");
+    assert!(faults.rules.iter().all(|r| r.requests > 0), "{faults:?}");
     let summary: Value = serde_json::from_slice(&render_json(&summary)).unwrap();
     assert_valid(&summary_schema, &summary, "summary.json");
     let mut broken = summary.clone();

@@ -266,3 +266,27 @@ fn a_replay_takes_its_times_from_the_trace() {
          test.yaml:11:40: spec.load[1].replay.speed: must be a positive number, got 0\n"
     );
 }
+
+#[test]
+fn fault_rules_are_checked_with_the_spec() {
+    let text = spec(&format!(
+        "{SERVICES}  load:\n    - {{ rate: 5, duration: 10s }}\n  faults:\n    - name: slow\n      service: lm\n      delay: {{ probability: 5, min_ms: 300, max_ms: 800 }}\n    - name: slow\n      service: llm\n      cut_stream: {{ probability: 0.1, after_events: 2 }}\n      drop_done: {{ probability: 0.1 }}\n    - {{ name: remote, service: llm, bandwidth: {{ bytes_per_second: 0 }} }}\n"
+    ));
+    assert_eq!(
+        errors(&text),
+        "5 problems in the spec:\n\
+         test.yaml:13:7: spec.faults[0].service: names service `lm`, which is not under spec.services\n  fix: choose from: llm\n\
+         test.yaml:14:16: spec.faults[0].delay.probability: probability 5 is not between 0 and 1\n  fix: write a chance per request: 0.05 for 5 %\n\
+         test.yaml:15:5: spec.faults[1]: the rule names 2 faults (cut_stream, drop_done)\n  fix: give each rule exactly one of: delay, abort, rate_limit, empty_result, stall_first_token, token_drip, cut_stream, corrupt_event, drop_done, bandwidth, slice; write several rules for several faults\n\
+         test.yaml:15:7: spec.faults[1].name: a rule named `slow` comes earlier\n  fix: give every rule its own name\n\
+         test.yaml:19:50: spec.faults[2].bandwidth.bytes_per_second: 0 bytes per second would never finish\n  fix: write a positive rate; use `abort: { timeout: true }` to never answer\n"
+    );
+    let remote = spec(
+        "  services:\n    llm: { url: \"http://10.1.2.3:8000\", model: m }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 10, output_tokens: 5 } }\n  qpsTarget: 1\n  duration: 1s\n  faults:\n    - { name: slow, service: llm, delay: { probability: 0.05, ms: 500 } }\n",
+    );
+    assert_eq!(
+        errors(&remote),
+        "1 problem in the spec:\n\
+         test.yaml:12:21: spec.faults[0].service: `llm` is at http://10.1.2.3:8000, not on loopback: a run injects faults only into services on this machine\n  fix: run `redline chaos --upstream http://10.1.2.3:8000 --allow-remote-upstream` yourself and point the service's url at it\n"
+    );
+}

@@ -8,7 +8,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request, Uri};
 
-use super::{HttpClient, RunClock, Timeouts, classify_send_error};
+use super::{HttpClient, RunClock, Timeouts, classify_send_error, note_faults};
 use crate::record::{Outcome, Record, Stage};
 
 /// Everything one request needs; the same for every request of a run.
@@ -26,10 +26,11 @@ pub struct HttpTarget {
 }
 
 impl HttpTarget {
-    fn request(&self) -> Request<Full<Bytes>> {
+    fn request(&self, traceparent: &str) -> Request<Full<Bytes>> {
         let mut builder = Request::builder()
             .method(self.method.clone())
-            .uri(self.uri.clone());
+            .uri(self.uri.clone())
+            .header("traceparent", traceparent);
         for (name, value) in &self.headers {
             builder = builder.header(name, value);
         }
@@ -40,14 +41,20 @@ impl HttpTarget {
 }
 
 /// Sends one request and fills `record` with what happened.
-pub async fn call(http: &HttpClient, target: &HttpTarget, clock: RunClock, record: &mut Record) {
+pub async fn call(
+    http: &HttpClient,
+    target: &HttpTarget,
+    traceparent: &str,
+    clock: RunClock,
+    record: &mut Record,
+) {
     let sent = Instant::now();
     record.sent_us = Some(clock.us(sent));
     let deadline = sent + target.timeouts.total;
     let first_deadline = deadline.min(sent + target.timeouts.first_token);
     let response = match tokio::time::timeout_at(
         first_deadline.into(),
-        http.request(target.request()),
+        http.request(target.request(traceparent)),
     )
     .await
     {
@@ -68,6 +75,7 @@ pub async fn call(http: &HttpClient, target: &HttpTarget, clock: RunClock, recor
         Ok(Ok(response)) => response,
     };
     record.headers_us = Some(clock.now_us());
+    note_faults(response.headers(), record);
     let status = response.status().as_u16();
     record.status = Some(status);
     let mut body = response.into_body();

@@ -13,7 +13,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use crate::record::Stage;
+use crate::record::{InjectedFault, Record, Stage};
 
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
@@ -79,6 +79,26 @@ pub fn http_client(timeouts: &Timeouts, http2: bool) -> HttpClient {
         .pool_max_idle_per_host(usize::MAX)
         .http2_only(http2)
         .build(connector)
+}
+
+/// Takes the faults a chaos proxy named in its `x-redline-fault` response header
+/// (`rule=fault, …`) into the record.
+pub fn note_faults(headers: &hyper::HeaderMap, record: &mut Record) {
+    let Some(value) = headers
+        .get(crate::record::FAULT_HEADER)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return;
+    };
+    record.faults = value
+        .split(',')
+        .filter_map(|pair| pair.trim().split_once('='))
+        .map(|(rule, fault)| InjectedFault {
+            rule: rule.to_owned(),
+            fault: fault.to_owned(),
+            added_ms: None,
+        })
+        .collect();
 }
 
 /// Names a failure to get a response: stage, kind and message.

@@ -152,6 +152,7 @@ pub async fn call(
         Ok(Ok(response)) => response,
     };
     record.headers_us = Some(clock.now_us());
+    super::note_faults(response.headers(), record);
     record.status = Some(response.status().as_u16());
     read_truth_headers(&response, record);
     let mut reader = Reader {

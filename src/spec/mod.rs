@@ -4,6 +4,7 @@
 //! The doc comment of each field is its reference documentation.
 
 pub mod error;
+pub mod faults;
 pub mod schema;
 pub mod values;
 
@@ -101,6 +102,10 @@ pub struct InferenceSpec {
     /// the service's own `/metrics` every second).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<ServerMetricsSpec>,
+    /// Fault rules: `redline run` puts a chaos proxy on loopback in front of each named
+    /// `service` and sends that service's traffic through it (see `docs/chaos.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<faults::FaultRuleSpec>,
 }
 
 /// Where and how often to scrape the server's metrics.

@@ -12,6 +12,14 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
+use std::path::PathBuf;
+
+use redline::record::Record;
+use redline::report::{RunInfo, summarize};
+use redline::runner::{RunOptions, RunResult, run};
+use redline::scenario::Scenario;
+use tokio_util::sync::CancellationToken;
+
 pub use redline::sim::{EmbeddedSim, Profile, SimConfig};
 
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -170,4 +178,56 @@ pub fn prompt(seed: u64, n: usize) -> String {
     (0..n)
         .map(|i| format!(" w{:x}", (seed * 1_000_003 + i as u64) % 0xff_ffff))
         .collect()
+}
+
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("redline-test-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+pub fn scenario(body: &str) -> Scenario {
+    let text = format!(
+        "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: {{ name: t }}\nspec:\n{body}"
+    );
+    let file = redline::spec::parse("test.yaml", &text).unwrap_or_else(|e| panic!("{e}"));
+    Scenario::from_spec(&file, &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub async fn run_to_records(scenario: Scenario, name: &str) -> (RunResult, Vec<Record>) {
+    let dir = temp_dir(name);
+    let options = RunOptions {
+        records_path: dir.join("records.jsonl"),
+        progress: false,
+    };
+    let result = run(scenario, options, CancellationToken::new())
+        .await
+        .unwrap();
+    let records = std::fs::read_to_string(dir.join("records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    std::fs::remove_dir_all(dir).unwrap();
+    (result, records)
+}
+
+/// The summary of a test run, with the run's stages and no gate.
+pub fn summary_of(result: &RunResult) -> redline::report::Summary {
+    summarize(
+        &result.aggregator,
+        RunInfo {
+            name: "t",
+            target: "",
+            model: "",
+            interrupted: false,
+            elapsed_s: 0.0,
+            stages: result.stages.clone(),
+            dataset: None,
+            server_metrics: None,
+            verdicts: None,
+            aborted: None,
+            proxy: result.proxy.clone(),
+        },
+    )
 }

@@ -1,0 +1,292 @@
+//! The chaos proxy: a fault-injecting reverse proxy that knows HTTP and token streams.
+//!
+//! Faults are decided per request, never per connection, so "5 %" means 5 % of
+//! requests however a keep-alive pool spreads them (toxiproxy's `toxicity` is per
+//! connection). Each decision is seeded by the rule, the seed and the request's
+//! `traceparent`, so a run with the same seed gets the same faults. Every injection is
+//! logged with the request's `traceparent` and named in an `x-redline-fault` response
+//! header; a run joins the log to its records.
+//!
+//! # Layout
+//! - [`rules`] — validated rules, matching and the per-request roll
+//! - [`proxy`] — the request path: decide, delay or answer, forward, shape
+//! - [`shape`] — response-body faults as the body streams
+//! - [`log`] — what was injected, by request
+//! - [`admin`] — the live admin API
+
+pub mod admin;
+pub mod log;
+pub mod proxy;
+pub mod rules;
+pub mod shape;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use hyper::Uri;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+
+use crate::spec::error::{SpecError, SpecErrors, locate};
+use crate::spec::faults::RulesFile;
+pub use log::FaultLog;
+pub use proxy::Chaos;
+pub use rules::{Problem, Rule};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How to start a proxy.
+pub struct ProxyConfig {
+    pub upstream: Uri,
+    pub upstream_http2: bool,
+    pub listen: SocketAddr,
+    /// The admin API's address; none for no admin API.
+    pub admin: Option<SocketAddr>,
+    pub rules: Vec<Rule>,
+    pub seed: u64,
+    pub allow_header_faults: bool,
+    pub log: Arc<FaultLog>,
+}
+
+/// A proxy serving on its own tasks until dropped.
+pub struct RunningProxy {
+    pub addr: SocketAddr,
+    pub admin_addr: Option<SocketAddr>,
+    pub chaos: Arc<Chaos>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl RunningProxy {
+    pub async fn start(config: ProxyConfig) -> Result<RunningProxy> {
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let addr = listener.local_addr()?;
+        let chaos = Arc::new(Chaos::new(
+            &config.upstream,
+            config.upstream_http2,
+            config.rules,
+            config.seed,
+            config.allow_header_faults,
+            config.log,
+        ));
+        let admin_addr = match config.admin {
+            Some(admin) => {
+                let admin = TcpListener::bind(admin)
+                    .await
+                    .with_context(|| format!("cannot listen on {admin} for the admin API"))?;
+                let admin_addr = admin.local_addr()?;
+                let app = admin::app(chaos.clone());
+                tokio::spawn(async move {
+                    let _ = axum::serve(admin, app).await;
+                });
+                Some(admin_addr)
+            }
+            None => None,
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(serve(listener, chaos.clone(), async move {
+            let _ = stopped.await;
+        }));
+        Ok(RunningProxy {
+            addr,
+            admin_addr,
+            chaos,
+            stop: Some(stop),
+        })
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for RunningProxy {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Accepts connections (HTTP/1.1 and HTTP/2) until `shutdown`, then gives open ones a
+/// moment to finish.
+pub async fn serve(
+    listener: TcpListener,
+    chaos: Arc<Chaos>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let builder = ConnectionBuilder::new(TokioExecutor::new());
+    let connections = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        chaos.counters.connections.fetch_add(1, Ordering::Relaxed);
+        let chaos = chaos.clone();
+        let service = service_fn(move |request| chaos.clone().handle(request));
+        let connection = builder
+            .serve_connection(TokioIo::new(tcp), service)
+            .into_owned();
+        let connection = connections.watch(connection);
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    // Held (`timeout`) requests would keep a graceful shutdown waiting for ever.
+    let _ = tokio::time::timeout(Duration::from_secs(1), connections.shutdown()).await;
+}
+
+/// Checks an upstream URL: `http://` with a host, and on loopback unless allowed
+/// otherwise (a chaos proxy aimed at someone else's service is an attack tool).
+pub fn upstream_uri(url: &str, allow_remote: bool) -> Result<Uri> {
+    let uri: Uri = url
+        .parse()
+        .with_context(|| format!("upstream `{url}` is not a URL"))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some(other) => bail!("upstream `{url}`: the proxy speaks `http`, not `{other}`"),
+        None => bail!("upstream `{url}` needs a scheme: write `http://{url}`"),
+    }
+    let Some(host) = uri.host() else {
+        bail!("upstream `{url}` has no host");
+    };
+    if !allow_remote && !is_loopback(host) {
+        bail!(
+            "upstream `{url}` is not on loopback; the proxy only injects faults into services on this machine unless you pass --allow-remote-upstream"
+        );
+    }
+    Ok(uri)
+}
+
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Reads and validates a rules file: every problem, with file, line and field.
+pub fn load_rules(path: &str) -> Result<(RulesFile, Vec<Rule>), SpecErrors> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        SpecErrors(vec![SpecError {
+            file: path.to_owned(),
+            line: 0,
+            column: 0,
+            path: String::new(),
+            message: format!("cannot read the rules file: {e}"),
+            fix: None,
+        }])
+    })?;
+    parse_rules(path, &text)
+}
+
+pub fn parse_rules(path: &str, text: &str) -> Result<(RulesFile, Vec<Rule>), SpecErrors> {
+    let file: RulesFile = serde_yaml::from_str(text)
+        .map_err(|e| SpecErrors(vec![SpecError::from_yaml(path, &e, 0)]))?;
+    let mut problems = Vec::new();
+    let mut rules = Vec::new();
+    for (i, spec) in file.rules.iter().enumerate() {
+        let at = format!("rules[{i}]");
+        if spec.service.is_some() {
+            problems.push(Problem {
+                path: format!("{at}.service"),
+                message:
+                    "a rules file serves one upstream: `service` belongs to a spec's `faults:`"
+                        .into(),
+                fix: Some("remove `service`".into()),
+            });
+        }
+        if file.rules[..i].iter().any(|r| r.name == spec.name) {
+            problems.push(Problem {
+                path: format!("{at}.name"),
+                message: format!("a rule named `{}` comes earlier", spec.name),
+                fix: Some("give every rule its own name".into()),
+            });
+        }
+        match Rule::validate(spec, &at) {
+            Ok(rule) => rules.push(rule),
+            Err(found) => problems.extend(found),
+        }
+    }
+    if problems.is_empty() {
+        Ok((file, rules))
+    } else {
+        Err(located(path, text, problems))
+    }
+}
+
+/// Problems as spec errors pointing into the file's text.
+pub fn located(path: &str, text: &str, problems: Vec<Problem>) -> SpecErrors {
+    SpecErrors(
+        problems
+            .into_iter()
+            .map(|p| {
+                let (line, column) = locate(text, &p.path);
+                SpecError {
+                    file: path.to_owned(),
+                    line,
+                    column,
+                    path: p.path,
+                    message: p.message,
+                    fix: p.fix,
+                }
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstreams_outside_loopback_need_permission() {
+        assert!(upstream_uri("http://127.0.0.1:8000", false).is_ok());
+        assert!(upstream_uri("http://localhost:8000/v1", false).is_ok());
+        assert!(upstream_uri("http://[::1]:8000", false).is_ok());
+        let remote = upstream_uri("http://10.0.0.5:8000", false).unwrap_err();
+        assert!(
+            remote.to_string().contains("--allow-remote-upstream"),
+            "{remote}"
+        );
+        assert!(upstream_uri("http://10.0.0.5:8000", true).is_ok());
+        assert!(upstream_uri("https://127.0.0.1", false).is_err());
+    }
+
+    #[test]
+    fn a_bad_rules_file_names_file_line_field_and_fix() {
+        let text = "seed: 1\nrules:\n  - name: slow\n    delay: { probability: 1.2, min_ms: 800, max_ms: 300 }\n  - name: slow\n    explode: { probability: 0.1 }\n";
+        let errors = parse_rules("rules.yaml", text).unwrap_err().to_string();
+        assert!(
+            errors.contains("rules.yaml:6:5: rules[1]: unknown field `explode`"),
+            "{errors}"
+        );
+        let text = "rules:\n  - name: slow\n    delay: { probability: 1.2, min_ms: 800, max_ms: 300 }\n  - name: slow\n    drop_done: { probability: 0.1 }\n";
+        let errors = parse_rules("rules.yaml", text).unwrap_err().to_string();
+        assert_eq!(
+            errors,
+            "3 problems in the spec:\n\
+             rules.yaml:3:14: rules[0].delay.probability: probability 1.2 is not between 0 and 1\n  fix: write a chance per request: 0.05 for 5 %\n\
+             rules.yaml:3:32: rules[0].delay.min_ms: min_ms 800 and max_ms 300 do not make a range\n  fix: write 0 <= min_ms <= max_ms, e.g. `min_ms: 300, max_ms: 800`\n\
+             rules.yaml:4:5: rules[1].name: a rule named `slow` comes earlier\n  fix: give every rule its own name\n"
+        );
+    }
+}

@@ -1,0 +1,591 @@
+//! The reverse proxy: each request is matched against the rules, rolled, and then
+//! delayed, answered in the upstream's place, or forwarded with its response shaped
+//! on the way back. Bodies stream through unbuffered unless a rule must rewrite JSON.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::http::request::Parts;
+use hyper::{Request, Response, StatusCode, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::Value;
+
+use super::BoxError;
+use super::log::{FaultLog, RequestId};
+use super::rules::{AbortHow, Action, Rule};
+use super::shape::Shaping;
+use crate::record::{FAULT_HEADER, InjectedFault};
+use crate::sim::text::mix_seed;
+use crate::spec::faults::DelayAt;
+
+pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// Request headers that ask for a fault, when the proxy allows it.
+const HEADER_FAULT_PREFIX: &str = "x-redline-fault-";
+/// Longest JSON answer `empty_result` rewrites (it must hold the whole answer).
+const MAX_REWRITE_BYTES: usize = 64 << 20;
+/// How long `abort: { timeout: true }` holds a request before resetting it, so a
+/// client without a timeout cannot pin the proxy's memory for ever.
+const LONGEST_HANG: Duration = Duration::from_secs(600);
+
+/// Counters of the proxy as a whole.
+#[derive(Debug, Default)]
+pub struct ProxyCounters {
+    pub connections: AtomicU64,
+    pub requests: AtomicU64,
+    /// Requests the upstream could not answer (answered 502 by the proxy).
+    pub upstream_errors: AtomicU64,
+    /// Faults asked for by request headers.
+    pub header_faults: AtomicU64,
+}
+
+/// Everything the proxy's connections share.
+pub struct Chaos {
+    /// Scheme and authority of the upstream, with its path prefix.
+    upstream: (String, String),
+    client: Client<HttpConnector, Incoming>,
+    pub rules: RwLock<Arc<Vec<Arc<Rule>>>>,
+    pub seed: u64,
+    pub allow_header_faults: bool,
+    pub log: Arc<FaultLog>,
+    pub counters: ProxyCounters,
+    started: Instant,
+    next_key: AtomicU64,
+}
+
+impl Chaos {
+    pub fn new(
+        upstream: &Uri,
+        upstream_http2: bool,
+        rules: Vec<Rule>,
+        seed: u64,
+        allow_header_faults: bool,
+        log: Arc<FaultLog>,
+    ) -> Chaos {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_max_idle_per_host(usize::MAX)
+            .http2_only(upstream_http2)
+            .build(connector);
+        let origin = format!(
+            "{}://{}",
+            upstream.scheme_str().unwrap_or("http"),
+            upstream.authority().map_or("", |a| a.as_str())
+        );
+        let prefix = upstream.path().trim_end_matches('/').to_owned();
+        Chaos {
+            upstream: (origin, prefix),
+            client,
+            rules: RwLock::new(Arc::new(rules.into_iter().map(Arc::new).collect())),
+            seed,
+            allow_header_faults,
+            log,
+            counters: ProxyCounters::default(),
+            started: Instant::now(),
+            next_key: AtomicU64::new(0),
+        }
+    }
+
+    pub fn rules(&self) -> Arc<Vec<Arc<Rule>>> {
+        self.rules
+            .read()
+            .expect("rules are swapped whole; a panic cannot leave them half-written")
+            .clone()
+    }
+
+    /// Handles one request. An `Err` makes hyper drop the connection (HTTP/1.1) or
+    /// reset the stream (HTTP/2): that is how `abort: { reset: true }` is done.
+    pub async fn handle(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+    ) -> Result<Response<ProxyBody>, BoxError> {
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let (mut head, body) = request.into_parts();
+        let traceparent = head
+            .headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let key = match &traceparent {
+            Some(tp) => fnv(tp.as_bytes()),
+            None => mix_seed(&[0x006b_6579, self.next_key.fetch_add(1, Ordering::Relaxed)]),
+        };
+        let mut decided: Vec<(String, Action)> = match self.header_faults(&mut head.headers) {
+            Ok(actions) => actions,
+            Err(message) => return Ok(proxy_error(StatusCode::BAD_REQUEST, &message)),
+        };
+        let since_start = self.started.elapsed();
+        for rule in self.rules().iter() {
+            if let Some(action) = rule.roll(&head, key, self.seed, since_start) {
+                decided.push((rule.name().to_owned(), action));
+            }
+        }
+        let path = head.uri.path().to_owned();
+        let method = head.method.to_string();
+        let id = RequestId {
+            traceparent: traceparent.as_deref(),
+            method: &method,
+            path: &path,
+        };
+        let mut plan = Plan::default();
+        for (rule, action) in decided {
+            plan.add(&self.log, &id, rule, action);
+        }
+
+        if let Some((rule, status)) = plan.answer {
+            return Ok(fault_response(status, &rule, plan.noted));
+        }
+        match plan.abort {
+            Some(AbortHow::Reset) => return Err("reset by a chaos rule".into()),
+            Some(AbortHow::Hang) => {
+                tokio::time::sleep(LONGEST_HANG).await;
+                return Err("held past the longest hang".into());
+            }
+            Some(AbortHow::Status(..)) | None => {}
+        }
+        if !plan.request_delay.is_zero() {
+            tokio::time::sleep(plan.request_delay).await;
+        }
+
+        let upstream = self.forward(head, body).await;
+        let response = match upstream {
+            Ok(response) => response,
+            Err(error) => {
+                self.counters
+                    .upstream_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                return Ok(proxy_error(
+                    StatusCode::BAD_GATEWAY,
+                    &format!("the upstream did not answer: {error}"),
+                ));
+            }
+        };
+        if !plan.response_delay.is_zero() {
+            tokio::time::sleep(plan.response_delay).await;
+        }
+        let (mut parts, body) = response.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        let mut body: ProxyBody = body.map_err(|e| Box::new(e) as BoxError).boxed_unsync();
+
+        if let Some((rule, path)) = plan.empty_result.take() {
+            let mut whole = bytes::BytesMut::new();
+            while let Some(frame) = body.frame().await {
+                if let Ok(data) = frame?.into_data() {
+                    whole.extend_from_slice(&data);
+                }
+                if whole.len() > MAX_REWRITE_BYTES {
+                    return Ok(proxy_error(
+                        StatusCode::BAD_GATEWAY,
+                        "the answer is too large for `empty_result` to rewrite",
+                    ));
+                }
+            }
+            let bytes = whole.freeze();
+            let rewritten = empty_list(&bytes, &path);
+            if rewritten.is_some() {
+                plan.noted
+                    .push(note(&self.log, &id, rule, "empty_result", None));
+                parts.headers.remove(header::CONTENT_LENGTH);
+            }
+            body = Full::new(rewritten.unwrap_or(bytes))
+                .map_err(|never| match never {})
+                .boxed_unsync();
+        }
+        let is_event_stream = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut shaping = std::mem::take(&mut plan.shaping);
+        if is_event_stream {
+            for (rule, fault, added_ms) in plan.event_faults.drain(..) {
+                plan.noted.push(note(&self.log, &id, rule, fault, added_ms));
+            }
+        } else {
+            // Event faults need events; on any other body they would be noise.
+            shaping = Shaping {
+                bandwidth: shaping.bandwidth,
+                slice: shaping.slice,
+                ..Shaping::default()
+            };
+        }
+        if shaping.changes_length() {
+            parts.headers.remove(header::CONTENT_LENGTH);
+        }
+        if !shaping.is_empty() {
+            body = shaping.apply(body);
+        }
+        if let Some(value) = fault_header(&plan.noted) {
+            parts
+                .headers
+                .insert(HeaderName::from_static(FAULT_HEADER), value);
+        }
+        Ok(Response::from_parts(parts, body))
+    }
+
+    async fn forward(
+        &self,
+        mut head: Parts,
+        body: Incoming,
+    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
+        let (origin, prefix) = &self.upstream;
+        let path_and_query = head.uri.path_and_query().map_or("/", |p| p.as_str());
+        let uri: Uri = format!("{origin}{prefix}{path_and_query}")
+            .parse()
+            .unwrap_or_else(|_| head.uri.clone());
+        strip_hop_by_hop(&mut head.headers);
+        head.headers.remove(header::HOST);
+        head.uri = uri;
+        head.version = hyper::Version::default();
+        self.client.request(Request::from_parts(head, body)).await
+    }
+
+    /// Faults a request asks for in `x-redline-fault-*` headers (when allowed); the
+    /// headers are removed either way, so they never reach the upstream.
+    fn header_faults(&self, headers: &mut HeaderMap) -> Result<Vec<(String, Action)>, String> {
+        let asked: Vec<(String, String)> = headers
+            .iter()
+            .filter_map(|(name, value)| {
+                let fault = name.as_str().strip_prefix(HEADER_FAULT_PREFIX)?;
+                Some((
+                    fault.to_owned(),
+                    value.to_str().unwrap_or_default().trim().to_owned(),
+                ))
+            })
+            .collect();
+        for (fault, _) in &asked {
+            headers.remove(format!("{HEADER_FAULT_PREFIX}{fault}"));
+        }
+        if !self.allow_header_faults || asked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let number = |fault: &str, value: &str| {
+            value
+                .parse::<f64>()
+                .ok()
+                .filter(|n| *n >= 0.0 && n.is_finite())
+                .ok_or_else(|| {
+                    format!("{HEADER_FAULT_PREFIX}{fault}: `{value}` is not a number of 0 or more")
+                })
+        };
+        let mut actions = Vec::new();
+        for (fault, value) in asked {
+            let action = match fault.as_str() {
+                "delay-ms" => Action::Delay {
+                    ms: number(&fault, &value)?,
+                    at: DelayAt::Request,
+                },
+                "abort" => Action::Abort(match value.as_str() {
+                    "reset" => AbortHow::Reset,
+                    "timeout" => AbortHow::Hang,
+                    status => match status.parse::<u16>() {
+                        Ok(code @ 100..=599) => AbortHow::Status(code, None),
+                        _ => {
+                            return Err(format!(
+                                "{HEADER_FAULT_PREFIX}abort: `{value}` is not a status, `reset` or `timeout`"
+                            ));
+                        }
+                    },
+                }),
+                "empty-result" => {
+                    Action::EmptyResult(value.split('.').map(str::to_owned).collect())
+                }
+                "stall-first-token-ms" => {
+                    Action::StallFirstToken(Duration::from_secs_f64(number(&fault, &value)? / 1e3))
+                }
+                "token-drip-ms" => {
+                    Action::TokenDrip(Duration::from_secs_f64(number(&fault, &value)? / 1e3))
+                }
+                "cut-stream" => Action::CutStream {
+                    after: number(&fault, &value)? as u32,
+                    done: false,
+                },
+                "corrupt-event" => Action::CorruptEvent((number(&fault, &value)? as u32).max(1)),
+                "drop-done" => Action::DropDone,
+                other => {
+                    return Err(format!(
+                        "`{HEADER_FAULT_PREFIX}{other}` is not a fault header; use delay-ms, abort, empty-result, stall-first-token-ms, token-drip-ms, cut-stream, corrupt-event or drop-done"
+                    ));
+                }
+            };
+            self.counters.header_faults.fetch_add(1, Ordering::Relaxed);
+            actions.push(("header".to_owned(), action));
+        }
+        Ok(actions)
+    }
+}
+
+/// What the proxy will do to one request, gathered from every rule that fired.
+#[derive(Default)]
+struct Plan {
+    /// Answer in the upstream's place: the rule and the status.
+    answer: Option<(String, StatusAnswer)>,
+    abort: Option<AbortHow>,
+    request_delay: Duration,
+    response_delay: Duration,
+    empty_result: Option<(String, Vec<String>)>,
+    shaping: Shaping,
+    /// Event faults, noted only when the response turns out to be an event stream.
+    event_faults: Vec<(String, &'static str, Option<f64>)>,
+    /// Faults noted so far (for the response header).
+    noted: Vec<InjectedFault>,
+}
+
+/// A status the proxy answers with itself.
+enum StatusAnswer {
+    Abort(u16, Option<String>),
+    RateLimited(u64),
+}
+
+impl Plan {
+    fn add(&mut self, log: &FaultLog, id: &RequestId<'_>, rule: String, action: Action) {
+        let ms = |d: Duration| Some(d.as_secs_f64() * 1e3);
+        match action {
+            Action::Delay { ms: added, at } => {
+                let delay = Duration::from_secs_f64(added / 1e3);
+                match at {
+                    DelayAt::Request => self.request_delay += delay,
+                    DelayAt::Response => self.response_delay += delay,
+                }
+                self.noted.push(note(log, id, rule, "delay", Some(added)));
+            }
+            Action::Abort(how) => {
+                if self.answer.is_some() || self.abort.is_some() {
+                    return;
+                }
+                self.noted.push(note(log, id, rule.clone(), "abort", None));
+                match how {
+                    AbortHow::Status(status, body) => {
+                        self.answer = Some((rule, StatusAnswer::Abort(status, body)));
+                    }
+                    how => self.abort = Some(how),
+                }
+            }
+            Action::RateLimited { retry_after_s } => {
+                if self.answer.is_some() || self.abort.is_some() {
+                    return;
+                }
+                self.noted
+                    .push(note(log, id, rule.clone(), "rate_limit", None));
+                self.answer = Some((rule, StatusAnswer::RateLimited(retry_after_s)));
+            }
+            Action::EmptyResult(path) => {
+                self.empty_result.get_or_insert((rule, path));
+            }
+            Action::StallFirstToken(hold) => {
+                self.shaping.stall_first += hold;
+                self.event_faults
+                    .push((rule, "stall_first_token", ms(hold)));
+            }
+            Action::TokenDrip(hold) => {
+                self.shaping.drip += hold;
+                self.event_faults.push((rule, "token_drip", ms(hold)));
+            }
+            Action::CutStream { after, done } => {
+                self.shaping.cut = Some((after, done));
+                self.event_faults.push((rule, "cut_stream", None));
+            }
+            Action::CorruptEvent(n) => {
+                self.shaping.corrupt = Some(n);
+                self.event_faults.push((rule, "corrupt_event", None));
+            }
+            Action::DropDone => {
+                self.shaping.drop_done = true;
+                self.event_faults.push((rule, "drop_done", None));
+            }
+            Action::Bandwidth(rate) => {
+                self.shaping.bandwidth = Some(rate);
+                self.noted.push(note(log, id, rule, "bandwidth", None));
+            }
+            Action::Slice { max_bytes, seed } => {
+                self.shaping.slice = Some((max_bytes, seed));
+                self.noted.push(note(log, id, rule, "slice", None));
+            }
+        }
+    }
+}
+
+fn note(
+    log: &FaultLog,
+    id: &RequestId<'_>,
+    rule: String,
+    fault: &str,
+    added_ms: Option<f64>,
+) -> InjectedFault {
+    let fault = InjectedFault {
+        rule,
+        fault: fault.to_owned(),
+        added_ms,
+    };
+    log.note(id, fault.clone());
+    fault
+}
+
+/// `rule=fault, …` for the response header.
+fn fault_header(noted: &[InjectedFault]) -> Option<HeaderValue> {
+    if noted.is_empty() {
+        return None;
+    }
+    let text = noted
+        .iter()
+        .map(|f| format!("{}={}", f.rule, f.fault))
+        .collect::<Vec<_>>()
+        .join(", ");
+    HeaderValue::try_from(text).ok()
+}
+
+fn fault_response(
+    answer: StatusAnswer,
+    rule: &str,
+    noted: Vec<InjectedFault>,
+) -> Response<ProxyBody> {
+    let (status, body, retry_after) = match answer {
+        StatusAnswer::Abort(status, Some(body)) => (status, body, None),
+        StatusAnswer::Abort(status, None) => (
+            status,
+            error_json(
+                &format!("injected by chaos rule `{rule}`"),
+                "chaos_abort",
+                status,
+            ),
+            None,
+        ),
+        StatusAnswer::RateLimited(seconds) => (
+            429,
+            error_json(
+                &format!("rate limited by chaos rule `{rule}`"),
+                "rate_limit_exceeded",
+                429,
+            ),
+            Some(seconds),
+        ),
+    };
+    let mut response = Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(header::CONTENT_TYPE, "application/json");
+    if let Some(seconds) = retry_after {
+        response = response.header(header::RETRY_AFTER, seconds);
+    }
+    if let Some(value) = fault_header(&noted) {
+        response = response.header(FAULT_HEADER, value);
+    }
+    response
+        .body(
+            Full::new(Bytes::from(body))
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        )
+        .expect("status and headers are valid")
+}
+
+/// The proxy's own failure (not an injected fault), in OpenAI's error shape.
+fn proxy_error(status: StatusCode, message: &str) -> Response<ProxyBody> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("x-redline-proxy-error", "1")
+        .body(
+            Full::new(Bytes::from(error_json(
+                message,
+                "proxy_error",
+                status.as_u16(),
+            )))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+        )
+        .expect("status and headers are valid")
+}
+
+fn error_json(message: &str, kind: &str, code: u16) -> String {
+    serde_json::json!({"error": {"message": message, "type": kind, "code": code}}).to_string()
+}
+
+/// The JSON with the list at `path` emptied, if the body is JSON and holds a list
+/// there.
+fn empty_list(body: &[u8], path: &[String]) -> Option<Bytes> {
+    let mut json: Value = serde_json::from_slice(body).ok()?;
+    let list = path
+        .iter()
+        .try_fold(&mut json, |value, key| value.get_mut(key.as_str()))?;
+    list.as_array_mut()?.clear();
+    serde_json::to_vec(&json).ok().map(Bytes::from)
+}
+
+/// Headers that describe one connection, not the message (RFC 9110 §7.6.1).
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        header::TE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+        header::PROXY_AUTHORIZATION,
+        header::PROXY_AUTHENTICATE,
+    ] {
+        headers.remove(name);
+    }
+    headers.remove("keep-alive");
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_result_empties_the_list_and_keeps_the_rest() {
+        let body = br#"{"result":[{"id":1,"score":0.9}],"status":"ok","time":0.001}"#;
+        let out = empty_list(body, &["result".into()]).unwrap();
+        let json: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(json["result"], serde_json::json!([]));
+        assert_eq!(json["status"], "ok");
+        let nested = br#"{"hits":{"hits":[1,2],"total":2}}"#;
+        let out = empty_list(nested, &["hits".into(), "hits".into()]).unwrap();
+        assert_eq!(&out[..], br#"{"hits":{"hits":[],"total":2}}"#);
+        assert!(empty_list(b"not json", &["result".into()]).is_none());
+        assert!(empty_list(br#"{"result":5}"#, &["result".into()]).is_none());
+        assert!(empty_list(br#"{"data":[]}"#, &["result".into()]).is_none());
+    }
+
+    #[test]
+    fn hop_by_hop_headers_do_not_cross_the_proxy() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-hop"),
+        );
+        headers.insert("x-hop", HeaderValue::from_static("1"));
+        headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        headers.insert("x-end-to-end", HeaderValue::from_static("1"));
+        strip_hop_by_hop(&mut headers);
+        let left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["x-end-to-end"]);
+    }
+}

@@ -1,0 +1,852 @@
+//! Validated fault rules: matching, the time window and budget, and the per-request
+//! roll. Rolls are seeded by the rule, the run's seed and the request's own key (its
+//! `traceparent` when it has one), so the same requests get the same faults whatever
+//! order they arrive in and whichever connection carries them.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hyper::http::request::Parts;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal};
+
+use crate::sim::text::mix_seed;
+use crate::spec::faults::{AbortSpec, DelayAt, DelaySpec, FaultRuleSpec, MatchSpec};
+
+/// One problem with a rule: the field path (under the caller's prefix), what is
+/// wrong, and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub path: String,
+    pub message: String,
+    pub fix: Option<String>,
+}
+
+/// How a delay is drawn, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DelayDist {
+    Fixed(f64),
+    Uniform(f64, f64),
+    Normal(f64, f64),
+}
+
+impl DelayDist {
+    fn sample(&self, rng: &mut ChaCha8Rng) -> f64 {
+        match *self {
+            DelayDist::Fixed(ms) => ms,
+            DelayDist::Uniform(min, max) if min == max => min,
+            DelayDist::Uniform(min, max) => rng.random_range(min..=max),
+            DelayDist::Normal(mean, stddev) => Normal::new(mean, stddev)
+                .map_or(mean, |normal| normal.sample(rng))
+                .max(0.0),
+        }
+    }
+}
+
+/// What an abort does instead of forwarding.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AbortHow {
+    Status(u16, Option<String>),
+    Reset,
+    /// Never answer.
+    Hang,
+}
+
+/// The fault a rule injects.
+#[derive(Debug)]
+pub enum Fault {
+    Delay(DelayDist, DelayAt),
+    Abort(AbortHow),
+    RateLimit(Mutex<TokenBucket>),
+    EmptyResult(Vec<String>),
+    StallFirstToken(Duration),
+    TokenDrip(Duration),
+    CutStream { after: u32, done: bool },
+    CorruptEvent(u32),
+    DropDone,
+    Bandwidth(u64),
+    Slice(usize),
+}
+
+impl Fault {
+    /// The fault's name, as written in a rule and reported.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Fault::Delay(..) => "delay",
+            Fault::Abort(..) => "abort",
+            Fault::RateLimit(..) => "rate_limit",
+            Fault::EmptyResult(..) => "empty_result",
+            Fault::StallFirstToken(..) => "stall_first_token",
+            Fault::TokenDrip(..) => "token_drip",
+            Fault::CutStream { .. } => "cut_stream",
+            Fault::CorruptEvent(..) => "corrupt_event",
+            Fault::DropDone => "drop_done",
+            Fault::Bandwidth(..) => "bandwidth",
+            Fault::Slice(..) => "slice",
+        }
+    }
+}
+
+/// The fault names a rule may use.
+pub const FAULTS: [&str; 11] = [
+    "delay",
+    "abort",
+    "rate_limit",
+    "empty_result",
+    "stall_first_token",
+    "token_drip",
+    "cut_stream",
+    "corrupt_event",
+    "drop_done",
+    "bandwidth",
+    "slice",
+];
+
+/// `rps` tokens a second, at most `burst` saved; starts full.
+#[derive(Debug)]
+pub struct TokenBucket {
+    rps: f64,
+    burst: f64,
+    tokens: f64,
+    at: Option<Instant>,
+}
+
+impl TokenBucket {
+    fn new(rps: f64, burst: f64) -> Self {
+        TokenBucket {
+            rps,
+            burst,
+            tokens: burst,
+            at: None,
+        }
+    }
+
+    /// Takes a token if there is one; otherwise the seconds until there will be.
+    fn take(&mut self, now: Instant) -> Result<(), f64> {
+        if let Some(at) = self.at {
+            let refill = now.saturating_duration_since(at).as_secs_f64() * self.rps;
+            self.tokens = (self.tokens + refill).min(self.burst);
+        }
+        self.at = Some(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err((1.0 - self.tokens) / self.rps)
+        }
+    }
+}
+
+/// A decided fault for one request, with anything drawn for it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Delay {
+        ms: f64,
+        at: DelayAt,
+    },
+    Abort(AbortHow),
+    RateLimited {
+        retry_after_s: u64,
+    },
+    EmptyResult(Vec<String>),
+    StallFirstToken(Duration),
+    TokenDrip(Duration),
+    CutStream {
+        after: u32,
+        done: bool,
+    },
+    CorruptEvent(u32),
+    DropDone,
+    Bandwidth(u64),
+    /// Split points are drawn from `seed`.
+    Slice {
+        max_bytes: usize,
+        seed: u64,
+    },
+}
+
+/// A validated rule with its counters.
+#[derive(Debug)]
+pub struct Rule {
+    /// As written: what the admin API lists.
+    pub spec: FaultRuleSpec,
+    probability: f64,
+    path: Option<PathPattern>,
+    method: Option<String>,
+    headers: Vec<(String, String)>,
+    window: (Duration, Option<Duration>),
+    max: Option<u64>,
+    pub fault: Fault,
+    /// Requests the rule matched (inside its window).
+    pub matched: AtomicU64,
+    /// Faults it injected.
+    pub injected: AtomicU64,
+}
+
+impl Rule {
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// Checks a rule as written; every problem is named under `at` (e.g. `rules[2]`).
+    pub fn validate(spec: &FaultRuleSpec, at: &str) -> Result<Rule, Vec<Problem>> {
+        let mut problems = Vec::new();
+        let mut problem = |field: &str, message: String, fix: Option<&str>| {
+            problems.push(Problem {
+                path: if field.is_empty() {
+                    at.to_owned()
+                } else {
+                    format!("{at}.{field}")
+                },
+                message,
+                fix: fix.map(str::to_owned),
+            })
+        };
+        if spec.name.trim().is_empty() {
+            problem(
+                "name",
+                "a rule needs a name".into(),
+                Some("name it: the report counts faults by rule name"),
+            );
+        }
+        let set: Vec<&str> = [
+            spec.delay.is_some(),
+            spec.abort.is_some(),
+            spec.rate_limit.is_some(),
+            spec.empty_result.is_some(),
+            spec.stall_first_token.is_some(),
+            spec.token_drip.is_some(),
+            spec.cut_stream.is_some(),
+            spec.corrupt_event.is_some(),
+            spec.drop_done.is_some(),
+            spec.bandwidth.is_some(),
+            spec.slice.is_some(),
+        ]
+        .into_iter()
+        .zip(FAULTS)
+        .filter_map(|(is_set, name)| is_set.then_some(name))
+        .collect();
+        let list = FAULTS.join(", ");
+        if set.len() != 1 {
+            let message = if set.is_empty() {
+                "the rule names no fault".to_owned()
+            } else {
+                format!("the rule names {} faults ({})", set.len(), set.join(", "))
+            };
+            problem(
+                "",
+                message,
+                Some(&format!(
+                    "give each rule exactly one of: {list}; write several rules for several faults"
+                )),
+            );
+        }
+        let mut probability = |field: &str, p: f64| {
+            if !(0.0..=1.0).contains(&p) || p.is_nan() {
+                problem(
+                    &format!("{field}.probability"),
+                    format!("probability {p} is not between 0 and 1"),
+                    Some("write a chance per request: 0.05 for 5 %"),
+                );
+            }
+            p
+        };
+        let (p, fault) = if let Some(delay) = &spec.delay {
+            (probability("delay", delay.probability), None)
+        } else if let Some(abort) = &spec.abort {
+            (probability("abort", abort.probability), None)
+        } else if spec.rate_limit.is_some() {
+            (1.0, None)
+        } else if let Some(f) = &spec.empty_result {
+            (
+                probability("empty_result", f.probability),
+                Some(Fault::EmptyResult(
+                    f.json_path.split('.').map(str::to_owned).collect(),
+                )),
+            )
+        } else if let Some(f) = &spec.stall_first_token {
+            (
+                probability("stall_first_token", f.probability),
+                Some(Fault::StallFirstToken(ms_duration(f.ms))),
+            )
+        } else if let Some(f) = &spec.token_drip {
+            (
+                probability("token_drip", f.probability),
+                Some(Fault::TokenDrip(ms_duration(f.ms))),
+            )
+        } else if let Some(f) = &spec.cut_stream {
+            (
+                probability("cut_stream", f.probability),
+                Some(Fault::CutStream {
+                    after: f.after_events,
+                    done: f.done,
+                }),
+            )
+        } else if let Some(f) = &spec.corrupt_event {
+            (
+                probability("corrupt_event", f.probability),
+                Some(Fault::CorruptEvent(f.event)),
+            )
+        } else if let Some(f) = &spec.drop_done {
+            (
+                probability("drop_done", f.probability),
+                Some(Fault::DropDone),
+            )
+        } else if let Some(f) = &spec.bandwidth {
+            (
+                probability("bandwidth", f.probability),
+                Some(Fault::Bandwidth(f.bytes_per_second)),
+            )
+        } else if let Some(f) = &spec.slice {
+            (
+                probability("slice", f.probability),
+                Some(Fault::Slice(f.max_bytes)),
+            )
+        } else {
+            (0.0, None)
+        };
+        let fault = match (fault, &spec.delay, &spec.abort, &spec.rate_limit) {
+            (Some(fault), ..) => Some(fault),
+            (None, Some(delay), ..) => {
+                delay_dist(delay, &mut problem).map(|d| Fault::Delay(d, delay.at))
+            }
+            (None, None, Some(abort), _) => abort_how(abort, &mut problem).map(Fault::Abort),
+            (None, None, None, Some(limit)) => {
+                let burst = limit.burst.unwrap_or(limit.rps.max(1.0));
+                if !(limit.rps > 0.0 && limit.rps.is_finite()) {
+                    problem(
+                        "rate_limit.rps",
+                        format!("rps {} is not a positive rate", limit.rps),
+                        Some("write the requests per second let through, e.g. `rps: 50`"),
+                    );
+                    None
+                } else if !(burst >= 1.0 && burst.is_finite()) {
+                    problem(
+                        "rate_limit.burst",
+                        format!("burst {burst} is below 1: no request could ever pass"),
+                        Some("write how many requests may pass at once, at least 1"),
+                    );
+                    None
+                } else {
+                    Some(Fault::RateLimit(Mutex::new(TokenBucket::new(
+                        limit.rps, burst,
+                    ))))
+                }
+            }
+            _ => None,
+        };
+        match &spec.empty_result {
+            Some(f) if f.json_path.split('.').any(str::is_empty) => problem(
+                "empty_result.json_path",
+                format!("`{}` is not a dotted path", f.json_path),
+                Some("name the list's key, e.g. `result` or `hits.hits`"),
+            ),
+            _ => {}
+        }
+        for (name, ms) in [
+            ("stall_first_token", spec.stall_first_token.map(|f| f.ms)),
+            ("token_drip", spec.token_drip.map(|f| f.ms)),
+        ] {
+            if let Some(ms) = ms.filter(|ms| !(*ms >= 0.0 && ms.is_finite())) {
+                problem(
+                    &format!("{name}.ms"),
+                    format!("{ms} ms is not a duration"),
+                    Some("write milliseconds, 0 or more"),
+                );
+            }
+        }
+        if spec.corrupt_event.is_some_and(|f| f.event == 0) {
+            problem(
+                "corrupt_event.event",
+                "events are numbered from 1".into(),
+                Some("write `event: 1` for the first event"),
+            );
+        }
+        if spec.bandwidth.is_some_and(|f| f.bytes_per_second == 0) {
+            problem(
+                "bandwidth.bytes_per_second",
+                "0 bytes per second would never finish".into(),
+                Some("write a positive rate; use `abort: { timeout: true }` to never answer"),
+            );
+        }
+        if spec.slice.is_some_and(|f| f.max_bytes == 0) {
+            problem(
+                "slice.max_bytes",
+                "writes of 0 bytes would never finish".into(),
+                Some("write 1 or more"),
+            );
+        }
+        let path = match &spec.matches.path {
+            Some(path) if !path.starts_with('/') => {
+                problem(
+                    "match.path",
+                    format!("`{path}` does not start with `/`"),
+                    Some("write the path as the server sees it, e.g. `/v1/chat/completions`"),
+                );
+                None
+            }
+            Some(path) => Some(PathPattern::new(path)),
+            None => None,
+        };
+        let method = spec.matches.method.as_ref().map(|m| m.to_uppercase());
+        if let Some(method) = &method
+            && hyper::Method::from_bytes(method.as_bytes()).is_err()
+        {
+            problem(
+                "match.method",
+                format!("`{method}` is not an HTTP method"),
+                Some("write e.g. `POST`"),
+            );
+        }
+        let window = spec.window.unwrap_or_default();
+        if let Some(to) = window.to
+            && to.0 <= window.from.0
+        {
+            problem(
+                "window.to",
+                format!(
+                    "the window ends ({:?}) before it starts ({:?})",
+                    to.0, window.from.0
+                ),
+                Some("make `to` later than `from`"),
+            );
+        }
+        let headers = headers_lowercase(&spec.matches);
+        match fault {
+            Some(fault) if problems.is_empty() => Ok(Rule {
+                spec: spec.clone(),
+                probability: p,
+                path,
+                method,
+                headers,
+                window: (window.from.0, window.to.map(|d| d.0)),
+                max: spec.max,
+                fault,
+                matched: AtomicU64::new(0),
+                injected: AtomicU64::new(0),
+            }),
+            _ => Err(problems),
+        }
+    }
+
+    /// Decides whether this rule injects into the request: it matches, the time is in
+    /// the window, the budget is not spent and the roll comes up. Takes from the
+    /// budget when it does.
+    pub fn roll(&self, head: &Parts, key: u64, seed: u64, since_start: Duration) -> Option<Action> {
+        if !self.matches(head)
+            || since_start < self.window.0
+            || self.window.1.is_some_and(|to| since_start >= to)
+        {
+            return None;
+        }
+        self.matched.fetch_add(1, Ordering::Relaxed);
+        let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, name_hash(self.name()), key]));
+        let action = match &self.fault {
+            Fault::RateLimit(bucket) => {
+                let wait = bucket
+                    .lock()
+                    .expect("a token bucket holds no invariant a panic could break")
+                    .take(Instant::now())
+                    .err()?;
+                Action::RateLimited {
+                    retry_after_s: wait.ceil().max(1.0) as u64,
+                }
+            }
+            fault => {
+                if !rng.random_bool(self.probability) {
+                    return None;
+                }
+                match fault {
+                    Fault::Delay(dist, at) => Action::Delay {
+                        ms: dist.sample(&mut rng),
+                        at: *at,
+                    },
+                    Fault::Abort(how) => Action::Abort(how.clone()),
+                    Fault::EmptyResult(path) => Action::EmptyResult(path.clone()),
+                    Fault::StallFirstToken(hold) => Action::StallFirstToken(*hold),
+                    Fault::TokenDrip(hold) => Action::TokenDrip(*hold),
+                    Fault::CutStream { after, done } => Action::CutStream {
+                        after: *after,
+                        done: *done,
+                    },
+                    Fault::CorruptEvent(n) => Action::CorruptEvent(*n),
+                    Fault::DropDone => Action::DropDone,
+                    Fault::Bandwidth(rate) => Action::Bandwidth(*rate),
+                    Fault::Slice(max_bytes) => Action::Slice {
+                        max_bytes: *max_bytes,
+                        seed: rng.random(),
+                    },
+                    Fault::RateLimit(_) => unreachable!("handled above"),
+                }
+            }
+        };
+        self.take_budget().then_some(action)
+    }
+
+    /// Counts one injection, unless the rule's `max` is spent.
+    fn take_budget(&self) -> bool {
+        self.injected
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                self.max.is_none_or(|max| n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn matches(&self, head: &Parts) -> bool {
+        self.method
+            .as_ref()
+            .is_none_or(|m| head.method.as_str() == m)
+            && self
+                .path
+                .as_ref()
+                .is_none_or(|p| p.matches(head.uri.path()))
+            && self.headers.iter().all(|(name, value)| {
+                head.headers
+                    .get(name)
+                    .is_some_and(|v| v.as_bytes() == value.as_bytes())
+            })
+    }
+}
+
+fn headers_lowercase(matches: &MatchSpec) -> Vec<(String, String)> {
+    matches
+        .headers
+        .iter()
+        .map(|(name, value)| (name.to_lowercase(), value.clone()))
+        .collect()
+}
+
+fn ms_duration(ms: f64) -> Duration {
+    Duration::from_secs_f64(ms.max(0.0) / 1e3)
+}
+
+fn name_hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn delay_dist(
+    delay: &DelaySpec,
+    problem: &mut impl FnMut(&str, String, Option<&str>),
+) -> Option<DelayDist> {
+    let bad = |ms: f64| !(ms >= 0.0 && ms.is_finite());
+    let dist = match (
+        delay.ms,
+        delay.min_ms,
+        delay.max_ms,
+        delay.mean_ms,
+        delay.stddev_ms,
+    ) {
+        (Some(ms), None, None, None, None) => DelayDist::Fixed(ms),
+        (None, Some(min), Some(max), None, None) => DelayDist::Uniform(min, max),
+        (None, None, None, Some(mean), Some(stddev)) => DelayDist::Normal(mean, stddev),
+        _ => {
+            problem(
+                "delay",
+                "the delay is not one of the three shapes".into(),
+                Some(
+                    "write `ms: 500` (fixed), `min_ms: 300, max_ms: 800` (uniform) or `mean_ms: 500, stddev_ms: 100` (normal)",
+                ),
+            );
+            return None;
+        }
+    };
+    match dist {
+        DelayDist::Fixed(ms) | DelayDist::Normal(ms, _) if bad(ms) => {
+            problem(
+                "delay",
+                format!("{ms} ms is not a delay"),
+                Some("write milliseconds, 0 or more"),
+            );
+            None
+        }
+        DelayDist::Normal(_, stddev) if bad(stddev) => {
+            problem(
+                "delay.stddev_ms",
+                format!("standard deviation {stddev} ms is not 0 or more"),
+                Some("write milliseconds, 0 or more"),
+            );
+            None
+        }
+        DelayDist::Uniform(min, max) if bad(min) || bad(max) || min > max => {
+            problem(
+                "delay.min_ms",
+                format!("min_ms {min} and max_ms {max} do not make a range"),
+                Some("write 0 <= min_ms <= max_ms, e.g. `min_ms: 300, max_ms: 800`"),
+            );
+            None
+        }
+        dist => Some(dist),
+    }
+}
+
+fn abort_how(
+    abort: &AbortSpec,
+    problem: &mut impl FnMut(&str, String, Option<&str>),
+) -> Option<AbortHow> {
+    match (abort.status, abort.reset, abort.timeout) {
+        (Some(status), false, false) if (100..=599).contains(&status) => {
+            Some(AbortHow::Status(status, abort.body.clone()))
+        }
+        (Some(status), false, false) => {
+            problem(
+                "abort.status",
+                format!("{status} is not an HTTP status"),
+                Some("write a status from 100 to 599, e.g. 503"),
+            );
+            None
+        }
+        (None, true, false) => Some(AbortHow::Reset),
+        (None, false, true) => Some(AbortHow::Hang),
+        _ => {
+            problem(
+                "abort",
+                "an abort is exactly one of `status`, `reset: true` or `timeout: true`".into(),
+                Some("write e.g. `abort: { probability: 0.01, status: 503 }`"),
+            );
+            None
+        }
+    }
+}
+
+/// A path prefix, or a glob over whole segments when it holds `*`.
+#[derive(Debug, Clone)]
+enum PathPattern {
+    Prefix(String),
+    Glob(Vec<String>),
+}
+
+impl PathPattern {
+    fn new(pattern: &str) -> Self {
+        if pattern.contains('*') {
+            PathPattern::Glob(pattern.split('/').map(str::to_owned).collect())
+        } else {
+            PathPattern::Prefix(pattern.to_owned())
+        }
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        match self {
+            PathPattern::Prefix(prefix) => path.starts_with(prefix.as_str()),
+            PathPattern::Glob(pattern) => {
+                let segments: Vec<&str> = path.split('/').collect();
+                glob(pattern, &segments)
+            }
+        }
+    }
+}
+
+fn glob(pattern: &[String], path: &[&str]) -> bool {
+    match pattern.split_first() {
+        None => path.is_empty(),
+        Some((first, rest)) if first == "**" => {
+            (0..=path.len()).any(|skip| glob(rest, &path[skip..]))
+        }
+        Some((first, rest)) => match path.split_first() {
+            Some((segment, path_rest)) => segment_matches(first, segment) && glob(rest, path_rest),
+            None => false,
+        },
+    }
+}
+
+/// `*` inside a segment matches any run of characters in it.
+fn segment_matches(pattern: &str, segment: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = segment.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::faults::{CutStreamSpec, HoldSpec, RateLimitSpec};
+
+    fn head(method: &str, path: &str) -> Parts {
+        hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("x-tenant", "a")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0
+    }
+
+    fn delay_rule(probability: f64) -> FaultRuleSpec {
+        FaultRuleSpec {
+            name: "slow".into(),
+            delay: Some(DelaySpec {
+                probability,
+                min_ms: Some(300.0),
+                max_ms: Some(800.0),
+                ..DelaySpec::default()
+            }),
+            ..FaultRuleSpec::default()
+        }
+    }
+
+    #[test]
+    fn globs_match_whole_segments_and_prefixes_match_starts() {
+        let search = PathPattern::new("/collections/*/points/search");
+        assert!(search.matches("/collections/docs/points/search"));
+        assert!(!search.matches("/collections/docs/points/search/x"));
+        assert!(!search.matches("/collections/a/b/points/search"));
+        let deep = PathPattern::new("/v1/**/completions");
+        assert!(deep.matches("/v1/chat/completions"));
+        assert!(deep.matches("/v1/completions"));
+        assert!(PathPattern::new("/v1/*.json").matches("/v1/a.json"));
+        assert!(!PathPattern::new("/v1/*.json").matches("/v1/a.yaml"));
+        assert!(PathPattern::new("/v1/").matches("/v1/embeddings"));
+        assert!(!PathPattern::new("/v1/").matches("/health"));
+    }
+
+    #[test]
+    fn rolls_are_a_function_of_seed_rule_and_request() {
+        let rule = Rule::validate(&delay_rule(0.5), "rules[0]").unwrap();
+        let head = head("POST", "/v1/chat/completions");
+        let rolls: Vec<_> = (0..200)
+            .map(|key| rule.roll(&head, key, 7, Duration::ZERO))
+            .collect();
+        let again: Vec<_> = (0..200)
+            .rev()
+            .map(|key| rule.roll(&head, key, 7, Duration::ZERO))
+            .rev()
+            .collect();
+        assert_eq!(rolls, again, "arrival order must not change the faults");
+        let hits = rolls.iter().flatten().count();
+        assert!((70..130).contains(&hits), "{hits} of 200 at p = 0.5");
+        for action in rolls.iter().flatten() {
+            let Action::Delay { ms, .. } = action else {
+                panic!("{action:?}")
+            };
+            assert!((300.0..=800.0).contains(ms));
+        }
+    }
+
+    #[test]
+    fn window_match_and_budget_limit_injections() {
+        let mut spec = delay_rule(1.0);
+        spec.max = Some(3);
+        spec.matches = MatchSpec {
+            path: Some("/v1/chat".into()),
+            method: Some("post".into()),
+            headers: [("X-Tenant".to_owned(), "a".to_owned())].into(),
+        };
+        spec.window = Some(crate::spec::faults::WindowSpec {
+            from: crate::spec::values::Dur(Duration::from_secs(1)),
+            to: Some(crate::spec::values::Dur(Duration::from_secs(2))),
+        });
+        let rule = Rule::validate(&spec, "rules[0]").unwrap();
+        let chat = head("POST", "/v1/chat/completions");
+        let inside = Duration::from_millis(1500);
+        assert!(rule.roll(&chat, 1, 0, Duration::from_millis(500)).is_none());
+        assert!(rule.roll(&chat, 1, 0, Duration::from_secs(2)).is_none());
+        assert!(
+            rule.roll(&head("GET", "/v1/chat/completions"), 1, 0, inside)
+                .is_none()
+        );
+        assert!(
+            rule.roll(&head("POST", "/v1/embeddings"), 1, 0, inside)
+                .is_none()
+        );
+        let hits = (0..10)
+            .filter_map(|k| rule.roll(&chat, k, 0, inside))
+            .count();
+        assert_eq!(hits, 3, "max: 3");
+        assert_eq!(rule.injected.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn token_bucket_lets_the_rate_through_and_names_the_wait() {
+        let spec = FaultRuleSpec {
+            name: "limit".into(),
+            rate_limit: Some(RateLimitSpec {
+                rps: 2.0,
+                burst: Some(2.0),
+            }),
+            ..FaultRuleSpec::default()
+        };
+        let rule = Rule::validate(&spec, "rules[0]").unwrap();
+        let head = head("GET", "/");
+        let limited: Vec<bool> = (0..4)
+            .map(|k| rule.roll(&head, k, 0, Duration::ZERO).is_some())
+            .collect();
+        assert_eq!(limited, [false, false, true, true], "a burst of 2 passes");
+        let mut bucket = TokenBucket::new(2.0, 2.0);
+        let t0 = Instant::now();
+        assert!(bucket.take(t0).is_ok() && bucket.take(t0).is_ok());
+        let wait = bucket.take(t0).unwrap_err();
+        assert!((wait - 0.5).abs() < 1e-9, "{wait}");
+        assert!(bucket.take(t0 + Duration::from_millis(500)).is_ok());
+    }
+
+    #[test]
+    fn bad_rules_name_every_problem_with_a_fix() {
+        let mut spec = delay_rule(1.5);
+        spec.delay.as_mut().unwrap().min_ms = Some(900.0);
+        spec.cut_stream = Some(CutStreamSpec::default());
+        let problems = Rule::validate(&spec, "rules[1]").unwrap_err();
+        let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "rules[1]",
+                "rules[1].delay.probability",
+                "rules[1].delay.min_ms"
+            ]
+        );
+        assert_eq!(
+            problems[0].message,
+            "the rule names 2 faults (delay, cut_stream)"
+        );
+        assert_eq!(
+            problems[1].message,
+            "probability 1.5 is not between 0 and 1"
+        );
+        assert_eq!(
+            problems[2].message,
+            "min_ms 900 and max_ms 800 do not make a range"
+        );
+        let none = FaultRuleSpec {
+            name: "x".into(),
+            ..FaultRuleSpec::default()
+        };
+        let problems = Rule::validate(&none, "rules[0]").unwrap_err();
+        assert_eq!(problems[0].message, "the rule names no fault");
+        assert!(
+            problems[0]
+                .fix
+                .as_ref()
+                .unwrap()
+                .contains("stall_first_token")
+        );
+        let negative = FaultRuleSpec {
+            name: "x".into(),
+            token_drip: Some(HoldSpec {
+                probability: 1.0,
+                ms: -1.0,
+            }),
+            ..FaultRuleSpec::default()
+        };
+        assert_eq!(
+            Rule::validate(&negative, "r").unwrap_err()[0].path,
+            "r.token_drip.ms"
+        );
+    }
+}

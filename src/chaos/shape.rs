@@ -1,0 +1,307 @@
+//! Response-body faults, applied as the body streams through: event-stream faults
+//! (stall, drip, cut, corrupt, drop `[DONE]`) on whole SSE events, then bandwidth and
+//! slicing on the bytes. Nothing is buffered beyond one event.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::{Body, Frame};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::BoxError;
+
+/// What to do to one response body.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Shaping {
+    pub stall_first: Duration,
+    pub drip: Duration,
+    /// End after this many events; send `[DONE]` at the cut when true.
+    pub cut: Option<(u32, bool)>,
+    /// Corrupt this event (from 1).
+    pub corrupt: Option<u32>,
+    pub drop_done: bool,
+    pub bandwidth: Option<u64>,
+    /// Largest write and the seed of the split points.
+    pub slice: Option<(usize, u64)>,
+}
+
+/// What a corrupted event carries: the start of a JSON object that never closes.
+pub const CORRUPT_EVENT: &[u8] = b"data: {\"choices\": [{\"delta\": <redline chaos: not JSON>\n\n";
+
+impl Shaping {
+    /// Faults that work on SSE events.
+    pub fn on_events(&self) -> bool {
+        !self.stall_first.is_zero()
+            || !self.drip.is_zero()
+            || self.cut.is_some()
+            || self.corrupt.is_some()
+            || self.drop_done
+    }
+
+    pub fn is_empty(&self) -> bool {
+        !self.on_events() && self.bandwidth.is_none() && self.slice.is_none()
+    }
+
+    /// Whether the body's length may change (so `content-length` must go).
+    pub fn changes_length(&self) -> bool {
+        self.cut.is_some() || self.corrupt.is_some() || self.drop_done
+    }
+
+    /// The body with the faults applied as it streams.
+    pub fn apply<B>(self, body: B) -> UnsyncBoxBody<Bytes, BoxError>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let rng = ChaCha8Rng::seed_from_u64(self.slice.map_or(0, |(_, seed)| seed));
+        let state = Shaper {
+            body,
+            events: self.on_events(),
+            shaping: self,
+            buffer: BytesMut::new(),
+            sent_events: 0,
+            queue: VecDeque::new(),
+            finished: false,
+            rng,
+        };
+        let stream = futures_util::stream::unfold(state, |mut s| async move {
+            loop {
+                if let Some((wait, chunk)) = s.queue.pop_front() {
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
+                    return Some((Ok(Frame::data(chunk)), s));
+                }
+                if s.finished {
+                    return None;
+                }
+                match s.body.frame().await {
+                    None => {
+                        s.finished = true;
+                        let rest = s.buffer.split().freeze();
+                        if !rest.is_empty() {
+                            s.emit(Duration::ZERO, rest);
+                        }
+                    }
+                    Some(Err(error)) => {
+                        s.finished = true;
+                        return Some((Err(error.into()), s));
+                    }
+                    Some(Ok(frame)) => match frame.into_data() {
+                        Ok(data) => s.push(data),
+                        Err(trailers) => return Some((Ok(trailers), s)),
+                    },
+                }
+            }
+        });
+        http_body_util::StreamBody::new(stream).boxed_unsync()
+    }
+}
+
+struct Shaper<B> {
+    body: B,
+    shaping: Shaping,
+    events: bool,
+    buffer: BytesMut,
+    sent_events: u32,
+    queue: VecDeque<(Duration, Bytes)>,
+    finished: bool,
+    rng: ChaCha8Rng,
+}
+
+impl<B> Shaper<B> {
+    fn push(&mut self, data: Bytes) {
+        if !self.events {
+            self.emit(Duration::ZERO, data);
+            return;
+        }
+        self.buffer.extend_from_slice(&data);
+        while !self.finished {
+            let Some(end) = event_end(&self.buffer) else {
+                break;
+            };
+            let event = self.buffer.split_to(end).freeze();
+            self.event(event);
+        }
+    }
+
+    fn event(&mut self, event: Bytes) {
+        let shaping = &self.shaping;
+        if shaping.drop_done && is_done(&event) {
+            return;
+        }
+        if let Some((after, done)) = shaping.cut
+            && self.sent_events >= after
+        {
+            self.finished = true;
+            if done {
+                self.emit(Duration::ZERO, Bytes::from_static(b"data: [DONE]\n\n"));
+            }
+            return;
+        }
+        self.sent_events += 1;
+        let n = self.sent_events;
+        let mut wait = shaping.drip;
+        if n == 1 {
+            wait += shaping.stall_first;
+        }
+        let event = if shaping.corrupt == Some(n) {
+            Bytes::from_static(CORRUPT_EVENT)
+        } else {
+            event
+        };
+        self.emit(wait, event);
+    }
+
+    /// Queues bytes for the client, sliced and paced as the faults say.
+    fn emit(&mut self, wait: Duration, mut data: Bytes) {
+        let piece_limit = match (self.shaping.slice, self.shaping.bandwidth) {
+            (Some((max, _)), _) => max,
+            // Paced in pieces of about 20 ms each, so the rate holds within a body.
+            (None, Some(rate)) => (rate / 50).max(1) as usize,
+            (None, None) => usize::MAX,
+        };
+        let mut wait = wait;
+        while !data.is_empty() {
+            let size = match self.shaping.slice {
+                Some(_) => self.rng.random_range(1..=piece_limit.min(data.len())),
+                None => piece_limit.min(data.len()),
+            };
+            let piece = data.split_to(size);
+            if let Some(rate) = self.shaping.bandwidth {
+                wait += Duration::from_secs_f64(piece.len() as f64 / rate as f64);
+            }
+            self.queue.push_back((wait, piece));
+            wait = Duration::ZERO;
+        }
+    }
+}
+
+/// The end (exclusive) of the first complete event, blank line included.
+fn event_end(buffer: &[u8]) -> Option<usize> {
+    let lf = buffer
+        .windows(2)
+        .position(|w| w == b"\n\n")
+        .map(|at| at + 2);
+    let crlf = buffer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|at| at + 4);
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn is_done(event: &[u8]) -> bool {
+    event
+        .split(|b| *b == b'\n')
+        .filter_map(|line| line.strip_prefix(b"data:"))
+        .any(|data| data.trim_ascii() == b"[DONE]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{Full, StreamBody};
+
+    const STREAM: &[u8] =
+        b"data: {\"a\":1}\n\ndata: {\"a\":2}\n\ndata: {\"a\":3}\n\ndata: [DONE]\n\n";
+
+    /// The stream cut into 5-byte frames, so events straddle frames.
+    fn upstream() -> UnsyncBoxBody<Bytes, BoxError> {
+        let frames: Vec<Result<Frame<Bytes>, BoxError>> = STREAM
+            .chunks(5)
+            .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
+            .collect();
+        StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync()
+    }
+
+    async fn shaped(shaping: Shaping) -> (Vec<Bytes>, String) {
+        let mut body = shaping.apply(upstream());
+        let mut writes = Vec::new();
+        while let Some(frame) = body.frame().await {
+            writes.push(frame.unwrap().into_data().unwrap());
+        }
+        let text = writes.iter().map(|w| String::from_utf8_lossy(w)).collect();
+        (writes, text)
+    }
+
+    #[tokio::test]
+    async fn event_faults_rewrite_whole_events() {
+        let (_, text) = shaped(Shaping {
+            cut: Some((2, false)),
+            ..Shaping::default()
+        })
+        .await;
+        assert_eq!(text, "data: {\"a\":1}\n\ndata: {\"a\":2}\n\n");
+        let (_, text) = shaped(Shaping {
+            cut: Some((1, true)),
+            ..Shaping::default()
+        })
+        .await;
+        assert_eq!(text, "data: {\"a\":1}\n\ndata: [DONE]\n\n");
+        let (_, text) = shaped(Shaping {
+            drop_done: true,
+            ..Shaping::default()
+        })
+        .await;
+        assert_eq!(
+            text,
+            "data: {\"a\":1}\n\ndata: {\"a\":2}\n\ndata: {\"a\":3}\n\n"
+        );
+        let (_, text) = shaped(Shaping {
+            corrupt: Some(2),
+            ..Shaping::default()
+        })
+        .await;
+        let corrupt = String::from_utf8_lossy(CORRUPT_EVENT);
+        assert_eq!(
+            text,
+            format!("data: {{\"a\":1}}\n\n{corrupt}data: {{\"a\":3}}\n\ndata: [DONE]\n\n")
+        );
+    }
+
+    #[tokio::test]
+    async fn slices_keep_every_byte_in_order() {
+        let (writes, text) = shaped(Shaping {
+            slice: Some((3, 9)),
+            ..Shaping::default()
+        })
+        .await;
+        assert_eq!(text.as_bytes(), STREAM);
+        assert!(writes.iter().all(|w| (1..=3).contains(&w.len())));
+        assert!(writes.len() >= STREAM.len() / 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn holds_and_bandwidth_take_their_time() {
+        let start = tokio::time::Instant::now();
+        let (_, text) = shaped(Shaping {
+            stall_first: Duration::from_millis(500),
+            drip: Duration::from_millis(10),
+            ..Shaping::default()
+        })
+        .await;
+        assert_eq!(text.as_bytes(), STREAM);
+        assert_eq!(start.elapsed(), Duration::from_millis(540), "500 + 4 × 10");
+
+        let start = tokio::time::Instant::now();
+        let body = Full::new(Bytes::from(vec![b'x'; 1000])).map_err(|never| match never {});
+        let mut body = Shaping {
+            bandwidth: Some(500),
+            ..Shaping::default()
+        }
+        .apply(body);
+        let mut size = 0;
+        while let Some(frame) = body.frame().await {
+            size += frame.unwrap().into_data().unwrap().len();
+        }
+        assert_eq!(size, 1000);
+        assert_eq!(start.elapsed(), Duration::from_secs(2), "1000 B at 500 B/s");
+    }
+}
