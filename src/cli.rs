@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::report::{RunInfo, render_json, render_terminal, summarize};
 use crate::runner::{RunOptions, run as run_scenario};
 use crate::scenario::Scenario;
+use crate::sim::tiers::{LatencySpec, TierConfig};
 use crate::sim::{Profile, SimConfig};
 use crate::spec::{
     self, ApiKind, Dur, InferenceSpec, LengthSpec, Metadata, PayloadTemplate, PromptsSpec,
@@ -197,6 +198,26 @@ pub struct SimArgs {
     /// and exit: for clients that need one on disk, such as GuideLLM or AIPerf.
     #[arg(long, value_name = "DIR")]
     pub write_tokenizer: Option<PathBuf>,
+    /// Documents in the vector-search corpus (`/collections/NAME/points/search`).
+    #[arg(long, default_value_t = 1000)]
+    pub corpus_size: usize,
+    /// Latency of each vector search, milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub search_ms: f64,
+    /// Latency of each tool call (`POST /tools/NAME`), milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub tool_ms: f64,
+    /// Share of tool calls that fail with 500.
+    #[arg(long, default_value_t = 0.0)]
+    pub tool_failure_rate: f64,
+    /// Write the search corpus (corpus.jsonl: id, text, embedding) and ground-truth
+    /// queries (queries.jsonl: prompt, relevant) to DIR and exit: to load the same
+    /// corpus into a real vector database.
+    #[arg(long, value_name = "DIR")]
+    pub write_corpus: Option<PathBuf>,
+    /// Queries to write with --write-corpus.
+    #[arg(long, default_value_t = 200)]
+    pub queries: usize,
 }
 
 #[derive(Debug, clap::Args)]
@@ -419,6 +440,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
         headers: BTreeMap::new(),
         http2: false,
         tokenizer: args.tokenizer.clone(),
+        ..ServiceSpec::default()
     };
     Ok(SpecFile {
         path: "command line".into(),
@@ -437,6 +459,8 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
                 include_usage: true,
                 body: serde_json::Map::new(),
                 session: None,
+                flow: Vec::new(),
+                circuit_breaker: None,
             },
             load: vec![StageSpec {
                 sweep,
@@ -521,7 +545,7 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             server_metrics: result.server_metrics.clone(),
             verdicts: verdicts.clone(),
             aborted: result.aborted.clone(),
-            proxy: result.proxy.clone(),
+            proxies: result.proxies.clone(),
         },
     );
     std::fs::write(out.join("summary.json"), render_json(&summary))
@@ -574,7 +598,7 @@ fn check(records: &Path, spec: &Path, strict: bool, junit: Option<&Path>) -> Res
             return Ok(exit::USAGE);
         }
     };
-    let Some(slos) = scenario.slos else {
+    let Some(slos) = scenario.slos.clone() else {
         eprintln!(
             "{}: no SLOs to check: add a `kind: ScaleSpec` document with `sloThresholds` (see examples/redlines.yaml)",
             spec.display()
@@ -583,7 +607,7 @@ fn check(records: &Path, spec: &Path, strict: bool, junit: Option<&Path>) -> Res
     };
     let text = std::fs::read_to_string(records)
         .with_context(|| format!("cannot read {}", records.display()))?;
-    let mut aggregator = crate::metrics::Aggregator::new(scenario.goodput);
+    let mut aggregator = crate::metrics::Aggregator::for_scenario(&scenario);
     for (n, line) in text
         .lines()
         .enumerate()
@@ -607,7 +631,7 @@ fn check(records: &Path, spec: &Path, strict: bool, junit: Option<&Path>) -> Res
             server_metrics: None,
             verdicts: Some(verdicts.clone()),
             aborted: None,
-            proxy: None,
+            proxies: Vec::new(),
         },
     );
     print!("{}", render_terminal(&summary));
@@ -777,6 +801,11 @@ async fn sim(args: SimArgs) -> Result<i32> {
         write_tokenizer(dir)?;
         return Ok(exit::OK);
     }
+    if let Some(dir) = &args.write_corpus {
+        let profile = Profile::load(&args.profile)?;
+        write_corpus(dir, &args, profile.embedding_dim as usize)?;
+        return Ok(exit::OK);
+    }
     if !args.addr.ip().is_loopback() && !args.allow_remote {
         bail!(
             "refusing to listen on {}: the simulator binds loopback unless you pass --allow-remote",
@@ -797,6 +826,18 @@ async fn sim(args: SimArgs) -> Result<i32> {
         profile,
         model: args.model,
         seed: args.seed,
+        tiers: TierConfig {
+            corpus_size: args.corpus_size,
+            search_latency: LatencySpec {
+                ms: Some(args.search_ms),
+                ..LatencySpec::default()
+            },
+            tool_latency: LatencySpec {
+                ms: Some(args.tool_ms),
+                ..LatencySpec::default()
+            },
+            tool_failure_rate: args.tool_failure_rate,
+        },
     };
     crate::sim::server::serve(listener, config, async {
         let _ = tokio::signal::ctrl_c().await;
@@ -866,4 +907,34 @@ async fn chaos(args: ChaosArgs) -> Result<i32> {
         );
     }
     Ok(exit::OK)
+}
+
+/// The simulator's search corpus and its ground truth, as files a real vector database
+/// can load and a spec can send.
+fn write_corpus(dir: &Path, args: &SimArgs, dim: usize) -> Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let corpus = crate::sim::tiers::Corpus::generate(args.seed, args.corpus_size, dim);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join("corpus.jsonl"))?);
+    for doc in &corpus.documents {
+        let line = serde_json::json!({
+            "id": doc.id,
+            "text": doc.text,
+            "embedding": corpus.embedding(doc.id),
+        });
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join("queries.jsonl"))?);
+    for query in corpus.queries(args.seed, args.queries) {
+        writeln!(out, "{}", serde_json::to_string(&query)?)?;
+    }
+    out.flush()?;
+    eprintln!(
+        "redline sim: wrote {} documents ({dim} dimensions) and {} queries to {}",
+        corpus.documents.len(),
+        args.queries,
+        dir.display()
+    );
+    Ok(())
 }

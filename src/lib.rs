@@ -7,6 +7,7 @@
 //! - [`pacer`]: releases open-loop arrivals on time, from a thread of its own.
 //! - [`replay`]: timestamped request traces, replayed on their own schedule.
 //! - [`dataset`]: prompt datasets (JSONL, ShareGPT, CSV), checked and ordered.
+//! - [`flow`]: RAG and agent flows: steps, templates, search backends, recall, assertions.
 //! - [`workload`]: prompt sources (synthetic lengths, shared prefixes, JSONL datasets).
 //! - [`client`]: protocol clients and the incremental SSE decoder.
 //! - [`record`]: the outcome record, one per scheduled request.
@@ -27,6 +28,7 @@ pub mod cli;
 pub mod client;
 pub mod datagen;
 pub mod dataset;
+pub mod flow;
 pub mod metrics;
 pub mod pacer;
 pub mod record;

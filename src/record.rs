@@ -128,6 +128,70 @@ pub struct InjectedFault {
     pub added_ms: Option<f64>,
 }
 
+/// Where a request sits in a flow (a RAG or agent session).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StepMark {
+    /// The step's name in the flow.
+    pub name: String,
+    /// `embed`, `search`, `chat`, `tool` or `http`.
+    pub kind: String,
+    /// The request's place in its session, from 1 (`agent_step_seq`).
+    pub agent_step_seq: u32,
+    /// For tool calls: the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// For tool calls: FNV-1a of the tool name and its canonical (key-sorted) JSON
+    /// arguments, so repeated identical calls can be found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_hash: Option<String>,
+    /// For searches: hits returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results: Option<u32>,
+    /// For searches whose query is in the ground truth: recall@k.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall: Option<f64>,
+}
+
+/// How a flow session ended.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionOutcome {
+    Ok,
+    /// A step failed (its record says how).
+    Failed,
+    /// The circuit breaker opened: the remaining steps were skipped.
+    Fallback,
+    /// Stopped by the run ending or an in-flight limit before its steps were done.
+    Cancelled,
+}
+
+/// Why a session fell back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FallbackReason {
+    /// The rule that fired: `consecutive_tool_timeouts`.
+    pub rule: String,
+    /// The tool whose call timed out last.
+    pub tool: String,
+    /// Consecutive timeouts seen.
+    pub timeouts: u32,
+    /// Steps not sent.
+    pub skipped: Vec<String>,
+}
+
+/// The end of a flow session, on its last record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SessionEnd {
+    pub outcome: SessionOutcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_reason: Option<FallbackReason>,
+    /// Requests the session sent.
+    pub requests: u32,
+    /// From the session's intended start to its last request's end, microseconds.
+    pub e2e_us: u64,
+}
+
 /// One request's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Record {
@@ -152,6 +216,12 @@ pub struct Record {
     /// Faults the chaos proxy injected into it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<InjectedFault>,
+    /// Its step, for requests of a flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<StepMark>,
+    /// On a flow session's last record: how the session ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_end: Option<SessionEnd>,
     /// When the schedule meant it to start.
     pub intended_us: u64,
     /// When it was handed to the connection (absent if never sent).
@@ -211,6 +281,8 @@ impl Record {
             prefix: None,
             traceparent: None,
             faults: Vec::new(),
+            step: None,
+            session_end: None,
             intended_us,
             sent_us: None,
             headers_us: None,

@@ -42,6 +42,9 @@ pub struct Summary {
     /// Injected faults and what they caused, when any were injected or a proxy ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faults: Option<FaultsSummary>,
+    /// Flow sessions: per-step figures, how sessions ended, recall@k, tool calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<FlowSummary>,
     /// The gate: one verdict per SLO of the spec's `sloThresholds`.
     pub verdicts: Option<Vec<Verdict>>,
     /// Stopped early by `abort_on_fail`: when, and for which certain breaches.
@@ -213,8 +216,8 @@ pub struct RunInfo<'a> {
     pub server_metrics: Option<ServerMetrics>,
     pub verdicts: Option<Vec<Verdict>>,
     pub aborted: Option<Aborted>,
-    /// The chaos proxy's own counts, when the run put one in front of the service.
-    pub proxy: Option<ProxyCounts>,
+    /// The chaos proxies' own counts, when the run put any in front of its services.
+    pub proxies: Vec<ProxyCounts>,
 }
 
 fn stage_summary(stage: &ExecutedStage, stats: Option<&StageStats>, goodput: bool) -> StageSummary {
@@ -306,9 +309,137 @@ fn sweep_summary(stages: &[StageSummary]) -> Option<SweepSummary> {
     })
 }
 
+/// Flow sessions (measured phase).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FlowSummary {
+    pub sessions: SessionCounts,
+    /// Intended start to last byte of sessions that ended `ok`.
+    pub session_e2e_ms: Dist,
+    /// Sessions the circuit breaker ended, by rule and tool.
+    pub fallbacks: Vec<FallbackCount>,
+    /// Each step, in flow order.
+    pub steps: Vec<StepSummary>,
+    /// Send to last byte of successful embed steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding_latency_ms: Option<Dist>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall: Option<RecallSummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<ToolCalls>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SessionCounts {
+    pub ok: u64,
+    pub failed: u64,
+    /// Ended by the circuit breaker: counted apart from failures.
+    pub fallback: u64,
+    pub cancelled: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FallbackCount {
+    pub rule: String,
+    pub tool: String,
+    pub sessions: u64,
+}
+
+/// One step's requests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StepSummary {
+    pub step: String,
+    pub kind: String,
+    pub requests: u64,
+    pub ok: u64,
+    pub failed: u64,
+    /// Send to last byte of successful requests.
+    pub latency_ms: Dist,
+    /// For chat steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<Dist>,
+    /// Failures by `stage/kind`.
+    pub errors: BTreeMap<String, u64>,
+}
+
+/// Recall@k of searches whose query is in the ground truth.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RecallSummary {
+    pub queries: u64,
+    pub mean: f64,
+    pub threshold: f64,
+    /// Share of queries whose recall@k fell below `threshold`.
+    pub below_threshold: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ToolCalls {
+    pub calls: u64,
+    pub ok: u64,
+    pub success_rate: f64,
+}
+
+fn flow_summary(tally: &crate::metrics::flow::FlowTally) -> Option<FlowSummary> {
+    use crate::record::SessionOutcome;
+    if tally.is_empty() {
+        return None;
+    }
+    let count = |o| tally.sessions.get(&o).copied().unwrap_or(0);
+    let steps = tally
+        .step_order
+        .iter()
+        .map(|name| {
+            let t = &tally.steps[name];
+            StepSummary {
+                step: name.clone(),
+                kind: t.kind.clone(),
+                requests: t.counts.scheduled,
+                ok: t.counts.ok,
+                failed: t.counts.failed(),
+                latency_ms: Dist::of(&t.latency, 1e3),
+                ttft_ms: (!t.ttft.is_empty()).then(|| Dist::of(&t.ttft, 1e3)),
+                errors: t.failures.clone(),
+            }
+        })
+        .collect();
+    Some(FlowSummary {
+        sessions: SessionCounts {
+            ok: count(SessionOutcome::Ok),
+            failed: count(SessionOutcome::Failed),
+            fallback: count(SessionOutcome::Fallback),
+            cancelled: count(SessionOutcome::Cancelled),
+        },
+        session_e2e_ms: Dist::of(&tally.session_e2e, 1e3),
+        fallbacks: tally
+            .fallbacks
+            .iter()
+            .map(|((rule, tool), n)| FallbackCount {
+                rule: rule.clone(),
+                tool: tool.clone(),
+                sessions: *n,
+            })
+            .collect(),
+        steps,
+        embedding_latency_ms: (!tally.embedding_latency.is_empty())
+            .then(|| Dist::of(&tally.embedding_latency, 1e3)),
+        recall: tally.mean_recall().map(|mean| RecallSummary {
+            queries: tally.recall_queries,
+            mean,
+            threshold: tally.recall_threshold,
+            below_threshold: tally.recall_below as f64 / tally.recall_queries as f64,
+        }),
+        tool_calls: (tally.tool_calls > 0).then(|| ToolCalls {
+            calls: tally.tool_calls,
+            ok: tally.tool_ok,
+            success_rate: tally.tool_ok as f64 / tally.tool_calls as f64,
+        }),
+    })
+}
+
 /// What the chaos proxy counted on its side.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProxyCounts {
+    /// The service it stood in front of.
+    pub service: String,
     /// Where it listened, and its admin API.
     pub addr: String,
     pub admin_addr: Option<String>,
@@ -332,8 +463,9 @@ pub struct FaultsSummary {
     pub failed_with_faults: u64,
     /// Failed or timed-out requests with no injected fault: the service's own.
     pub failed_without_faults: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proxy: Option<ProxyCounts>,
+    /// The proxies' own counts, by service.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proxies: Vec<ProxyCounts>,
 }
 
 /// One rule's faults and what became of the requests it hit.
@@ -358,14 +490,14 @@ pub struct FaultRuleSummary {
     pub added_ms: Option<Dist>,
 }
 
-fn faults_summary(tally: &FaultTally, proxy: Option<ProxyCounts>) -> Option<FaultsSummary> {
-    if tally.requests_with_faults == 0 && proxy.is_none() {
+fn faults_summary(tally: &FaultTally, proxies: Vec<ProxyCounts>) -> Option<FaultsSummary> {
+    if tally.requests_with_faults == 0 && proxies.is_empty() {
         return None;
     }
     let proxy_rule = |name: &str| {
-        proxy
-            .as_ref()
-            .and_then(|p| p.rules.iter().find(|r| r.0 == name))
+        proxies
+            .iter()
+            .find_map(|p| p.rules.iter().find(|r| r.0 == name))
     };
     let mut rules: Vec<FaultRuleSummary> = tally
         .rules
@@ -381,7 +513,7 @@ fn faults_summary(tally: &FaultTally, proxy: Option<ProxyCounts>) -> Option<Faul
             added_ms: t.added.as_ref().map(|h| Dist::of(h, 1e3)),
         })
         .collect();
-    for (name, fault, matched, injected) in proxy.iter().flat_map(|p| &p.rules) {
+    for (name, fault, matched, injected) in proxies.iter().flat_map(|p| &p.rules) {
         if !tally.rules.contains_key(name) {
             rules.push(FaultRuleSummary {
                 rule: name.clone(),
@@ -400,7 +532,7 @@ fn faults_summary(tally: &FaultTally, proxy: Option<ProxyCounts>) -> Option<Faul
         requests_with_faults: tally.requests_with_faults,
         failed_with_faults: tally.failed_with_faults,
         failed_without_faults: tally.failed_without_faults,
-        proxy,
+        proxies,
     })
 }
 
@@ -452,7 +584,8 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         },
         dataset: info.dataset,
         server_metrics: info.server_metrics,
-        faults: faults_summary(&agg.faults, info.proxy),
+        faults: faults_summary(&agg.faults, info.proxies),
+        flow: flow_summary(&agg.flow),
         verdicts: info.verdicts,
         aborted: info.aborted,
         goodput: agg.goodput_slo.map(|slo| Goodput {
@@ -798,6 +931,53 @@ pub fn render_terminal(s: &Summary) -> String {
             show(m.prefix_hit_rate, true),
         ));
     }
+    if let Some(f) = &s.flow {
+        let c = &f.sessions;
+        line(format!(
+            "  flow sessions: {} ok · {} failed · {} fallback · {} cancelled · session E2E p50 {:.1} ms, p99 {:.1} ms",
+            c.ok, c.failed, c.fallback, c.cancelled, f.session_e2e_ms.p50, f.session_e2e_ms.p99
+        ));
+        line(format!(
+            "    {:<16}{:<8}{:>9}{:>8}{:>10}{:>10}{:>10}{:>10}",
+            "step", "kind", "requests", "failed", "mean ms", "p50", "p99", "TTFT p50"
+        ));
+        for st in &f.steps {
+            let d = &st.latency_ms;
+            let ttft = st
+                .ttft_ms
+                .map_or("-".to_owned(), |t| format!("{:.2}", t.p50));
+            line(format!(
+                "    {:<16}{:<8}{:>9}{:>8}{:>10.2}{:>10.2}{:>10.2}{:>10}",
+                st.step, st.kind, st.requests, st.failed, d.mean, d.p50, d.p99, ttft
+            ));
+            for (kind, n) in &st.errors {
+                line(format!("        {n} × {kind}"));
+            }
+        }
+        for fb in &f.fallbacks {
+            line(format!(
+                "    fallback: {} sessions by {} (tool `{}`)",
+                fb.sessions, fb.rule, fb.tool
+            ));
+        }
+        if let Some(r) = &f.recall {
+            line(format!(
+                "    recall@k: mean {:.3} over {} queries · {:.1}% below {:.2}",
+                r.mean,
+                r.queries,
+                r.below_threshold * 100.0,
+                r.threshold
+            ));
+        }
+        if let Some(t) = &f.tool_calls {
+            line(format!(
+                "    tool calls: {} · {} ok · success {:.2}%",
+                t.calls,
+                t.ok,
+                t.success_rate * 100.0
+            ));
+        }
+    }
     if let Some(f) = &s.faults {
         line(format!(
             "  faults: {} requests carried injected faults · failed with a fault {} · failed on their own {}",
@@ -826,10 +1006,10 @@ pub fn render_terminal(s: &Summary) -> String {
                 },
             ));
         }
-        if let Some(p) = &f.proxy {
+        for p in &f.proxies {
             line(format!(
-                "    proxy {}: {} requests over {} connections · {} upstream errors · {} faults unclaimed",
-                p.addr, p.requests, p.connections, p.upstream_errors, p.unclaimed_faults
+                "    proxy for {} at {}: {} requests over {} connections · {} upstream errors · {} faults unclaimed",
+                p.service, p.addr, p.requests, p.connections, p.upstream_errors, p.unclaimed_faults
             ));
         }
     }

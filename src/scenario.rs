@@ -2,8 +2,11 @@
 //! same spec types) means, checked once. Every problem is reported together, each with
 //! the file, line and field it comes from.
 
+use crate::flow::plan::FlowPlan;
 use crate::spec::faults::FaultRuleSpec;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -96,6 +99,8 @@ pub struct Scenario {
     pub scrape: Option<(Option<String>, Duration)>,
     /// Fault rules for a chaos proxy in front of the service (validated).
     pub faults: Vec<FaultRuleSpec>,
+    /// A RAG or agent chain each session runs, when the payload template has a flow.
+    pub flow: Option<Arc<FlowPlan>>,
 }
 
 /// Validated multi-turn sessions.
@@ -129,6 +134,41 @@ impl Scenario {
             .iter()
             .filter_map(|(name, s)| service_from_spec(name, s, spec_dir, &mut problem))
             .collect();
+        let resolved: BTreeMap<String, Service> = services
+            .iter()
+            .map(|s| (s.name.clone(), s.clone()))
+            .collect();
+        let flow = crate::flow::plan::from_spec(
+            &spec.payload_template,
+            &spec.services,
+            &resolved,
+            spec_dir,
+            &mut problem,
+        );
+        let profiles: BTreeSet<&str> = spec
+            .services
+            .values()
+            .filter(|s| s.url == "embedded")
+            .map(|s| s.profile.as_deref().unwrap_or("7b"))
+            .collect();
+        if profiles.len() > 1
+            && spec
+                .services
+                .values()
+                .filter(|s| s.url == "embedded" && s.profile.is_some())
+                .count()
+                > 1
+        {
+            problem(
+                "spec.services",
+                format!(
+                    "embedded services share one simulator, but name {} profiles ({})",
+                    profiles.len(),
+                    profiles.iter().copied().collect::<Vec<_>>().join(", ")
+                ),
+                Some("set `profile` on one embedded service only".into()),
+            );
+        }
         let names: Vec<&str> = spec.services.keys().map(String::as_str).collect();
         let service_name = match &spec.payload_template.service {
             Some(name) => Some(name.clone()),
@@ -337,6 +377,10 @@ impl Scenario {
         if spec.max_in_flight == Some(0) {
             problem("spec.max_in_flight", "must be at least 1".into(), None);
         }
+        let flow_services: Vec<&str> = flow
+            .as_ref()
+            .map(|f| f.services.keys().map(String::as_str).collect())
+            .unwrap_or_default();
         for (i, rule) in spec.faults.iter().enumerate() {
             let at = format!("spec.faults[{i}]");
             let called = service_name.as_deref().unwrap_or("llm");
@@ -353,10 +397,15 @@ impl Scenario {
                     format!("names service `{name}`, which is not under spec.services"),
                     Some(format!("choose from: {}", names.join(", "))),
                 ),
-                Some(name) if name != called => problem(
+                Some(name) if name != called && !flow_services.contains(&name) => problem(
                     &format!("{at}.service"),
                     format!("the run sends no traffic to `{name}`; it calls `{called}`"),
                     Some(format!("put the rule in front of `{called}`")),
+                ),
+                Some(name) if spec.services[name].api == ApiKind::Pgvector => problem(
+                    &format!("{at}.service"),
+                    format!("`{name}` speaks PostgreSQL's protocol; the chaos proxy speaks HTTP"),
+                    Some("inject search faults into an HTTP vector store (`api: qdrant`)".into()),
                 ),
                 Some(name) => {
                     let url = &spec.services[name].url;
@@ -411,6 +460,7 @@ impl Scenario {
             session,
             scrape,
             faults: spec.faults.clone(),
+            flow: flow.map(Arc::new),
         })
     }
 
@@ -641,9 +691,42 @@ fn service_from_spec(
 ) -> Option<Service> {
     let path = format!("spec.services.{name}");
     let endpoint = if s.url == "embedded" {
+        if s.api == ApiKind::Pgvector {
+            problem(
+                &format!("{path}.url"),
+                "the simulator speaks Qdrant's API, not PostgreSQL's".into(),
+                Some(
+                    "set `api: qdrant` for the embedded search tier, or give a postgresql:// URL"
+                        .into(),
+                ),
+            );
+            return None;
+        }
         Some(Endpoint::Embedded {
             profile: s.profile.clone().unwrap_or_else(|| "7b".into()),
         })
+    } else if s.api == ApiKind::Pgvector {
+        let is_dsn = s.url.starts_with("postgresql://") || s.url.starts_with("postgres://");
+        if !is_dsn || s.url.parse::<tokio_postgres::Config>().is_err() {
+            problem(
+                &format!("{path}.url"),
+                format!("`{}` is not a PostgreSQL connection URL", s.url),
+                Some("write e.g. `postgresql://postgres@127.0.0.1:5432/postgres`".into()),
+            );
+            None
+        } else if s.pgvector.is_none() {
+            problem(
+                &format!("{path}.pgvector"),
+                "a pgvector service needs its table".into(),
+                Some(
+                    "add `pgvector: { table: docs }` (columns default to id, text, embedding)"
+                        .into(),
+                ),
+            );
+            None
+        } else {
+            Some(Endpoint::Url(s.url.clone()))
+        }
     } else if let Some(rest) = s.url.strip_prefix("http://") {
         if rest.is_empty() || s.url.parse::<hyper::Uri>().is_err() {
             problem(
@@ -684,7 +767,11 @@ fn service_from_spec(
             problem(&format!("{path}.profile"), e.to_string(), None);
         }
     }
-    if s.model.is_none() && s.url != "embedded" && s.api != ApiKind::Http {
+    let needs_model = matches!(
+        s.api,
+        ApiKind::Chat | ApiKind::Completions | ApiKind::Embeddings
+    );
+    if s.model.is_none() && s.url != "embedded" && needs_model {
         problem(
             &format!("{path}.model"),
             "is required for a real server".into(),

@@ -80,7 +80,7 @@ async fn rates_hold_per_request_over_a_keep_alive_pool() {
         "searches all answer 200"
     );
 
-    let proxy = result.proxy.clone().expect("the spec had faults");
+    let proxy = result.proxies[0].clone();
     assert!(
         proxy.connections <= 70,
         "a keep-alive pool: {} connections for {} requests",

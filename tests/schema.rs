@@ -78,7 +78,7 @@ async fn real_output_validates_against_the_committed_schemas() {
                 at_s: 0.5,
                 breaches: slos.evaluate(&result.aggregator),
             }),
-            proxy: result.proxy.clone(),
+            proxies: result.proxies.clone(),
         },
     );
     let faults = summary.faults.as_ref().expect("the spec has faults");

@@ -2,6 +2,7 @@
 //! marks and a typed outcome.
 
 pub mod http;
+pub mod json;
 pub mod openai;
 pub mod sse;
 

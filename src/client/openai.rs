@@ -127,7 +127,7 @@ pub async fn call(
     payload: &Payload,
     clock: RunClock,
     record: &mut Record,
-) -> Option<String> {
+) -> Option<Answer> {
     let request = target.request(payload);
     let sent = Instant::now();
     record.sent_us = Some(clock.us(sent));
@@ -162,11 +162,34 @@ pub async fn call(
         first_deadline,
         total_deadline,
         text: String::new(),
+        answer: String::new(),
+        tool_calls: Vec::new(),
         last_content: None,
         itl_sum_us: 0,
     };
     reader.read(response, payload).await;
-    (reader.record.outcome == Outcome::Ok).then_some(reader.text)
+    (reader.record.outcome == Outcome::Ok).then(|| Answer {
+        text: reader.answer,
+        tool_calls: reader.tool_calls,
+    })
+}
+
+/// What a successful answer said: its text and the tools it called.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Answer {
+    /// The answer's content (not reasoning, not tool arguments).
+    pub text: String,
+    /// Tool calls, assembled from streamed deltas by their index.
+    pub tool_calls: Vec<ToolCallParts>,
+}
+
+/// One tool call of an answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolCallParts {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the model wrote them (JSON text, unchecked).
+    pub arguments: String,
 }
 
 struct Reader<'a> {
@@ -175,7 +198,11 @@ struct Reader<'a> {
     record: &'a mut Record,
     first_deadline: Instant,
     total_deadline: Instant,
+    /// Everything generated, for counting tokens: answer, reasoning, tool arguments.
     text: String,
+    /// The answer's content alone.
+    answer: String,
+    tool_calls: Vec<ToolCallParts>,
     last_content: Option<Instant>,
     itl_sum_us: u64,
 }
@@ -490,11 +517,13 @@ impl Reader<'_> {
         let mut content = Content::default();
         if let Some(text) = choice.text.as_deref().filter(|t| !t.is_empty()) {
             self.text.push_str(text);
+            self.answer.push_str(text);
             content.answer = true;
         }
         if let Some(message) = choice.delta.as_ref().or(choice.message.as_ref()) {
             if let Some(text) = message.content.as_deref().filter(|t| !t.is_empty()) {
                 self.text.push_str(text);
+                self.answer.push_str(text);
                 content.answer = true;
             }
             for reasoning in [&message.reasoning_content, &message.reasoning]
@@ -507,11 +536,26 @@ impl Reader<'_> {
                 }
             }
             if let Some(calls) = message.tool_calls.as_ref().filter(|c| !c.is_empty()) {
-                for call in calls {
+                for (position, call) in calls.iter().enumerate() {
+                    // Streamed calls arrive in pieces under their `index`; a whole
+                    // message lists them in order.
+                    let index = call["index"].as_u64().map_or(position, |i| i as usize);
+                    if self.tool_calls.len() <= index {
+                        self.tool_calls
+                            .resize_with(index + 1, ToolCallParts::default);
+                    }
+                    let assembled = &mut self.tool_calls[index];
+                    if let Some(id) = call["id"].as_str() {
+                        assembled.id.push_str(id);
+                    }
+                    if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
+                        assembled.name.push_str(name);
+                    }
                     if let Some(arguments) =
                         call.pointer("/function/arguments").and_then(Value::as_str)
                     {
                         self.text.push_str(arguments);
+                        assembled.arguments.push_str(arguments);
                     }
                 }
                 content.answer = true;

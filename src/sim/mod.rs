@@ -13,6 +13,7 @@ pub mod profile;
 pub mod scheduler;
 pub mod server;
 pub mod text;
+pub mod tiers;
 
 pub use profile::Profile;
 pub use server::{EmbeddedSim, SimConfig};

@@ -28,6 +28,7 @@ use super::openai::{self, ApiError, Context, Plan};
 use super::profile::Profile;
 use super::scheduler::Timeline;
 use super::text::FinishReason;
+use super::tiers::{self, TierConfig, Tiers};
 use crate::tokenize;
 
 /// How a simulator is set up.
@@ -38,6 +39,8 @@ pub struct SimConfig {
     pub model: Option<String>,
     /// Seed of every answer (with the prompt).
     pub seed: u64,
+    /// The vector-search and tool tiers.
+    pub tiers: TierConfig,
 }
 
 impl Default for SimConfig {
@@ -46,6 +49,7 @@ impl Default for SimConfig {
             profile: Profile::tiny(),
             model: None,
             seed: 0,
+            tiers: TierConfig::default(),
         }
     }
 }
@@ -62,6 +66,7 @@ pub struct SimState {
     metrics: Arc<SimMetrics>,
     nonce: AtomicU64,
     clock: Clock,
+    tiers: Arc<Tiers>,
 }
 
 impl SimState {
@@ -71,7 +76,19 @@ impl SimState {
         let profile = Arc::new(config.profile);
         let metrics = Arc::new(SimMetrics::new(&model));
         let clock = Clock::new();
+        let tiers = Arc::new(Tiers::new(
+            config.tiers,
+            config.seed,
+            profile.embedding_dim as usize,
+        ));
+        // Embed the search corpus in the background, so the first search does not
+        // pay for it (and runs that never search do not wait for it).
+        let warm = tiers.clone();
+        std::thread::spawn(move || {
+            warm.corpus();
+        });
         Arc::new(SimState {
+            tiers,
             engine: Engine::start(profile.clone(), metrics.clone(), clock),
             profile,
             model,
@@ -94,6 +111,14 @@ impl SimState {
 
 /// The router, for tests that call it without a socket.
 pub fn app(state: Arc<SimState>) -> Router {
+    let tiers = Router::new()
+        .route(
+            "/collections/{collection}/points/{verb}",
+            post(tiers::search),
+        )
+        .route("/tools/{name}", post(tiers::tool))
+        .route("/redline/tiers", get(tiers::counts))
+        .with_state(state.tiers.clone());
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
@@ -103,8 +128,9 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/redline/stall", post(stall))
         .route("/redline/truth", get(truth).delete(reset_truth))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+        .merge(tiers)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
 
 /// Most HTTP/2 streams one connection may carry: enough for a whole benchmark's

@@ -586,9 +586,34 @@ impl SloSet {
                         )
                     }
                     "tool_success" => {
-                        return no_data("%", "not measured: this run has no tool calls");
+                        let f = &agg.flow;
+                        if f.tool_calls == 0 {
+                            return no_data("%", "not measured: this run has no tool calls");
+                        }
+                        (f.tool_calls - f.tool_ok, f.tool_calls, None)
                     }
-                    _ => return no_data("%", "not measured: this run has no retrieval step"),
+                    _ => {
+                        let Some(mean) = agg.flow.mean_recall() else {
+                            return no_data(
+                                "%",
+                                "not measured: no search step with a ground truth for its queries",
+                            );
+                        };
+                        let outcome = if slo.op.holds(mean, slo.threshold) {
+                            Outcome::Pass
+                        } else {
+                            Outcome::Fail
+                        };
+                        return verdict(
+                            outcome,
+                            Some(mean * 100.0),
+                            None,
+                            "%",
+                            agg.flow.recall_queries,
+                            None,
+                            Some("mean recall@k over the queries: judged on the observed value, without a bound".into()),
+                        );
+                    }
                 };
                 if n == 0 {
                     return no_data("%", "no measured requests");

@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod faults;
+pub mod flow;
 pub mod schema;
 pub mod values;
 
@@ -121,7 +122,7 @@ pub struct ServerMetricsSpec {
 }
 
 /// A service under test.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceSpec {
     /// Base URL (e.g. `http://127.0.0.1:8000`, with or without `/v1`), or `embedded`
@@ -152,6 +153,21 @@ pub struct ServiceSpec {
     /// directory holding it, for exact counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<String>,
+    /// Qdrant collection (`api: qdrant`, default `docs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collection: Option<String>,
+    /// The table to search (`api: pgvector`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pgvector: Option<PgvectorSpec>,
+    /// For `url: embedded` search and tool tiers: the latency of each call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<values::LatencySpec>,
+    /// For `url: embedded` tools: the share of calls that fail with 500.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_rate: Option<f64>,
+    /// For `url: embedded` search: documents in the seeded corpus (default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus_size: Option<u32>,
 }
 
 #[derive(
@@ -166,6 +182,56 @@ pub enum ApiKind {
     Completions,
     /// Any HTTP endpoint: `payloadTemplate.request` says what to send.
     Http,
+    /// `/v1/embeddings` (flows' `embed` steps).
+    Embeddings,
+    /// Qdrant's REST API (flows' `search` steps); `collection` names the collection.
+    Qdrant,
+    /// PostgreSQL with pgvector (flows' `search` steps): `url` is the connection
+    /// string (`postgresql://user@127.0.0.1:5432/db`), `pgvector` the table.
+    Pgvector,
+    /// Tool endpoints (flows' `tool` steps): `POST <url>/tools/<name>`.
+    Tools,
+}
+
+/// Where a pgvector service keeps its documents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PgvectorSpec {
+    pub table: String,
+    #[serde(default = "id_column")]
+    pub id_column: String,
+    #[serde(default = "text_column")]
+    pub text_column: String,
+    #[serde(default = "vector_column")]
+    pub vector_column: String,
+    /// `cosine` (`<=>`, default) or `l2` (`<->`).
+    #[serde(default)]
+    pub distance: Distance,
+    /// Connections in the pool (default 8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_size: Option<u32>,
+}
+
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Distance {
+    #[default]
+    Cosine,
+    L2,
+}
+
+fn id_column() -> String {
+    "id".into()
+}
+
+fn text_column() -> String {
+    "text".into()
+}
+
+fn vector_column() -> String {
+    "embedding".into()
 }
 
 /// What one session sends.
@@ -195,6 +261,17 @@ pub struct PayloadTemplate {
     /// far; one W3C trace per session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionSpec>,
+    /// A RAG or agent chain: each arrival (or closed-loop slot) runs these steps in
+    /// order, as one session with one trace. Without it, one request per arrival.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flow: Vec<flow::FlowStepSpec>,
+    /// Ends a flow session as `fallback` after consecutive tool timeouts.
+    #[serde(
+        rename = "circuitBreaker",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub circuit_breaker: Option<flow::CircuitBreakerSpec>,
 }
 
 /// A multi-turn session.

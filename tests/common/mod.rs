@@ -227,7 +227,7 @@ pub fn summary_of(result: &RunResult) -> redline::report::Summary {
             server_metrics: None,
             verdicts: None,
             aborted: None,
-            proxy: result.proxy.clone(),
+            proxies: result.proxies.clone(),
         },
     )
 }

@@ -2,6 +2,8 @@
 //! failure stage and kind, and per-second windows. One collector owns an [`Aggregator`];
 //! histograms are mergeable, so per-worker aggregators can be combined exactly.
 
+pub mod flow;
+
 use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
@@ -281,6 +283,8 @@ pub struct Aggregator {
     pub window_end_us: Option<u64>,
     /// Injected faults against outcomes (every phase: the proxy's log counts them all).
     pub faults: FaultTally,
+    /// Steps, sessions, recall and tool calls of flows.
+    pub flow: flow::FlowTally,
 }
 
 /// Requests with and without injected faults, and how they ended: what separates the
@@ -345,10 +349,20 @@ impl Aggregator {
         }
     }
 
+    /// An aggregator for a scenario: its goodput SLOs and its recall bar.
+    pub fn for_scenario(scenario: &crate::scenario::Scenario) -> Aggregator {
+        let mut aggregator = Aggregator::new(scenario.goodput);
+        if let Some(threshold) = scenario.flow.as_ref().and_then(|f| f.recall_threshold()) {
+            aggregator.flow.recall_threshold = threshold;
+        }
+        aggregator
+    }
+
     /// Takes one record into the statistics.
     pub fn add(&mut self, r: &Record) {
         self.counts.bump(r.outcome);
         self.faults.add(r);
+        self.flow.add(r);
         let good = self.goodput_slo.is_some_and(|slo| slo.met_by(r));
         let repeated_prefix = match (r.outcome, r.prefix) {
             (Outcome::Ok, Some(prefix)) => {
@@ -383,7 +397,8 @@ impl Aggregator {
             self.prefix_prompt_tokens += u64::from(r.input_tokens.unwrap_or(0));
             self.repeated_prefix_tokens += repeated_prefix.map_or(0, |p| u64::from(p.tokens));
         }
-        if let Some(session) = &r.session {
+        // Turns are a chat conversation's; a flow's requests are steps (see `flow`).
+        if let Some(session) = r.session.as_ref().filter(|_| r.step.is_none()) {
             let turn = self.turns.entry(session.turn).or_default();
             turn.requests += 1;
             if r.outcome == Outcome::Ok {

@@ -10,6 +10,9 @@
 //! in-flight requests get `drain_timeout` to finish, and whatever is left is recorded
 //! as `cancelled`.
 
+mod flow;
+
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,7 +34,7 @@ use crate::metrics::Aggregator;
 use crate::pacer::Pacer;
 use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage};
 use crate::report::ProxyCounts;
-use crate::scenario::{Endpoint, Scenario, Workload};
+use crate::scenario::{Endpoint, Scenario, Service, Workload};
 use crate::schedule::{ExecutedStage, OpenArrivals, Stage, SweepRole, sweep_rates};
 use crate::scrape::ServerMetrics;
 use crate::sim::text::mix_seed;
@@ -62,8 +65,8 @@ pub struct RunResult {
     pub aborted: Option<Aborted>,
     /// What scraping the server's metrics found, when the spec asked for it.
     pub server_metrics: Option<ServerMetrics>,
-    /// The chaos proxy's counts, when the spec had faults.
-    pub proxy: Option<ProxyCounts>,
+    /// The chaos proxies' counts, by service, when the spec had faults.
+    pub proxies: Vec<ProxyCounts>,
 }
 
 /// What the collector needs to stop a run whose SLOs are already certain to fail.
@@ -151,6 +154,8 @@ struct Live {
 struct Shared {
     http: HttpClient,
     target: Target,
+    /// The flow each session runs, when the spec has one.
+    flow: Option<flow::FlowRuntime>,
     scenario: Scenario,
     clock: RunClock,
     records: mpsc::UnboundedSender<Record>,
@@ -198,39 +203,88 @@ pub async fn run(
     options: RunOptions,
     stop: CancellationToken,
 ) -> Result<RunResult> {
-    let (embedded, base_url, model) = match &scenario.service.endpoint {
-        Endpoint::Embedded { profile } => {
-            let profile = Profile::load(profile)?;
+    // One simulator serves every `url: embedded` service (LLM, embeddings, search,
+    // tools).
+    let embedded = match embedded_profile(&scenario) {
+        Some(profile) => {
+            let profile = Profile::load(&profile)?;
             let model = scenario
                 .service
                 .model
                 .clone()
+                .filter(|_| matches!(scenario.service.endpoint, Endpoint::Embedded { .. }))
                 .unwrap_or_else(|| profile.model.clone());
             let sim = EmbeddedSim::start(SimConfig {
                 profile,
                 model: Some(model.clone()),
                 seed: scenario.seed,
+                tiers: scenario
+                    .flow
+                    .as_ref()
+                    .map(|f| f.tiers.clone())
+                    .unwrap_or_default(),
             })
             .await
             .context("cannot start the embedded simulator")?;
-            let url = sim.base_url();
-            (Some(sim), url, model)
+            Some((sim, model))
         }
-        Endpoint::Url(url) => (
-            None,
-            url.clone(),
-            scenario.service.model.clone().unwrap_or_default(),
-        ),
+        None => None,
     };
-    // Faults: a chaos proxy in front of the service, and the service's traffic sent
-    // through it. The records keep the service's own URL as the target.
-    let proxy = match scenario.faults.is_empty() {
-        true => None,
-        false => Some(start_proxy(&scenario, &base_url).await?),
+    let url_of = |service: &Service| match &service.endpoint {
+        Endpoint::Embedded { .. } => embedded
+            .as_ref()
+            .map(|(sim, _)| sim.base_url())
+            .unwrap_or_default(),
+        Endpoint::Url(url) => url.clone(),
     };
-    let request_base = match &proxy {
-        Some(proxy) => through_proxy(&base_url, proxy),
-        None => base_url.clone(),
+    let model_of = |service: &Service| {
+        service
+            .model
+            .clone()
+            .or_else(|| embedded.as_ref().map(|(_, model)| model.clone()))
+            .unwrap_or_default()
+    };
+    let base_url = url_of(&scenario.service);
+    let model = model_of(&scenario.service);
+    // Faults: a chaos proxy in front of each service that has rules, and that
+    // service's traffic sent through it. Records keep the service's own URL as the
+    // target.
+    let mut proxies: BTreeMap<String, RunningProxy> = BTreeMap::new();
+    for rule in &scenario.faults {
+        let name = rule.service.clone().unwrap_or_default();
+        if proxies.contains_key(&name) {
+            continue;
+        }
+        let service = scenario
+            .flow
+            .as_ref()
+            .and_then(|f| f.services.get(&name))
+            .map(|f| &f.service)
+            .unwrap_or(&scenario.service);
+        let proxy = start_proxy(&scenario, service, &url_of(service)).await?;
+        proxies.insert(name, proxy);
+    }
+    let base_through = |name: &str, base: String| match proxies.get(name) {
+        Some(proxy) => through_proxy(&base, proxy),
+        None => base,
+    };
+    let request_base = base_through(&scenario.service.name, base_url.clone());
+    let flow = match &scenario.flow {
+        Some(plan) => {
+            let mut urls = BTreeMap::new();
+            let mut models = BTreeMap::new();
+            for (name, service) in &plan.services {
+                urls.insert(name.clone(), base_through(name, url_of(&service.service)));
+                models.insert(name.clone(), model_of(&service.service));
+            }
+            Some(flow::FlowRuntime::new(
+                plan.clone(),
+                urls,
+                models,
+                &scenario,
+            )?)
+        }
+        None => None,
     };
     let target = build_target(&scenario, &request_base, &model)?;
 
@@ -250,14 +304,15 @@ pub async fn run(
     let collector = tokio::spawn(collect(
         inbox,
         std::io::BufWriter::new(file),
-        Aggregator::new(scenario.goodput),
+        Aggregator::for_scenario(&scenario),
         gate,
-        proxy.as_ref().map(|p| p.chaos.log.clone()),
+        proxies.values().map(|p| p.chaos.log.clone()).collect(),
     ));
 
     let shared = Arc::new(Shared {
         http: http_client(&scenario.timeouts, scenario.service.http2),
         target,
+        flow,
         planned_end: scenario.planned_duration(),
         in_flight: Arc::new(Semaphore::new(scenario.max_in_flight as usize)),
         abort: CancellationToken::new(),
@@ -355,7 +410,10 @@ pub async fn run(
     let shared = Arc::into_inner(shared).expect("every task has ended");
     drop(shared.records);
     let (aggregator, aborted) = collector.await.context("the record collector failed")??;
-    let proxy = proxy.map(|proxy| proxy_counts(&proxy));
+    let proxies = proxies
+        .iter()
+        .map(|(service, proxy)| proxy_counts(service, proxy))
+        .collect();
     drop(embedded);
     if !aggregator.counts.balanced() {
         anyhow::bail!(
@@ -372,15 +430,36 @@ pub async fn run(
         target_url: base_url,
         model,
         stages: executed,
-        proxy,
+        proxies,
     })
 }
 
-async fn start_proxy(scenario: &Scenario, base_url: &str) -> Result<RunningProxy> {
+/// The profile of the simulator `url: embedded` services share, if any is embedded:
+/// the main service's, else the first embedded flow service's that names one.
+fn embedded_profile(scenario: &Scenario) -> Option<String> {
+    let flow_services = scenario
+        .flow
+        .iter()
+        .flat_map(|f| f.services.values().map(|s| &s.service));
+    std::iter::once(&scenario.service)
+        .chain(flow_services)
+        .filter_map(|s| match &s.endpoint {
+            Endpoint::Embedded { profile } => Some(profile.clone()),
+            Endpoint::Url(_) => None,
+        })
+        .next()
+}
+
+async fn start_proxy(
+    scenario: &Scenario,
+    service: &Service,
+    base_url: &str,
+) -> Result<RunningProxy> {
     let rules = scenario
         .faults
         .iter()
         .enumerate()
+        .filter(|(_, spec)| spec.service.as_deref() == Some(service.name.as_str()))
         .map(|(i, spec)| {
             Rule::validate(spec, &format!("spec.faults[{i}]")).map_err(|_| {
                 anyhow::anyhow!("fault rule `{}` was validated with the spec", spec.name)
@@ -390,7 +469,7 @@ async fn start_proxy(scenario: &Scenario, base_url: &str) -> Result<RunningProxy
     let upstream = upstream_uri(base_url, false)?;
     let proxy = RunningProxy::start(ProxyConfig {
         upstream: format!("http://{}", upstream.authority().map_or("", |a| a.as_str())).parse()?,
-        upstream_http2: scenario.service.http2,
+        upstream_http2: service.http2,
         listen: ([127, 0, 0, 1], 0).into(),
         admin: Some(([127, 0, 0, 1], 0).into()),
         rules,
@@ -402,7 +481,7 @@ async fn start_proxy(scenario: &Scenario, base_url: &str) -> Result<RunningProxy
     .context("cannot start the chaos proxy")?;
     eprintln!(
         "chaos proxy for `{}` on {}; admin API on http://{}",
-        scenario.service.name,
+        service.name,
         proxy.addr,
         proxy.admin_addr.map_or(String::new(), |a| a.to_string())
     );
@@ -418,9 +497,10 @@ fn through_proxy(base_url: &str, proxy: &RunningProxy) -> String {
     format!("{}{path}", proxy.base_url())
 }
 
-fn proxy_counts(proxy: &RunningProxy) -> ProxyCounts {
+fn proxy_counts(service: &str, proxy: &RunningProxy) -> ProxyCounts {
     let stats = proxy.chaos.stats();
     ProxyCounts {
+        service: service.to_owned(),
         addr: proxy.addr.to_string(),
         admin_addr: proxy.admin_addr.map(|a| a.to_string()),
         connections: stats.connections,
@@ -480,7 +560,13 @@ async fn run_open(
             },
             None => None,
         };
-        if shared.scenario.session.is_some() {
+        if shared.flow.is_some() {
+            // Each arrival is a session through the flow's steps.
+            let (shared, stop) = (shared.clone(), stop.clone());
+            tasks.spawn(async move {
+                flow::run_flow(&shared, index, stage_permit, None, &stop).await;
+            });
+        } else if shared.scenario.session.is_some() {
             // Each arrival is a conversation; its turns follow their own answers.
             let (shared, stop) = (shared.clone(), stop.clone());
             tasks.spawn(async move {
@@ -610,7 +696,9 @@ async fn execute(shared: &Shared, admitted: Admitted) -> (Outcome, u64, Option<S
                     .get_or_insert_with(|| traceparent_of(shared.scenario.seed, seq));
                 record.traceparent = Some(traceparent.clone());
                 record.prefix = payload.prefix;
-                openai::call(&shared.http, target, &payload, shared.clock, &mut record).await
+                openai::call(&shared.http, target, &payload, shared.clock, &mut record)
+                    .await
+                    .map(|answer| answer.text)
             }
             Target::Http(target) => {
                 let traceparent = traceparent_of(shared.scenario.seed, seq);
@@ -841,10 +929,14 @@ async fn run_closed(
                     break;
                 }
                 let intended = now.saturating_duration_since(shared.clock.start());
-                if shared.scenario.session.is_some() {
-                    // One conversation at a time per slot, turn after turn.
-                    let session =
-                        run_session(&shared, index, intended, None, Some(&budget), &stop).await;
+                if shared.scenario.session.is_some() || shared.flow.is_some() {
+                    // One conversation (or flow session) at a time per slot.
+                    let session = match shared.flow {
+                        Some(_) => flow::run_flow(&shared, index, None, Some(&budget), &stop).await,
+                        None => {
+                            run_session(&shared, index, intended, None, Some(&budget), &stop).await
+                        }
+                    };
                     for (intended_us, outcome, done_us) in session.requests {
                         tally.note(intended_us, outcome, done_us);
                     }
@@ -967,7 +1059,7 @@ async fn collect(
     mut out: std::io::BufWriter<std::fs::File>,
     mut aggregator: Aggregator,
     gate: Option<Gate>,
-    faults: Option<Arc<FaultLog>>,
+    faults: Vec<Arc<FaultLog>>,
 ) -> Result<(Aggregator, Option<Aborted>)> {
     let mut flush = tokio::time::interval(Duration::from_millis(200));
     let mut judge = tokio::time::interval(Duration::from_secs(1));
@@ -978,10 +1070,15 @@ async fn collect(
                 let Some(mut record) = record else { break };
                 // The proxy's log is ground truth of what it injected: it replaces
                 // what the client read from the response header.
-                if let (Some(log), Some(traceparent)) = (&faults, &record.traceparent)
-                    && let Some(injected) = log.take(traceparent)
-                {
-                    record.faults = injected;
+                if let Some(traceparent) = &record.traceparent {
+                    let injected: Vec<_> = faults
+                        .iter()
+                        .filter_map(|log| log.take(traceparent))
+                        .flatten()
+                        .collect();
+                    if !injected.is_empty() {
+                        record.faults = injected;
+                    }
                 }
                 serde_json::to_writer(&mut out, &record)?;
                 out.write_all(b"\n")?;

@@ -1,0 +1,137 @@
+//! JSON calls of flow steps (embeddings, vector search, tools, any HTTP step): one
+//! request, timed into the record, its answer parsed as JSON. A non-2xx status, a body
+//! that is not JSON, a timeout or a broken connection each become a typed failure.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use serde_json::Value;
+
+use super::{HttpClient, RunClock, classify_send_error, note_faults};
+use crate::record::{Outcome, Record, Stage};
+
+/// What a JSON call returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonAnswer {
+    pub status: u16,
+    pub json: Value,
+}
+
+/// Sends `request`, giving it `timeout` from send to last byte; fills the record's
+/// marks and, on failure, its outcome. Returns the answer when it is a 2xx JSON body
+/// (or, with `expect_status`, that status).
+pub async fn call(
+    http: &HttpClient,
+    request: Request<Full<Bytes>>,
+    timeout: Duration,
+    expect_status: Option<u16>,
+    max_bytes: usize,
+    clock: RunClock,
+    record: &mut Record,
+) -> Option<JsonAnswer> {
+    let sent = Instant::now();
+    record.sent_us = Some(clock.us(sent));
+    let deadline = sent + timeout;
+    let response = match tokio::time::timeout_at(deadline.into(), http.request(request)).await {
+        Err(_) => {
+            record.fail(
+                Outcome::Timeout,
+                Stage::FirstByte,
+                "timeout",
+                format!("no answer within {timeout:?}"),
+            );
+            return None;
+        }
+        Ok(Err(error)) => {
+            let (stage, kind, message) = classify_send_error(&error);
+            record.fail(Outcome::Error, stage, kind, message);
+            return None;
+        }
+        Ok(Ok(response)) => response,
+    };
+    record.headers_us = Some(clock.now_us());
+    note_faults(response.headers(), record);
+    let status = response.status().as_u16();
+    record.status = Some(status);
+    let mut body = response.into_body();
+    let mut bytes = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline.into(), body.frame()).await {
+            Err(_) => {
+                record.fail(
+                    Outcome::Timeout,
+                    Stage::Stream,
+                    "timeout",
+                    format!("body not complete within {timeout:?}"),
+                );
+                return None;
+            }
+            Ok(None) => break,
+            Ok(Some(Err(error))) => {
+                record.fail(
+                    Outcome::Error,
+                    Stage::Stream,
+                    "reset",
+                    format!("body broken: {error}"),
+                );
+                return None;
+            }
+            Ok(Some(Ok(frame))) => {
+                if record.first_byte_us.is_none() {
+                    record.first_byte_us = Some(clock.now_us());
+                }
+                if let Some(data) = frame.data_ref() {
+                    bytes.extend_from_slice(data);
+                }
+                if bytes.len() > max_bytes {
+                    record.fail(
+                        Outcome::Error,
+                        Stage::Stream,
+                        "too_large",
+                        format!("answer larger than {max_bytes} bytes"),
+                    );
+                    return None;
+                }
+            }
+        }
+    }
+    record.last_byte_us = Some(clock.now_us());
+    let good = match expect_status {
+        Some(expected) => status == expected,
+        None => (200..300).contains(&status),
+    };
+    if !good {
+        let kind = match status {
+            429 => "http_429",
+            500..=599 => "http_5xx",
+            400..=499 => "http_4xx",
+            _ => "unexpected_status",
+        };
+        record.fail(
+            Outcome::Error,
+            Stage::FirstByte,
+            kind,
+            format!("HTTP {status}: {}", preview(&bytes)),
+        );
+        return None;
+    }
+    match serde_json::from_slice(&bytes) {
+        Ok(json) => Some(JsonAnswer { status, json }),
+        Err(error) => {
+            record.fail(
+                Outcome::Error,
+                Stage::Decode,
+                "invalid_json",
+                format!("answer is not JSON ({error}): {}", preview(&bytes)),
+            );
+            None
+        }
+    }
+}
+
+fn preview(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
+    text.replace('\n', " ")
+}

@@ -1,0 +1,15 @@
+//! Flows: RAG and agent sessions as chains of steps (embed, search, chat, tool,
+//! http), validated from the spec, with the pieces a session needs as it runs:
+//! templates over its context, vector search backends, recall against a ground truth,
+//! and assertions on each step's output. The runner drives the steps.
+//!
+//! # Layout
+//! - [`plan`] — the validated flow and its templates
+//! - [`search`] — Qdrant's REST API and PostgreSQL + pgvector
+//! - [`recall`] — recall@k against a ground-truth file
+//! - [`assert`] — checks on step outputs
+
+pub mod assert;
+pub mod plan;
+pub mod recall;
+pub mod search;

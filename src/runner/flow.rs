@@ -1,0 +1,955 @@
+//! Flow sessions: each arrival (or closed-loop slot) runs the flow's steps in order
+//! as one W3C trace, one request per step — a tool step one request per tool call and
+//! a follow-up chat per round. A failed step ends the session; consecutive tool
+//! timeouts open the circuit breaker, which skips what is left and ends the session
+//! as `fallback`.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Request;
+use hyper::header::CONTENT_TYPE;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::client::Timeouts;
+use crate::client::json::{self as json_client, JsonAnswer};
+use crate::client::openai::Answer;
+use crate::flow::assert::{Output, lexical_similarity, similarity_verdict};
+use crate::flow::plan::{FlowPlan, Step, StepKind};
+use crate::flow::search::{Hit, PgTable, qdrant_body, qdrant_hits};
+use crate::record::{FallbackReason, SessionEnd, SessionOutcome, StepMark};
+use crate::sim::embed::cosine;
+use crate::spec::ApiKind;
+
+/// Largest JSON answer a step reads.
+const MAX_JSON_BYTES: usize = 64 << 20;
+
+/// What flow sessions share: the plan, where each service is, and open pools.
+pub(super) struct FlowRuntime {
+    plan: Arc<FlowPlan>,
+    urls: BTreeMap<String, String>,
+    models: BTreeMap<String, String>,
+    /// One target per chat step.
+    chats: BTreeMap<String, LlmTarget>,
+    tables: BTreeMap<String, PgTable>,
+    timeouts: Timeouts,
+    /// Embeddings of assertions' expected answers, by (service, text).
+    expected: tokio::sync::Mutex<HashMap<(String, String), Vec<f32>>>,
+}
+
+impl FlowRuntime {
+    pub(super) fn new(
+        plan: Arc<FlowPlan>,
+        urls: BTreeMap<String, String>,
+        models: BTreeMap<String, String>,
+        scenario: &Scenario,
+    ) -> Result<FlowRuntime> {
+        let mut chats = BTreeMap::new();
+        for step in &plan.steps {
+            if let StepKind::Chat { body, .. } = &step.kind {
+                let service = &plan.services[&step.service].service;
+                chats.insert(
+                    step.name.clone(),
+                    LlmTarget {
+                        uri: format!("{}/v1/chat/completions", urls[&step.service])
+                            .parse()
+                            .context("building a chat step's URL")?,
+                        api: Api::Chat,
+                        model: models[&step.service].clone(),
+                        stream: true,
+                        include_usage: true,
+                        api_key: service.api_key.clone(),
+                        headers: service.headers.clone(),
+                        extra_body: body.clone(),
+                        timeouts: scenario.timeouts,
+                        max_response_bytes: MAX_JSON_BYTES,
+                        tokenizer: service.tokenizer.clone(),
+                    },
+                );
+            }
+        }
+        let mut tables = BTreeMap::new();
+        for (name, service) in &plan.services {
+            if let (ApiKind::Pgvector, Some(spec)) = (service.api, &service.pgvector) {
+                let table = PgTable::new(&urls[name], spec)
+                    .map_err(|e| anyhow::anyhow!("service `{name}`: {e}"))?;
+                tables.insert(name.clone(), table);
+            }
+        }
+        Ok(FlowRuntime {
+            plan,
+            urls,
+            models,
+            chats,
+            tables,
+            timeouts: scenario.timeouts,
+            expected: tokio::sync::Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A JSON POST (or `method`) to a service, with its headers and the trace.
+    fn request(
+        &self,
+        service: &str,
+        method: hyper::Method,
+        path: &str,
+        body: Vec<u8>,
+        traceparent: &str,
+    ) -> Result<Request<Full<Bytes>>, String> {
+        let flow_service = &self.plan.services[service].service;
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.urls[service]))
+            .header(CONTENT_TYPE, "application/json")
+            .header("traceparent", traceparent);
+        if let Some(key) = &flow_service.api_key {
+            builder = builder.header(AUTHORIZATION, format!("Bearer {key}"));
+        }
+        for (name, value) in &flow_service.headers {
+            builder = builder.header(name, value);
+        }
+        builder
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| format!("cannot build the request: {e}"))
+    }
+}
+
+/// One session's state as its steps run.
+struct Session<'a> {
+    shared: &'a Arc<Shared>,
+    runtime: &'a FlowRuntime,
+    stage: u32,
+    id: u64,
+    trace_id: String,
+    rng: ChaCha8Rng,
+    snapshot: String,
+    /// What templates see: `prompt`, `steps`, `passages`.
+    context: Value,
+    prompt: String,
+    vectors: HashMap<String, Vec<f32>>,
+    /// Each chat step's conversation so far, and its latest answer.
+    conversations: HashMap<String, (Vec<Value>, Answer)>,
+    requests: u32,
+    timeouts_in_a_row: u32,
+    failed: bool,
+    fallback: Option<FallbackReason>,
+    /// The latest record, held back so the last one can carry the session's end.
+    held: Option<Record>,
+    run: SessionRun,
+    first_intended_us: u64,
+}
+
+/// A request's record, its permits and its traceparent, between admission and emit.
+struct Slot {
+    record: Record,
+    traceparent: String,
+    _permits: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
+}
+
+impl Session<'_> {
+    /// Admits the session's next request; `None` if the in-flight limit refused it.
+    fn begin(&mut self, step: &Step, tool: Option<(String, String)>) -> Option<Slot> {
+        let intended = self.shared.clock.start().elapsed();
+        let seq = self.shared.take_seq();
+        let Some(admitted) = admit(self.shared, self.stage, intended, seq, None) else {
+            let at = intended.as_micros() as u64;
+            self.run.requests.push((at, Outcome::Dropped, at));
+            return None;
+        };
+        self.requests += 1;
+        let traceparent = format!(
+            "00-{}-{:016x}-01",
+            self.trace_id,
+            self.rng.random::<u64>() | 1
+        );
+        let mut record = admitted.record;
+        record.traceparent = Some(traceparent.clone());
+        record.session = Some(SessionMark {
+            id: self.id,
+            turn: self.requests,
+            trace_id: self.trace_id.clone(),
+            snapshot: self.snapshot.clone(),
+        });
+        let (tool, tool_call_hash) = tool.unzip();
+        record.step = Some(StepMark {
+            name: step.name.clone(),
+            kind: step.kind.name().to_owned(),
+            agent_step_seq: self.requests,
+            tool,
+            tool_call_hash,
+            results: None,
+            recall: None,
+        });
+        Some(Slot {
+            record,
+            traceparent,
+            _permits: admitted._permits,
+        })
+    }
+
+    /// Records the request's end; the previous record goes to the collector.
+    fn finish(&mut self, slot: Slot) {
+        let record = slot.record;
+        self.run
+            .requests
+            .push((record.intended_us, record.outcome, record.done_us()));
+        if let Some(previous) = self.held.replace(record) {
+            self.shared.emit(previous);
+        }
+    }
+
+    /// Runs `request` unless the drain runs out first (then the record says so).
+    async fn guarded<T>(
+        abort: &CancellationToken,
+        request: impl Future<Output = Option<T>>,
+    ) -> Result<Option<T>, ()> {
+        tokio::select! {
+            out = request => Ok(out),
+            _ = abort.cancelled() => Err(()),
+        }
+    }
+
+    fn cancelled(record: &mut Record) {
+        record.fail(
+            Outcome::Cancelled,
+            FailStage::Client,
+            "cancelled",
+            "still in flight when the drain timeout ran out",
+        );
+    }
+
+    fn set_step(&mut self, name: &str, value: Value) {
+        self.context["steps"][name] = value;
+    }
+
+    /// Checks the step's assertion on a successful request's output.
+    async fn check(&self, step: &Step, record: &mut Record, output: &Output<'_>) {
+        let Some(assertion) = &step.assert else {
+            return;
+        };
+        if record.outcome != Outcome::Ok {
+            return;
+        }
+        let mut verdict = assertion.check(output);
+        if verdict.is_ok()
+            && let Some(similar) = &assertion.similar
+        {
+            verdict = match &similar.embed_service {
+                Some(service) => match self
+                    .similarity(service, &similar.expected, output.text)
+                    .await
+                {
+                    Ok(similarity) => similarity_verdict(similarity, similar),
+                    Err(e) => Err(format!("similarity not judged: {e}")),
+                },
+                None => {
+                    similarity_verdict(lexical_similarity(&similar.expected, output.text), similar)
+                }
+            };
+        }
+        if let Err(message) = verdict {
+            record.fail(
+                Outcome::Error,
+                FailStage::Assert,
+                "assert",
+                format!("step `{}`: {message}", step.name),
+            );
+        }
+    }
+
+    /// Cosine similarity of two texts by a service's embeddings (the expected text's
+    /// embedding is cached). Judging is not load: these calls are not recorded.
+    async fn similarity(&self, service: &str, expected: &str, text: &str) -> Result<f64, String> {
+        let runtime = self.runtime;
+        let key = (service.to_owned(), expected.to_owned());
+        let cached = runtime.expected.lock().await.get(&key).cloned();
+        let inputs: Vec<&str> = match &cached {
+            Some(_) => vec![text],
+            None => vec![text, expected],
+        };
+        let body = json!({"model": runtime.models.get(service).cloned().unwrap_or_default(), "input": inputs});
+        let request = runtime.request(
+            service,
+            hyper::Method::POST,
+            "/v1/embeddings",
+            body.to_string().into_bytes(),
+            "00-00000000000000000000000000000001-0000000000000001-00",
+        )?;
+        let mut scratch = Record::unsent(0, 0, Phase::Measure, 0);
+        let answer = json_client::call(
+            &self.shared.http,
+            request,
+            runtime.timeouts.total,
+            None,
+            MAX_JSON_BYTES,
+            self.shared.clock,
+            &mut scratch,
+        )
+        .await
+        .ok_or_else(|| {
+            scratch.error.map_or("no answer".to_owned(), |e| {
+                format!("{}: {}", e.kind, e.message)
+            })
+        })?;
+        let vector = |i: usize| embedding_of(&answer.json, i);
+        let got = vector(0).ok_or("the embeddings answer holds no vector")?;
+        let want = match cached {
+            Some(v) => v,
+            None => {
+                let v = vector(1).ok_or("the embeddings answer holds no second vector")?;
+                runtime.expected.lock().await.insert(key, v.clone());
+                v
+            }
+        };
+        Ok(f64::from(cosine(&got, &want)))
+    }
+}
+
+fn embedding_of(answer: &Value, index: usize) -> Option<Vec<f32>> {
+    answer["data"][index]["embedding"]
+        .as_array()?
+        .iter()
+        .map(|x| x.as_f64().map(|x| x as f32))
+        .collect()
+}
+
+/// FNV-1a of a tool's name and its arguments with keys sorted, as hex.
+pub fn tool_call_hash(name: &str, arguments: &Value) -> String {
+    fn canonical(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let sorted: std::collections::BTreeMap<_, _> =
+                    map.iter().map(|(k, v)| (k.clone(), canonical(v))).collect();
+                Value::Object(sorted.into_iter().collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+            other => other.clone(),
+        }
+    }
+    let text = format!("{name}\u{0}{}", canonical(arguments));
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
+
+/// Runs one flow session; returns each request's (intended, outcome, end).
+pub(super) async fn run_flow(
+    shared: &Arc<Shared>,
+    stage: u32,
+    stage_permit: Option<OwnedSemaphorePermit>,
+    budget: Option<&Budget>,
+    stop: &CancellationToken,
+) -> SessionRun {
+    let runtime = shared.flow.as_ref().expect("called for flows");
+    let Target::Llm { prompts, .. } = &shared.target else {
+        unreachable!("a flow's prompts come from its prompt source, checked with the spec")
+    };
+    // Held for the whole session: a stage's cap counts sessions.
+    let _stage_permit = stage_permit;
+    if budget.is_some_and(|b| !b.take()) {
+        return SessionRun {
+            out_of_budget: true,
+            ..SessionRun::default()
+        };
+    }
+    let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
+    let seed = shared.scenario.seed;
+    let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x464c_4f57, id]));
+    let trace_id = format!(
+        "{:016x}{:016x}",
+        rng.random::<u64>() | 1,
+        rng.random::<u64>()
+    );
+    let prompt = match prompts.payload(seed, id).prompt {
+        PromptBody::Text(text) => text,
+        PromptBody::Messages(messages) => messages
+            .iter()
+            .rev()
+            .find_map(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    let mut session = Session {
+        shared,
+        runtime,
+        stage,
+        id,
+        trace_id,
+        rng,
+        snapshot: format!("{}@seed={seed}", shared.scenario.name),
+        context: json!({"prompt": prompt, "steps": {}, "passages": []}),
+        prompt,
+        vectors: HashMap::new(),
+        conversations: HashMap::new(),
+        requests: 0,
+        timeouts_in_a_row: 0,
+        failed: false,
+        fallback: None,
+        held: None,
+        run: SessionRun::default(),
+        first_intended_us: shared.clock.now_us(),
+    };
+    let plan = &runtime.plan;
+    let mut cancelled = false;
+    for (i, step) in plan.steps.iter().enumerate() {
+        if stop.is_cancelled() {
+            cancelled = true;
+            break;
+        }
+        let went_on = match &step.kind {
+            StepKind::Embed => embed(&mut session, step).await,
+            StepKind::Search { .. } => search(&mut session, step).await,
+            StepKind::Chat { .. } => chat(&mut session, step, None).await,
+            StepKind::Tool { .. } => tool(&mut session, step).await,
+            StepKind::Http { .. } => http_step(&mut session, step).await,
+        };
+        if let Some(reason) = &mut session.fallback {
+            reason.skipped = plan.steps[i + 1..].iter().map(|s| s.name.clone()).collect();
+            break;
+        }
+        match went_on {
+            Went::On => {}
+            Went::Stopped => break,
+            Went::Refused => {
+                cancelled = true;
+                break;
+            }
+        }
+    }
+    let outcome = if session.fallback.is_some() {
+        SessionOutcome::Fallback
+    } else if session.failed {
+        SessionOutcome::Failed
+    } else if cancelled {
+        SessionOutcome::Cancelled
+    } else {
+        SessionOutcome::Ok
+    };
+    if let Some(mut last) = session.held.take() {
+        last.session_end = Some(SessionEnd {
+            outcome,
+            fallback_reason: session.fallback.take(),
+            requests: session.requests,
+            e2e_us: last.done_us().saturating_sub(session.first_intended_us),
+        });
+        shared.emit(last);
+    }
+    session.run
+}
+
+/// Whether the session goes on after a step.
+enum Went {
+    On,
+    /// A step failed: the rest depends on it.
+    Stopped,
+    /// The in-flight limit refused a request.
+    Refused,
+}
+
+impl Session<'_> {
+    fn went(&mut self, record_ok: bool) -> Went {
+        if record_ok {
+            Went::On
+        } else {
+            self.failed = true;
+            Went::Stopped
+        }
+    }
+
+    /// A step that cannot be sent (a template that does not render): a failure of the
+    /// step, recorded without a request.
+    fn unsendable(&mut self, mut slot: Slot, kind: &str, message: String) -> Went {
+        slot.record
+            .fail(Outcome::Error, FailStage::Client, kind, message);
+        self.finish(slot);
+        self.failed = true;
+        Went::Stopped
+    }
+
+    /// A JSON call of a step; `None` on failure (the record says how).
+    async fn json_call(
+        &self,
+        slot: &mut Slot,
+        service: &str,
+        method: hyper::Method,
+        path: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+        expect_status: Option<u16>,
+    ) -> Option<JsonAnswer> {
+        let request = match self
+            .runtime
+            .request(service, method, path, body, &slot.traceparent)
+        {
+            Ok(r) => r,
+            Err(e) => {
+                slot.record
+                    .fail(Outcome::Error, FailStage::Client, "request", e);
+                return None;
+            }
+        };
+        let call = json_client::call(
+            &self.shared.http,
+            request,
+            timeout,
+            expect_status,
+            MAX_JSON_BYTES,
+            self.shared.clock,
+            &mut slot.record,
+        );
+        match Self::guarded(&self.shared.abort, call).await {
+            Ok(answer) => answer,
+            Err(()) => {
+                Self::cancelled(&mut slot.record);
+                None
+            }
+        }
+    }
+}
+
+async fn embed(session: &mut Session<'_>, step: &Step) -> Went {
+    let Some(mut slot) = session.begin(step, None) else {
+        return Went::Refused;
+    };
+    let input = match session
+        .runtime
+        .plan
+        .render(&format!("{}.input", step.name), &session.context)
+    {
+        Ok(text) => text,
+        Err(e) => return session.unsendable(slot, "template", e),
+    };
+    let model = session
+        .runtime
+        .models
+        .get(&step.service)
+        .cloned()
+        .unwrap_or_default();
+    let body = json!({"model": model, "input": input})
+        .to_string()
+        .into_bytes();
+    let timeout = session.runtime.timeouts.total;
+    let answer = session
+        .json_call(
+            &mut slot,
+            &step.service,
+            hyper::Method::POST,
+            "/v1/embeddings",
+            body,
+            timeout,
+            None,
+        )
+        .await;
+    if let Some(answer) = answer {
+        match embedding_of(&answer.json, 0) {
+            Some(vector) => {
+                let output = Output {
+                    text: &input,
+                    numbers: &vector,
+                    items: Some(vector.len()),
+                    ..Output::default()
+                };
+                session.check(step, &mut slot.record, &output).await;
+                session.set_step(
+                    &step.name,
+                    json!({"dimensions": vector.len(), "input": input}),
+                );
+                session.vectors.insert(step.name.clone(), vector);
+            }
+            None => slot.record.fail(
+                Outcome::Error,
+                FailStage::Decode,
+                "invalid_embedding",
+                "the answer has no data[0].embedding list of numbers",
+            ),
+        }
+    }
+    let ok = slot.record.outcome == Outcome::Ok;
+    session.finish(slot);
+    session.went(ok)
+}
+
+async fn search(session: &mut Session<'_>, step: &Step) -> Went {
+    let StepKind::Search {
+        embedding,
+        top_k,
+        truth,
+        ..
+    } = &step.kind
+    else {
+        unreachable!("called for search steps")
+    };
+    let Some(mut slot) = session.begin(step, None) else {
+        return Went::Refused;
+    };
+    let vector = session.vectors.get(embedding).cloned().unwrap_or_default();
+    let runtime = session.runtime;
+    let timeout = runtime.timeouts.total;
+    let hits: Option<Vec<Hit>> = match runtime.tables.get(&step.service) {
+        Some(table) => {
+            let search = table.search(
+                &vector,
+                *top_k,
+                timeout,
+                session.shared.clock,
+                &mut slot.record,
+            );
+            match Session::guarded(&session.shared.abort, search).await {
+                Ok(hits) => hits,
+                Err(()) => {
+                    Session::cancelled(&mut slot.record);
+                    None
+                }
+            }
+        }
+        None => {
+            let collection = &runtime.plan.services[&step.service].collection;
+            let path = format!("/collections/{collection}/points/search");
+            let body = qdrant_body(&vector, *top_k).to_string().into_bytes();
+            let answer = session
+                .json_call(
+                    &mut slot,
+                    &step.service,
+                    hyper::Method::POST,
+                    &path,
+                    body,
+                    timeout,
+                    None,
+                )
+                .await;
+            answer.and_then(|a| match qdrant_hits(&a.json) {
+                Ok(hits) => Some(hits),
+                Err(e) => {
+                    slot.record
+                        .fail(Outcome::Error, FailStage::Decode, "invalid_result", e);
+                    None
+                }
+            })
+        }
+    };
+    if let Some(hits) = hits {
+        let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
+        if let Some(mark) = &mut slot.record.step {
+            mark.results = Some(hits.len() as u32);
+            mark.recall = truth
+                .as_ref()
+                .and_then(|t| t.recall(&session.prompt, &ids, *top_k as usize));
+        }
+        let text: String = hits
+            .iter()
+            .map(|h| h.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let passages = serde_json::to_value(&hits).unwrap_or_default();
+        let output = Output {
+            text: &text,
+            items: Some(hits.len()),
+            json: Some(&passages),
+            ..Output::default()
+        };
+        session.check(step, &mut slot.record, &output).await;
+        session.set_step(&step.name, json!({"passages": passages, "ids": ids}));
+        session.context["passages"] = passages;
+    }
+    let ok = slot.record.outcome == Outcome::Ok;
+    session.finish(slot);
+    session.went(ok)
+}
+
+/// A chat step's first call (`follow_up: None`), or a follow-up turn with the
+/// conversation so far.
+async fn chat(session: &mut Session<'_>, step: &Step, follow_up: Option<Vec<Value>>) -> Went {
+    let StepKind::Chat {
+        max_tokens,
+        has_system,
+        ..
+    } = &step.kind
+    else {
+        unreachable!("called for chat steps")
+    };
+    let Some(mut slot) = session.begin(step, None) else {
+        return Went::Refused;
+    };
+    let plan = &session.runtime.plan;
+    let messages = match follow_up {
+        Some(messages) => messages,
+        None => {
+            let mut messages = Vec::new();
+            if *has_system {
+                match plan.render(&format!("{}.system", step.name), &session.context) {
+                    Ok(text) => messages.push(json!({"role": "system", "content": text})),
+                    Err(e) => return session.unsendable(slot, "template", e),
+                }
+            }
+            match plan.render(&format!("{}.user", step.name), &session.context) {
+                Ok(text) => messages.push(json!({"role": "user", "content": text})),
+                Err(e) => return session.unsendable(slot, "template", e),
+            }
+            messages
+        }
+    };
+    let target = &session.runtime.chats[&step.name];
+    let input_tokens = messages
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .map(|t| target.tokenizer.count(t) as u32)
+        .sum();
+    let payload = Payload {
+        prompt: PromptBody::Messages(messages.clone()),
+        max_tokens: *max_tokens,
+        input_tokens,
+        traceparent: Some(slot.traceparent.clone()),
+        prefix: None,
+    };
+    let call = openai::call(
+        &session.shared.http,
+        target,
+        &payload,
+        session.shared.clock,
+        &mut slot.record,
+    );
+    let answer = match Session::guarded(&session.shared.abort, call).await {
+        Ok(answer) => answer,
+        Err(()) => {
+            Session::cancelled(&mut slot.record);
+            None
+        }
+    };
+    if let Some(answer) = answer {
+        let arguments: Vec<&str> = answer
+            .tool_calls
+            .iter()
+            .map(|c| c.arguments.as_str())
+            .collect();
+        let finish_reason = slot.record.finish_reason.clone();
+        let output = Output {
+            text: &answer.text,
+            tool_arguments: arguments,
+            finish_reason: finish_reason.as_deref(),
+            ..Output::default()
+        };
+        session.check(step, &mut slot.record, &output).await;
+        let calls: Vec<Value> = answer
+            .tool_calls
+            .iter()
+            .map(|c| json!({"name": c.name, "arguments": c.arguments}))
+            .collect();
+        session.set_step(
+            &step.name,
+            json!({"text": answer.text, "tool_calls": calls, "finish_reason": finish_reason}),
+        );
+        session
+            .conversations
+            .insert(step.name.clone(), (messages, answer));
+    }
+    let ok = slot.record.outcome == Outcome::Ok;
+    session.finish(slot);
+    session.went(ok)
+}
+
+/// Runs the chat step's tool calls, sends the results back for a follow-up turn, and
+/// repeats while the model calls tools, up to `max_iterations` rounds.
+async fn tool(session: &mut Session<'_>, step: &Step) -> Went {
+    let StepKind::Tool {
+        chat: chat_name,
+        timeout,
+        paths,
+        max_iterations,
+    } = &step.kind
+    else {
+        unreachable!("called for tool steps")
+    };
+    let plan = session.runtime.plan.clone();
+    let chat_step = plan
+        .steps
+        .iter()
+        .find(|s| &s.name == chat_name)
+        .expect("validated: the chat step exists");
+    for _ in 0..*max_iterations {
+        let Some((mut messages, answer)) = session.conversations.get(chat_name).cloned() else {
+            return Went::On;
+        };
+        if answer.tool_calls.is_empty() {
+            return Went::On;
+        }
+        let calls: Vec<Value> = answer
+            .tool_calls
+            .iter()
+            .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+            .collect();
+        messages.push(json!({"role": "assistant", "content": answer.text, "tool_calls": calls}));
+        for call in &answer.tool_calls {
+            let arguments: Result<Value, _> = serde_json::from_str(&call.arguments);
+            let hash = tool_call_hash(
+                &call.name,
+                arguments
+                    .as_ref()
+                    .unwrap_or(&Value::String(call.arguments.clone())),
+            );
+            let Some(mut slot) = session.begin(step, Some((call.name.clone(), hash))) else {
+                return Went::Refused;
+            };
+            let content = match arguments {
+                Err(e) => {
+                    slot.record.fail(
+                        Outcome::Error,
+                        FailStage::Decode,
+                        "invalid_arguments",
+                        format!(
+                            "the model's arguments for `{}` are not JSON: {e}",
+                            call.name
+                        ),
+                    );
+                    format!("error: arguments are not JSON: {e}")
+                }
+                Ok(arguments) => {
+                    let path = paths
+                        .get(&call.name)
+                        .cloned()
+                        .unwrap_or_else(|| format!("/tools/{}", call.name));
+                    let body = arguments.to_string().into_bytes();
+                    let answer = session
+                        .json_call(
+                            &mut slot,
+                            &step.service,
+                            hyper::Method::POST,
+                            &path,
+                            body,
+                            *timeout,
+                            None,
+                        )
+                        .await;
+                    match answer {
+                        Some(answer) => {
+                            let text = answer.json.to_string();
+                            let output = Output {
+                                text: &text,
+                                json: Some(&answer.json),
+                                ..Output::default()
+                            };
+                            session.check(step, &mut slot.record, &output).await;
+                            text
+                        }
+                        None => {
+                            let e = slot.record.error.clone();
+                            e.map_or("error".to_owned(), |e| {
+                                format!("error: {}: {}", e.kind, e.message)
+                            })
+                        }
+                    }
+                }
+            };
+            let outcome = slot.record.outcome;
+            session.finish(slot);
+            match outcome {
+                Outcome::Timeout => {
+                    session.timeouts_in_a_row += 1;
+                    if session.timeouts_in_a_row >= plan.breaker {
+                        session.fallback = Some(FallbackReason {
+                            rule: "consecutive_tool_timeouts".into(),
+                            tool: call.name.clone(),
+                            timeouts: session.timeouts_in_a_row,
+                            skipped: Vec::new(),
+                        });
+                        return Went::Stopped;
+                    }
+                }
+                Outcome::Ok => session.timeouts_in_a_row = 0,
+                Outcome::Cancelled | Outcome::Dropped => return Went::Refused,
+                Outcome::Error => {
+                    session.timeouts_in_a_row = 0;
+                    session.failed = true;
+                }
+            }
+            messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": content}));
+        }
+        match chat(session, chat_step, Some(messages)).await {
+            Went::On => {}
+            other => return other,
+        }
+    }
+    Went::On
+}
+
+async fn http_step(session: &mut Session<'_>, step: &Step) -> Went {
+    let StepKind::Http {
+        method,
+        path,
+        has_body,
+        expect_status,
+        timeout,
+    } = &step.kind
+    else {
+        unreachable!("called for http steps")
+    };
+    let Some(mut slot) = session.begin(step, None) else {
+        return Went::Refused;
+    };
+    let body = if *has_body {
+        match session
+            .runtime
+            .plan
+            .render(&format!("{}.body", step.name), &session.context)
+        {
+            Ok(text) => text.into_bytes(),
+            Err(e) => return session.unsendable(slot, "template", e),
+        }
+    } else {
+        Vec::new()
+    };
+    let timeout = timeout.unwrap_or(session.runtime.timeouts.total);
+    let answer = session
+        .json_call(
+            &mut slot,
+            &step.service,
+            method.clone(),
+            path,
+            body,
+            timeout,
+            *expect_status,
+        )
+        .await;
+    if let Some(answer) = answer {
+        let text = answer.json.to_string();
+        let output = Output {
+            text: &text,
+            json: Some(&answer.json),
+            ..Output::default()
+        };
+        session.check(step, &mut slot.record, &output).await;
+        session.set_step(
+            &step.name,
+            json!({"json": answer.json, "status": answer.status}),
+        );
+    }
+    let ok = slot.record.outcome == Outcome::Ok;
+    session.finish(slot);
+    session.went(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_call_hashes_ignore_key_order_and_whitespace() {
+        let a = tool_call_hash("weather", &json!({"city": "Oslo", "days": 2}));
+        let b = tool_call_hash(
+            "weather",
+            &serde_json::from_str(r#"{ "days":2,"city":"Oslo" }"#).unwrap(),
+        );
+        assert_eq!(a, b);
+        assert_ne!(
+            a,
+            tool_call_hash("forecast", &json!({"city": "Oslo", "days": 2}))
+        );
+        assert_ne!(
+            a,
+            tool_call_hash("weather", &json!({"city": "Bergen", "days": 2}))
+        );
+        assert_eq!(a.len(), 16);
+    }
+}

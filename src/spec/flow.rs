@@ -1,0 +1,245 @@
+//! A flow as written: the ordered steps of one session through the tiers of a RAG or
+//! agent chain. Inputs are minijinja templates over the session's context: `prompt`,
+//! `steps.<name>` for every earlier step, and `passages` (the latest search's hits).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::values::Dur;
+
+/// One step: exactly one of the kinds, as a one-key map (`- embed: { … }`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FlowStepSpec {
+    /// `/v1/embeddings` of a text; captures `steps.<name>.dimensions`, and its vector
+    /// for a search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embed: Option<EmbedStep>,
+    /// Vector search (Qdrant or pgvector) with an earlier embed step's vector; captures
+    /// `steps.<name>.passages` (id, score, text) and `steps.<name>.ids`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchStep>,
+    /// A streaming chat call, tools offered; captures `steps.<name>.text`,
+    /// `.tool_calls` and `.finish_reason`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<ChatStep>,
+    /// Runs the tool calls of the chat step before it, one HTTP call each, and sends
+    /// the results back to that chat step for a follow-up turn, until the model stops
+    /// calling tools or `max_iterations` runs out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolStep>,
+    /// Any other HTTP call answering JSON; captures `steps.<name>.json` and `.status`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpStep>,
+}
+
+/// A step's kind and its fields.
+#[derive(Debug, Clone, Copy)]
+pub enum FlowStep<'a> {
+    Embed(&'a EmbedStep),
+    Search(&'a SearchStep),
+    Chat(&'a ChatStep),
+    Tool(&'a ToolStep),
+    Http(&'a HttpStep),
+}
+
+impl FlowStepSpec {
+    /// The kinds set: exactly one in a valid step.
+    pub fn kinds(&self) -> Vec<FlowStep<'_>> {
+        [
+            self.embed.as_ref().map(FlowStep::Embed),
+            self.search.as_ref().map(FlowStep::Search),
+            self.chat.as_ref().map(FlowStep::Chat),
+            self.tool.as_ref().map(FlowStep::Tool),
+            self.http.as_ref().map(FlowStep::Http),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
+/// What every step has.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EmbedStep {
+    /// The step's name in records, reports and templates (default: the kind, numbered
+    /// if it repeats).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub service: String,
+    /// The text to embed (default `{{ prompt }}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assert: Option<AssertSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchStep {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub service: String,
+    /// The embed step whose vector to search with (default: the latest before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<String>,
+    /// How many hits to ask for (default 5).
+    #[serde(default = "five")]
+    pub top_k: u32,
+    /// JSONL of `{"prompt": …, "relevant": [ids]}` (relative to the spec): recall@k of
+    /// every session whose prompt is listed. A prompt file of the same lines sends them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ground_truth: Option<String>,
+    /// Queries whose recall@k falls below this are counted (default 82 %, the
+    /// source's redline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall_threshold: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assert: Option<AssertSpec>,
+}
+
+fn five() -> u32 {
+    5
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChatStep {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub service: String,
+    /// The system message (template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The user message (template; default: the latest search's passages, then the
+    /// prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Tools offered to the model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolDef>,
+    /// `auto` (default), `required` or `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<String>,
+    /// Fields merged into the request body (e.g. `temperature: 0`).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub body: serde_json::Map<String, serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assert: Option<AssertSpec>,
+}
+
+/// A function tool offered to the model.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolDef {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// The arguments' JSON Schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolStep {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub service: String,
+    /// Longest a tool call may take (default 10s); past it the call is a timeout,
+    /// which counts toward the circuit breaker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Dur>,
+    /// Path per tool name (default `/tools/<name>`), appended to the service URL.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub paths: BTreeMap<String, String>,
+    /// Most chat → tool rounds (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
+    /// Checked on each tool's JSON answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assert: Option<AssertSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HttpStep {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub service: String,
+    /// Default POST.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    pub path: String,
+    /// The body (template), sent as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// The status a good answer has (default: any 2xx).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Dur>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assert: Option<AssertSpec>,
+}
+
+/// Checks on a step's output; a failed one fails the step with kind `assert`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssertSpec {
+    /// The answer must mean this: cosine similarity of embeddings at least
+    /// `threshold`. Without `embed_service`, a lexical similarity is used instead
+    /// (and labelled so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub similar_to: Option<String>,
+    /// Default 0.85.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    /// The service whose `/v1/embeddings` judges similarity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embed_service: Option<String>,
+    /// The output must contain this text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contains: Option<String>,
+    /// The output must match this regular expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// The output (or each tool call's arguments, for a chat that calls tools) must be
+    /// JSON valid against this schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_schema: Option<serde_json::Value>,
+    /// The output must not be empty (nor an empty result list).
+    #[serde(default)]
+    pub non_empty: bool,
+    /// Numbers in the output must be finite (no NaN, no inf).
+    #[serde(default)]
+    pub finite: bool,
+    /// The answer must not stop at `max_tokens` (`finish_reason: length`).
+    #[serde(default)]
+    pub not_truncated: bool,
+}
+
+/// When to give up on a session's tools.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CircuitBreakerSpec {
+    /// Consecutive tool-call timeouts that open the breaker (default 3).
+    #[serde(rename = "consecutiveTimeouts", default = "three")]
+    pub consecutive_timeouts: u32,
+}
+
+impl Default for CircuitBreakerSpec {
+    fn default() -> Self {
+        CircuitBreakerSpec {
+            consecutive_timeouts: three(),
+        }
+    }
+}
+
+fn three() -> u32 {
+    3
+}
