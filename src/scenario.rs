@@ -174,7 +174,11 @@ impl Scenario {
             Some(name) => Some(name.clone()),
             None if names.len() == 1 => Some(names[0].to_owned()),
             None if names.contains(&"llm") => Some("llm".to_owned()),
-            None => None,
+            // A flow calls many services; its prompts are the first step's input.
+            None => flow
+                .as_ref()
+                .and_then(|f| f.steps.first())
+                .map(|s| s.service.clone()),
         };
         let known = service_name
             .as_deref()
@@ -208,7 +212,9 @@ impl Scenario {
         let api = service_name
             .as_deref()
             .and_then(|n| spec.services.get(n))
-            .map(|s| s.api);
+            .map(|s| s.api)
+            // A flow's prompts feed its steps, whatever API the first one speaks.
+            .map(|api| if flow.is_some() { ApiKind::Chat } else { api });
         let workload = match (api, &template.prompts, &template.request) {
             (None, prompts, request) => {
                 // The service is already reported; still check what the payload says.

@@ -530,3 +530,70 @@ async fn a_broken_upstream_is_reported_and_the_proxy_survives() {
     assert_eq!(status, 502, "still serving");
     assert_eq!(proxy.chaos.stats().upstream_errors, 2);
 }
+
+/// The source's fault plan (examples/fault-plan.yaml) on the embedded chain, with the
+/// tool outage spanning the whole (shortened) run: every session meets three
+/// consecutive tool timeouts, and the circuit breaker ends it as `fallback`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fault_plan_example_trips_the_circuit_breaker() {
+    let path = "examples/fault-plan.yaml";
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut file = redline::spec::parse(path, &text).unwrap_or_else(|e| panic!("{e}"));
+    let spec = &mut file.inference;
+    spec.load = vec![redline::spec::StageSpec {
+        concurrency: Some(4),
+        requests: Some(12),
+        ..Default::default()
+    }];
+    let outage = spec
+        .faults
+        .iter_mut()
+        .find(|r| r.name == "tool-outage")
+        .unwrap();
+    outage.window = None;
+    let scenario =
+        redline::scenario::Scenario::from_spec(&file, &text).unwrap_or_else(|e| panic!("{e}"));
+    let (result, records) = run_to_records(scenario, "chaos-fault-plan").await;
+
+    let ends: Vec<_> = records
+        .iter()
+        .filter_map(|r| r.session_end.as_ref())
+        .collect();
+    assert_eq!(ends.len(), 12);
+    for end in &ends {
+        assert_eq!(end.outcome, redline::record::SessionOutcome::Fallback);
+        let reason = end.fallback_reason.as_ref().unwrap();
+        assert_eq!((reason.tool.as_str(), reason.timeouts), ("lookup_order", 3));
+        assert_eq!(reason.skipped, ["feedback"]);
+    }
+    let calls: Vec<_> = records
+        .iter()
+        .filter(|r| r.step.as_ref().is_some_and(|s| s.kind == "tool"))
+        .collect();
+    assert_eq!(calls.len(), 36);
+    assert!(
+        calls
+            .iter()
+            .all(|r| r.outcome == Outcome::Timeout && r.faults[0].rule == "tool-outage")
+    );
+    assert!(
+        records
+            .iter()
+            .all(|r| r.step.as_ref().unwrap().name != "feedback")
+    );
+
+    let summary = summary_of(&result);
+    let flow = summary.flow.unwrap();
+    assert_eq!((flow.sessions.fallback, flow.sessions.failed), (12, 0));
+    let faults = summary.faults.unwrap();
+    let outage = faults
+        .rules
+        .iter()
+        .find(|r| r.rule == "tool-outage")
+        .unwrap();
+    assert_eq!((outage.requests, outage.failed), (36, 36));
+    assert_eq!(outage.failures["first_byte/timeout"], 36);
+    assert_eq!(faults.failed_without_faults, 0);
+    let services: Vec<&str> = faults.proxies.iter().map(|p| p.service.as_str()).collect();
+    assert_eq!(services, ["llm", "tools", "vectors"]);
+}

@@ -290,3 +290,20 @@ fn fault_rules_are_checked_with_the_spec() {
          test.yaml:12:21: spec.faults[0].service: `llm` is at http://10.1.2.3:8000, not on loopback: a run injects faults only into services on this machine\n  fix: run `redline chaos --upstream http://10.1.2.3:8000 --allow-remote-upstream` yourself and point the service's url at it\n"
     );
 }
+
+#[test]
+fn flow_steps_name_their_problems() {
+    let text = spec(
+        "  services:\n    llm: { url: embedded }\n    vectors: { url: embedded, api: qdrant }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 10, output_tokens: 5 } }\n    flow:\n      - search: { service: vectors }\n      - chat: { name: answer, service: llm, user: \"{{ steps.retrieve.passages }} {{ steps.anser.text }}\" }\n      - tool: { service: vectors }\n      - { embed: { service: llm }, http: { service: llm, path: /x } }\n  load:\n    - { concurrency: 1, requests: 1 }\n",
+    );
+    assert_eq!(
+        errors(&text),
+        "6 problems in the spec:\n\
+         test.yaml:11:9: spec.payloadTemplate.flow[0].search: a search needs a vector: no `embed` step comes before it\n  fix: add `- embed: { service: …, input: \"{{ prompt }}\" }` before the search\n\
+         test.yaml:12:45: spec.payloadTemplate.flow[1].chat.user: `steps.anser.text` is not defined before step `answer`\n  fix: Defined here: prompt, passages, steps.search\n\
+         test.yaml:12:45: spec.payloadTemplate.flow[1].chat.user: `steps.retrieve.passages` is not defined before step `answer`\n  fix: Defined here: prompt, passages, steps.search\n\
+         test.yaml:13:9: spec.payloadTemplate.flow[2].tool: a tool step runs the tool calls of a chat step before it, and none offers tools\n  fix: offer `tools:` in an earlier `chat` step\n\
+         test.yaml:13:17: spec.payloadTemplate.flow[2].tool.service: a `tool` step needs a service with `api: tools or http`; `vectors` has `api: qdrant`\n  fix: set `api:` on spec.services.vectors, or call another service\n\
+         test.yaml:14:7: spec.payloadTemplate.flow[3]: the step names 2 kinds\n  fix: write each step as one of `- embed: {…}`, `- search: {…}`, `- chat: {…}`, `- tool: {…}`, `- http: {…}`\n"
+    );
+}

@@ -168,7 +168,7 @@ pub async fn call(
         itl_sum_us: 0,
     };
     reader.read(response, payload).await;
-    (reader.record.outcome == Outcome::Ok).then(|| Answer {
+    (reader.record.outcome == Outcome::Ok).then_some(Answer {
         text: reader.answer,
         tool_calls: reader.tool_calls,
     })

@@ -22,6 +22,8 @@ pub struct Similar {
 /// A step's checks, validated.
 #[derive(Debug, Clone, Default)]
 pub struct Assertion {
+    /// The JSON Pointer to check, for JSON outputs.
+    pub field: Option<String>,
     pub similar: Option<Similar>,
     contains: Option<String>,
     regex: Option<Regex>,
@@ -104,7 +106,18 @@ impl Assertion {
                 .ok()
                 .map(Arc::new)
         });
+        if let Some(field) = &spec.field
+            && !(field.is_empty() || field.starts_with('/'))
+        {
+            problem(
+                &format!("{at}.field"),
+                format!("`{field}` is not a JSON Pointer"),
+                Some("start it with `/`, e.g. `/answer` or `/data/0/text`".into()),
+            );
+            ok = false;
+        }
         ok.then(|| Assertion {
+            field: spec.field.clone(),
             similar: spec.similar_to.as_ref().map(|expected| Similar {
                 expected: expected.clone(),
                 threshold,

@@ -234,13 +234,8 @@ pub fn from_spec(
             Some(_) => {}
         }
         // What templates of this step may read.
-        let mut defined: Vec<String> = vec!["prompt".into()];
-        if steps
-            .iter()
-            .any(|s| matches!(s.kind, StepKind::Search { .. }))
-        {
-            defined.push("passages".into());
-        }
+        // `passages` is always there: empty until a search fills it.
+        let mut defined: Vec<String> = vec!["prompt".into(), "passages".into()];
         defined.extend(names.iter().map(|n| format!("steps.{n}")));
         let mut template = |field: &str, source: &str, problem: &mut Problem| {
             let key = format!("{name}.{field}");
@@ -450,6 +445,9 @@ pub fn from_spec(
                 })
             }
         };
+        if let Some(service) = assert_spec.and_then(|a| a.embed_service.as_ref()) {
+            used_services.insert(service.clone());
+        }
         let assert = assert_spec
             .and_then(|a| Assertion::from_spec(a, specs, &format!("{at}.assert"), problem));
         if let Some(kind) = kind {

@@ -98,10 +98,15 @@ impl FlowRuntime {
         body: Vec<u8>,
         traceparent: &str,
     ) -> Result<Request<Full<Bytes>>, String> {
-        let flow_service = &self.plan.services[service].service;
+        let (Some(flow_service), Some(url)) =
+            (self.plan.services.get(service), self.urls.get(service))
+        else {
+            return Err(format!("service `{service}` is not one this flow calls"));
+        };
+        let flow_service = &flow_service.service;
         let mut builder = Request::builder()
             .method(method)
-            .uri(format!("{}{path}", self.urls[service]))
+            .uri(format!("{url}{path}"))
             .header(CONTENT_TYPE, "application/json")
             .header("traceparent", traceparent);
         if let Some(key) = &flow_service.api_key {
@@ -232,6 +237,33 @@ impl Session<'_> {
         if record.outcome != Outcome::Ok {
             return;
         }
+        let pointed;
+        let text;
+        let output = match &assertion.field {
+            None => output,
+            Some(pointer) => match output.json.and_then(|json| json.pointer(pointer)) {
+                Some(value) => {
+                    text = value
+                        .as_str()
+                        .map_or_else(|| value.to_string(), str::to_owned);
+                    pointed = Output {
+                        text: &text,
+                        json: Some(value),
+                        ..Output::default()
+                    };
+                    &pointed
+                }
+                None => {
+                    record.fail(
+                        Outcome::Error,
+                        FailStage::Assert,
+                        "assert",
+                        format!("step `{}`: the output has no `{pointer}`", step.name),
+                    );
+                    return;
+                }
+            },
+        };
         let mut verdict = assertion.check(output);
         if verdict.is_ok()
             && let Some(similar) = &assertion.similar
@@ -470,20 +502,14 @@ impl Session<'_> {
     }
 
     /// A JSON call of a step; `None` on failure (the record says how).
-    async fn json_call(
-        &self,
-        slot: &mut Slot,
-        service: &str,
-        method: hyper::Method,
-        path: &str,
-        body: Vec<u8>,
-        timeout: Duration,
-        expect_status: Option<u16>,
-    ) -> Option<JsonAnswer> {
-        let request = match self
-            .runtime
-            .request(service, method, path, body, &slot.traceparent)
-        {
+    async fn json_call(&self, slot: &mut Slot, call: Call<'_>) -> Option<JsonAnswer> {
+        let request = match self.runtime.request(
+            call.service,
+            call.method,
+            call.path,
+            call.body,
+            &slot.traceparent,
+        ) {
             Ok(r) => r,
             Err(e) => {
                 slot.record
@@ -491,21 +517,44 @@ impl Session<'_> {
                 return None;
             }
         };
-        let call = json_client::call(
+        let answer = json_client::call(
             &self.shared.http,
             request,
-            timeout,
-            expect_status,
+            call.timeout,
+            call.expect_status,
             MAX_JSON_BYTES,
             self.shared.clock,
             &mut slot.record,
         );
-        match Self::guarded(&self.shared.abort, call).await {
+        match Self::guarded(&self.shared.abort, answer).await {
             Ok(answer) => answer,
             Err(()) => {
                 Self::cancelled(&mut slot.record);
                 None
             }
+        }
+    }
+}
+
+/// One JSON request of a step.
+struct Call<'a> {
+    service: &'a str,
+    method: hyper::Method,
+    path: &'a str,
+    body: Vec<u8>,
+    timeout: Duration,
+    expect_status: Option<u16>,
+}
+
+impl<'a> Call<'a> {
+    fn post(service: &'a str, path: &'a str, body: Vec<u8>, timeout: Duration) -> Call<'a> {
+        Call {
+            service,
+            method: hyper::Method::POST,
+            path,
+            body,
+            timeout,
+            expect_status: None,
         }
     }
 }
@@ -535,12 +584,7 @@ async fn embed(session: &mut Session<'_>, step: &Step) -> Went {
     let answer = session
         .json_call(
             &mut slot,
-            &step.service,
-            hyper::Method::POST,
-            "/v1/embeddings",
-            body,
-            timeout,
-            None,
+            Call::post(&step.service, "/v1/embeddings", body, timeout),
         )
         .await;
     if let Some(answer) = answer {
@@ -610,15 +654,7 @@ async fn search(session: &mut Session<'_>, step: &Step) -> Went {
             let path = format!("/collections/{collection}/points/search");
             let body = qdrant_body(&vector, *top_k).to_string().into_bytes();
             let answer = session
-                .json_call(
-                    &mut slot,
-                    &step.service,
-                    hyper::Method::POST,
-                    &path,
-                    body,
-                    timeout,
-                    None,
-                )
+                .json_call(&mut slot, Call::post(&step.service, &path, body, timeout))
                 .await;
             answer.and_then(|a| match qdrant_hits(&a.json) {
                 Ok(hits) => Some(hits),
@@ -812,15 +848,7 @@ async fn tool(session: &mut Session<'_>, step: &Step) -> Went {
                         .unwrap_or_else(|| format!("/tools/{}", call.name));
                     let body = arguments.to_string().into_bytes();
                     let answer = session
-                        .json_call(
-                            &mut slot,
-                            &step.service,
-                            hyper::Method::POST,
-                            &path,
-                            body,
-                            *timeout,
-                            None,
-                        )
+                        .json_call(&mut slot, Call::post(&step.service, &path, body, *timeout))
                         .await;
                     match answer {
                         Some(answer) => {
@@ -904,12 +932,14 @@ async fn http_step(session: &mut Session<'_>, step: &Step) -> Went {
     let answer = session
         .json_call(
             &mut slot,
-            &step.service,
-            method.clone(),
-            path,
-            body,
-            timeout,
-            *expect_status,
+            Call {
+                service: &step.service,
+                method: method.clone(),
+                path,
+                body,
+                timeout,
+                expect_status: *expect_status,
+            },
         )
         .await;
     if let Some(answer) = answer {

@@ -191,6 +191,10 @@ pub struct HttpStep {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AssertSpec {
+    /// Check this part of a JSON output (a JSON Pointer, e.g. `/answer`) instead of the
+    /// whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
     /// The answer must mean this: cosine similarity of embeddings at least
     /// `threshold`. Without `embed_service`, a lexical similarity is used instead
     /// (and labelled so).

@@ -33,6 +33,7 @@ pub async fn sim(profile: Profile) -> EmbeddedSim {
         profile,
         model: None,
         seed: 0,
+        tiers: Default::default(),
     })
     .await
     .expect("start the simulator")
