@@ -241,6 +241,13 @@ async fn stream_faults_become_typed_outcomes() {
         assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
         assert_eq!(r.content_events, 3);
     }
+    // Writes of 1–3 bytes split every event and every UTF-8 character: the decoder
+    // still reads every token.
+    for r in run_with("slice: { probability: 1, max_bytes: 3 }", "sliced").await {
+        assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
+        assert_eq!(r.output_tokens, Some(12));
+        assert_eq!(r.content_events, 12);
+    }
     for r in run_with("token_drip: { probability: 1, ms: 30 }", "drip").await {
         assert_eq!(r.outcome, Outcome::Ok);
         // The simulator's tiny profile steps in ~1 ms; 30 ms a token is the drip.
@@ -596,4 +603,54 @@ async fn the_fault_plan_example_trips_the_circuit_breaker() {
     assert_eq!(faults.failed_without_faults, 0);
     let services: Vec<&str> = faults.proxies.iter().map(|p| p.service.as_str()).collect();
     assert_eq!(services, ["llm", "tools", "vectors"]);
+}
+
+/// A stream fault on an answer that is not a stream, or an `empty_result` on one that
+/// holds no list, does nothing and is not counted as injected.
+#[tokio::test]
+async fn faults_the_answer_cannot_take_are_not_counted() {
+    let upstream = search_upstream().await;
+    let proxy = proxy(
+        upstream,
+        "rules:\n  - { name: cut, cut_stream: { probability: 1, after_events: 1 } }\n  - { name: empty, empty_result: { probability: 1, json_path: hits } }\n",
+        false,
+    )
+    .await;
+    let http = client();
+    let url = format!("{}/collections/docs/points/search", proxy.base_url());
+    let (status, headers, body) = send(&http, "POST", url, &[], "{}").await;
+    assert_eq!(status, 200);
+    assert!(!headers.contains_key("x-redline-fault"), "{headers:?}");
+    assert!(body.contains("the passage"));
+    let stats = proxy.chaos.stats();
+    assert_eq!(
+        stats
+            .rules
+            .iter()
+            .map(|r| (r.matched, r.injected))
+            .collect::<Vec<_>>(),
+        [(1, 0), (1, 0)]
+    );
+}
+
+/// HTTP/2 on both sides of the proxy: streams multiplexed on one connection still get
+/// their own faults.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_apply_per_request_over_http2() {
+    let spec = "  seed: 8\n  services:\n    llm: { url: embedded, profile: tiny, http2: true }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 16, output_tokens: 6 } }\n  faults:\n    - { name: half, service: llm, cut_stream: { probability: 0.5, after_events: 3 } }\n  load:\n    - { concurrency: 8, requests: 200 }\n";
+    let (result, records) = run_to_records(scenario(spec), "chaos-h2").await;
+    let cut = faulted(&records, "half");
+    assert!(
+        (70..=130).contains(&cut.len()),
+        "{} of 200 at 50 %",
+        cut.len()
+    );
+    for r in &records {
+        let was_cut = r.faults.iter().any(|f| f.fault == "cut_stream");
+        assert_eq!(r.outcome == Outcome::Ok, !was_cut, "{r:?}");
+    }
+    assert!(
+        result.proxies[0].connections <= 2,
+        "one multiplexed connection (and a spare)"
+    );
 }

@@ -94,6 +94,16 @@ impl Chaos {
         }
     }
 
+    /// A rolled fault the response gave no hold for (a stream fault on a JSON answer,
+    /// an `empty_result` on one without the list): not counted as injected.
+    fn unapplied(&self, rule: &str) {
+        if let Some(rule) = self.rules().iter().find(|r| r.name() == rule) {
+            let _ = rule
+                .injected
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
+    }
+
     pub fn rules(&self) -> Arc<Vec<Arc<Rule>>> {
         self.rules
             .read()
@@ -194,6 +204,8 @@ impl Chaos {
                 plan.noted
                     .push(note(&self.log, &id, rule, "empty_result", None));
                 parts.headers.remove(header::CONTENT_LENGTH);
+            } else {
+                self.unapplied(&rule);
             }
             body = Full::new(rewritten.unwrap_or(bytes))
                 .map_err(|never| match never {})
@@ -211,6 +223,9 @@ impl Chaos {
             }
         } else {
             // Event faults need events; on any other body they would be noise.
+            for (rule, ..) in &plan.event_faults {
+                self.unapplied(rule);
+            }
             shaping = Shaping {
                 bandwidth: shaping.bandwidth,
                 slice: shaping.slice,

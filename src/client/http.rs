@@ -124,12 +124,7 @@ pub async fn call(
         None => (200..300).contains(&status),
     };
     if !good {
-        let kind = match status {
-            429 => "http_429",
-            500..=599 => "http_5xx",
-            400..=499 => "http_4xx",
-            _ => "unexpected_status",
-        };
+        let kind = super::status_kind(status);
         let expected = target
             .expect_status
             .map_or("a 2xx status".to_owned(), |s| format!("status {s}"));

@@ -103,12 +103,7 @@ pub async fn call(
         None => (200..300).contains(&status),
     };
     if !good {
-        let kind = match status {
-            429 => "http_429",
-            500..=599 => "http_5xx",
-            400..=499 => "http_4xx",
-            _ => "unexpected_status",
-        };
+        let kind = super::status_kind(status);
         record.fail(
             Outcome::Error,
             Stage::FirstByte,

@@ -102,6 +102,16 @@ pub fn note_faults(headers: &hyper::HeaderMap, record: &mut Record) {
         .collect();
 }
 
+/// The failure kind of an unexpected status.
+pub fn status_kind(status: u16) -> &'static str {
+    match status {
+        429 => "http_429",
+        500..=599 => "http_5xx",
+        400..=499 => "http_4xx",
+        _ => "unexpected_status",
+    }
+}
+
 /// Names a failure to get a response: stage, kind and message.
 pub fn classify_send_error(
     error: &hyper_util::client::legacy::Error,

@@ -264,11 +264,7 @@ impl Reader<'_> {
         let mut body = response.into_body();
         if !status.is_success() {
             let bytes = self.collect(&mut body, 64 << 10).await.unwrap_or_default();
-            let kind = match status.as_u16() {
-                429 => "http_429",
-                400..=499 => "http_4xx",
-                _ => "http_5xx",
-            };
+            let kind = super::status_kind(status.as_u16());
             self.record.last_byte_us = Some(self.clock.now_us());
             self.record.fail(
                 Outcome::Error,

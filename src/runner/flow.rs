@@ -205,24 +205,26 @@ impl Session<'_> {
         }
     }
 
-    /// Runs `request` unless the drain runs out first (then the record says so).
+    /// Runs `request` unless the drain runs out first: then `None`, and the caller
+    /// marks the record [`cancelled`](Self::cancelled).
     async fn guarded<T>(
         abort: &CancellationToken,
         request: impl Future<Output = Option<T>>,
-    ) -> Result<Option<T>, ()> {
+    ) -> Option<Option<T>> {
         tokio::select! {
-            out = request => Ok(out),
-            _ = abort.cancelled() => Err(()),
+            out = request => Some(out),
+            _ = abort.cancelled() => None,
         }
     }
 
-    fn cancelled(record: &mut Record) {
+    fn cancelled<T>(record: &mut Record) -> Option<T> {
         record.fail(
             Outcome::Cancelled,
             FailStage::Client,
             "cancelled",
             "still in flight when the drain timeout ran out",
         );
+        None
     }
 
     fn set_step(&mut self, name: &str, value: Value) {
@@ -390,11 +392,7 @@ pub(super) async fn run_flow(
     let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
     let seed = shared.scenario.seed;
     let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x464c_4f57, id]));
-    let trace_id = format!(
-        "{:016x}{:016x}",
-        rng.random::<u64>() | 1,
-        rng.random::<u64>()
-    );
+    let trace_id = new_trace_id(&mut rng);
     let prompt = match prompts.payload(seed, id).prompt {
         PromptBody::Text(text) => text,
         PromptBody::Messages(messages) => messages
@@ -526,13 +524,9 @@ impl Session<'_> {
             self.shared.clock,
             &mut slot.record,
         );
-        match Self::guarded(&self.shared.abort, answer).await {
-            Ok(answer) => answer,
-            Err(()) => {
-                Self::cancelled(&mut slot.record);
-                None
-            }
-        }
+        Self::guarded(&self.shared.abort, answer)
+            .await
+            .unwrap_or_else(|| Self::cancelled(&mut slot.record))
     }
 }
 
@@ -641,13 +635,9 @@ async fn search(session: &mut Session<'_>, step: &Step) -> Went {
                 session.shared.clock,
                 &mut slot.record,
             );
-            match Session::guarded(&session.shared.abort, search).await {
-                Ok(hits) => hits,
-                Err(()) => {
-                    Session::cancelled(&mut slot.record);
-                    None
-                }
-            }
+            Session::guarded(&session.shared.abort, search)
+                .await
+                .unwrap_or_else(|| Session::cancelled(&mut slot.record))
         }
         None => {
             let collection = &runtime.plan.services[&step.service].collection;
@@ -747,13 +737,9 @@ async fn chat(session: &mut Session<'_>, step: &Step, follow_up: Option<Vec<Valu
         session.shared.clock,
         &mut slot.record,
     );
-    let answer = match Session::guarded(&session.shared.abort, call).await {
-        Ok(answer) => answer,
-        Err(()) => {
-            Session::cancelled(&mut slot.record);
-            None
-        }
-    };
+    let answer = Session::guarded(&session.shared.abort, call)
+        .await
+        .unwrap_or_else(|| Session::cancelled(&mut slot.record));
     if let Some(answer) = answer {
         let arguments: Vec<&str> = answer
             .tool_calls

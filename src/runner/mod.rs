@@ -515,6 +515,15 @@ fn proxy_counts(service: &str, proxy: &RunningProxy) -> ProxyCounts {
     }
 }
 
+/// A W3C trace ID: 16 random bytes, not all zero.
+fn new_trace_id(rng: &mut ChaCha8Rng) -> String {
+    format!(
+        "{:016x}{:016x}",
+        rng.random::<u64>() | 1,
+        rng.random::<u64>()
+    )
+}
+
 /// A W3C `traceparent` for a request outside a session: a trace of its own, drawn
 /// from the seed and its position, so the same spec sends the same IDs.
 fn traceparent_of(seed: u64, seq: u64) -> String {
@@ -817,12 +826,7 @@ async fn run_session(
     let seed = shared.scenario.seed;
     let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x5345_5353, id]));
     let turns = plan.turns.sample(&mut rng);
-    // W3C trace IDs are 16 random bytes, not all zero.
-    let trace_id = format!(
-        "{:016x}{:016x}",
-        rng.random::<u64>() | 1,
-        rng.random::<u64>()
-    );
+    let trace_id = new_trace_id(&mut rng);
     let snapshot = format!("{}@seed={seed}", shared.scenario.name);
     let mut history: Vec<serde_json::Value> = Vec::new();
     let mut history_tokens = 0u32;
