@@ -90,7 +90,7 @@ pub enum Command {
     Sim(SimArgs),
     /// Put a fault-injecting reverse proxy in front of a service: per-request delays,
     /// aborts, rate limits, emptied JSON results, and token-stream faults (stalls,
-    /// drips, cuts, corrupt events, a missing [DONE]); rules from a file or changed
+    /// drips, cuts, corrupt events, a missing `[DONE]`); rules from a file or changed
     /// live through the admin API.
     Chaos(ChaosArgs),
 }
@@ -233,6 +233,11 @@ pub struct RunArgs {
     /// Treat an SLO that is `not_proven` (too little data to decide) as failed.
     #[arg(long)]
     pub strict: bool,
+    /// Serve the run's own metrics in Prometheus's text format at
+    /// http://ADDR/metrics while it runs (loopback only), for a dashboard such as
+    /// deploy/grafana/redline.json.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 
     /// Shorthand: base URL of an OpenAI-compatible server, or `embedded`.
     #[arg(long, help_heading = "Shorthands")]
@@ -354,6 +359,26 @@ fn validate(path: &std::path::Path) -> Result<i32> {
             );
             for (i, stage) in scenario.stages.iter().enumerate() {
                 println!("  stage {i}: {}", stage.describe());
+            }
+            if let Some(flow) = &scenario.flow {
+                let steps: Vec<String> = flow
+                    .steps
+                    .iter()
+                    .map(|s| format!("{} ({} → {})", s.name, s.kind.name(), s.service))
+                    .collect();
+                println!("  flow: {}", steps.join(" · "));
+                println!(
+                    "  circuit breaker: after {} consecutive tool timeouts",
+                    flow.breaker
+                );
+            }
+            for rule in &scenario.faults {
+                let fault = crate::chaos::Rule::validate(rule, "").map_or("?", |r| r.fault.kind());
+                println!(
+                    "  fault: {} ({fault}) in front of {}",
+                    rule.name,
+                    rule.service.as_deref().unwrap_or_default()
+                );
             }
             Ok(exit::OK)
         }
@@ -515,11 +540,28 @@ async fn run_command(args: RunArgs) -> Result<i32> {
         .unwrap_or_else(|| PathBuf::from("out").join(&scenario.name));
     std::fs::create_dir_all(&out)
         .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let metrics_listener = match args.metrics_addr {
+        Some(addr) if !addr.ip().is_loopback() => bail!(
+            "refusing to serve metrics on {addr}: the run's metrics bind loopback; put a scraper or a reverse proxy beside it"
+        ),
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} for --metrics-addr"))?;
+            eprintln!(
+                "redline: live metrics at http://{}/metrics",
+                listener.local_addr()?
+            );
+            Some(listener)
+        }
+        None => None,
+    };
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));
     let options = RunOptions {
         records_path: out.join("records.jsonl"),
         progress: !args.quiet && std::io::stderr().is_terminal(),
+        metrics_listener,
     };
     let name = scenario.name.clone();
     let slos = scenario.slos.clone();

@@ -13,6 +13,7 @@
 //! - [`record`]: the outcome record, one per scheduled request.
 //! - [`metrics`]: HDR histograms, counters and windows over the records.
 //! - [`runner`]: carries out a scenario: scheduling, sending, collecting, draining.
+//! - [`live`]: a run's own metrics in Prometheus's format while it runs.
 //! - [`scrape`]: the server's Prometheus metrics, scraped during a run.
 //! - [`report`]: the JSON summary and the terminal table.
 //! - [`sim`]: the embedded simulators (an OpenAI-compatible LLM server over a
@@ -29,6 +30,7 @@ pub mod client;
 pub mod datagen;
 pub mod dataset;
 pub mod flow;
+pub mod live;
 pub mod metrics;
 pub mod pacer;
 pub mod record;

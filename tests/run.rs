@@ -732,3 +732,46 @@ async fn a_prefix_workload_reports_the_expected_hit_share_next_to_the_servers() 
         "server {server:.4} vs expected {expected:.4}"
     );
 }
+
+/// `--metrics-addr`: scraped mid-run, the live counters are consistent with each other
+/// and with the records the run ends with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_metrics_agree_with_the_records() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let dir = temp_dir("live-metrics");
+    let options = redline::runner::RunOptions {
+        records_path: dir.join("records.jsonl"),
+        progress: false,
+        metrics_listener: Some(listener),
+    };
+    let scenario = scenario(
+        "  services:\n    llm: { url: embedded, profile: tiny }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 16, output_tokens: 4 } }\n  load:\n    - { arrival: constant, rate: 40, duration: 3s }\n",
+    );
+    let run = tokio::spawn(redline::runner::run(
+        scenario,
+        options,
+        tokio_util::sync::CancellationToken::new(),
+    ));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let text = common::get_text(&common::client(), format!("http://{addr}/metrics")).await;
+    let sum = |prefix: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let requests = sum("redline_requests_total{");
+    let ok = sum("redline_requests_total{outcome=\"ok\"");
+    assert!(
+        (20.0..=60.0).contains(&requests),
+        "{requests} requests ended by 1.5 s at 40/s\n{text}"
+    );
+    assert_eq!(ok, requests, "all ok");
+    assert_eq!(sum("redline_time_to_first_token_seconds_count"), ok);
+    assert_eq!(sum("redline_tokens_total{kind=\"output\"}"), 4.0 * ok);
+    run.await.unwrap().unwrap();
+    let records = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
+    assert_eq!(records.lines().count(), 120);
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -53,6 +53,7 @@ async fn real_output_validates_against_the_committed_schemas() {
         RunOptions {
             records_path: dir.join("records.jsonl"),
             progress: false,
+            metrics_listener: None,
         },
         CancellationToken::new(),
     )

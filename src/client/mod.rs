@@ -1,4 +1,4 @@
-//! Protocol clients. Each fills an outcome [`Record`](crate::record::Record) with timing
+//! Protocol clients. Each fills an outcome [`Record`] with timing
 //! marks and a typed outcome.
 
 pub mod http;

@@ -7,7 +7,7 @@
 //! - [`plan`] — the validated flow and its templates
 //! - [`search`] — Qdrant's REST API and PostgreSQL + pgvector
 //! - [`recall`] — recall@k against a ground-truth file
-//! - [`assert`] — checks on step outputs
+//! - [`assert`](mod@assert) — checks on step outputs
 
 pub mod assert;
 pub mod plan;

@@ -30,6 +30,7 @@ use crate::chaos::{FaultLog, ProxyConfig, Rule, RunningProxy, upstream_uri};
 use crate::client::http::{self, HttpTarget};
 use crate::client::openai::{self, Api, LlmTarget, Payload, PromptBody};
 use crate::client::{HttpClient, RunClock, http_client};
+use crate::live::LiveMetrics;
 use crate::metrics::Aggregator;
 use crate::pacer::Pacer;
 use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage};
@@ -44,12 +45,14 @@ use crate::workload::PromptSource;
 use hyper::header::{AUTHORIZATION, HeaderValue};
 
 /// How a run is carried out, beyond the scenario.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RunOptions {
     /// Where `records.jsonl` goes.
     pub records_path: PathBuf,
     /// Print a progress line to stderr every second.
     pub progress: bool,
+    /// Serve the run's live metrics (`/metrics`) on this listener while it runs.
+    pub metrics_listener: Option<tokio::net::TcpListener>,
 }
 
 /// What a run leaves behind.
@@ -301,12 +304,22 @@ pub async fn run(
             stop: stop.clone(),
             clock,
         });
+    let live_stop = CancellationToken::new();
+    let live = options.metrics_listener.map(|listener| {
+        let metrics = Arc::new(LiveMetrics::new());
+        let stopped = live_stop.clone();
+        tokio::spawn(crate::live::serve(listener, metrics.clone(), async move {
+            stopped.cancelled().await
+        }));
+        metrics
+    });
     let collector = tokio::spawn(collect(
         inbox,
         std::io::BufWriter::new(file),
         Aggregator::for_scenario(&scenario),
         gate,
         proxies.values().map(|p| p.chaos.log.clone()).collect(),
+        live,
     ));
 
     let shared = Arc::new(Shared {
@@ -410,6 +423,7 @@ pub async fn run(
     let shared = Arc::into_inner(shared).expect("every task has ended");
     drop(shared.records);
     let (aggregator, aborted) = collector.await.context("the record collector failed")??;
+    live_stop.cancel();
     let proxies = proxies
         .iter()
         .map(|(service, proxy)| proxy_counts(service, proxy))
@@ -1064,6 +1078,7 @@ async fn collect(
     mut aggregator: Aggregator,
     gate: Option<Gate>,
     faults: Vec<Arc<FaultLog>>,
+    live: Option<Arc<LiveMetrics>>,
 ) -> Result<(Aggregator, Option<Aborted>)> {
     let mut flush = tokio::time::interval(Duration::from_millis(200));
     let mut judge = tokio::time::interval(Duration::from_secs(1));
@@ -1085,6 +1100,9 @@ async fn collect(
                     }
                 }
                 serde_json::to_writer(&mut out, &record)?;
+                if let Some(live) = &live {
+                    live.observe(&record);
+                }
                 out.write_all(b"\n")?;
                 aggregator.add(&record);
             }

@@ -200,6 +200,7 @@ pub async fn run_to_records(scenario: Scenario, name: &str) -> (RunResult, Vec<R
     let options = RunOptions {
         records_path: dir.join("records.jsonl"),
         progress: false,
+        metrics_listener: None,
     };
     let result = run(scenario, options, CancellationToken::new())
         .await

@@ -1,0 +1,341 @@
+//! A run's own metrics while it runs, in Prometheus's text format
+//! (`redline run --metrics-addr 127.0.0.1:9464`), for a dashboard to watch a long run
+//! (`deploy/grafana/redline.json`). The collector observes each record as it is
+//! written, so these agree with `records.jsonl` at every scrape.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use axum::Router;
+use axum::routing::get;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+
+use crate::record::{Outcome, Phase, Record, SessionOutcome};
+
+/// Latency buckets in seconds: 1 ms to 2 min.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.35, 0.5, 0.75, 1.0, 1.5,
+    2.5, 3.2, 5.0, 10.0, 20.0, 60.0, 120.0,
+];
+
+type Labels = Vec<(&'static str, String)>;
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS.iter().copied())
+}
+
+/// Every metric a run exports.
+pub struct LiveMetrics {
+    registry: Registry,
+    requests: Family<Labels, Counter>,
+    ttft: Family<Labels, Histogram, fn() -> Histogram>,
+    duration: Family<Labels, Histogram, fn() -> Histogram>,
+    itl: Histogram,
+    tokens: Family<Labels, Counter>,
+    sessions: Family<Labels, Counter>,
+    faults: Family<Labels, Counter>,
+    send_lag: Histogram,
+    /// Seconds since the run started, at the latest record.
+    elapsed: Gauge<f64, AtomicU64>,
+}
+
+impl Default for LiveMetrics {
+    fn default() -> Self {
+        LiveMetrics::new()
+    }
+}
+
+impl LiveMetrics {
+    pub fn new() -> LiveMetrics {
+        let mut registry = Registry::with_prefix("redline");
+        let requests = Family::<Labels, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests ended, by outcome, failure kind, step and phase",
+            requests.clone(),
+        );
+        let ttft = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
+        registry.register(
+            "time_to_first_token_seconds",
+            "Send to first content token of successful streamed requests, by step",
+            ttft.clone(),
+        );
+        let duration = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
+        registry.register(
+            "request_duration_seconds",
+            "Send to last byte of successful requests, by step",
+            duration.clone(),
+        );
+        let itl = latency_histogram();
+        registry.register(
+            "inter_token_latency_seconds",
+            "Gaps between content events of successful streams",
+            itl.clone(),
+        );
+        let tokens = Family::<Labels, Counter>::default();
+        registry.register(
+            "tokens",
+            "Tokens of successful requests, by kind",
+            tokens.clone(),
+        );
+        let sessions = Family::<Labels, Counter>::default();
+        registry.register(
+            "flow_sessions",
+            "Flow sessions ended, by outcome",
+            sessions.clone(),
+        );
+        let faults = Family::<Labels, Counter>::default();
+        registry.register(
+            "faults_injected",
+            "Faults the chaos proxy injected, by rule and fault",
+            faults.clone(),
+        );
+        let send_lag = latency_histogram();
+        registry.register(
+            "send_lag_seconds",
+            "Actual send − intended start: how well the schedule was kept",
+            send_lag.clone(),
+        );
+        let elapsed = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "elapsed_seconds",
+            "Run time at the latest record",
+            elapsed.clone(),
+        );
+        LiveMetrics {
+            registry,
+            requests,
+            ttft,
+            duration,
+            itl,
+            tokens,
+            sessions,
+            faults,
+            send_lag,
+            elapsed,
+        }
+    }
+
+    /// Takes one finished request into the metrics.
+    pub fn observe(&self, r: &Record) {
+        let step = r
+            .step
+            .as_ref()
+            .map_or("request".to_owned(), |s| s.name.clone());
+        let outcome = match r.outcome {
+            Outcome::Ok => "ok",
+            Outcome::Error => "error",
+            Outcome::Timeout => "timeout",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Dropped => "dropped",
+        };
+        let phase = match r.phase {
+            Phase::Warmup => "warmup",
+            Phase::Measure => "measure",
+            Phase::Cooldown => "cooldown",
+        };
+        let kind = r.error.as_ref().map_or(String::new(), |e| e.kind.clone());
+        self.requests
+            .get_or_create(&vec![
+                ("outcome", outcome.to_owned()),
+                ("kind", kind),
+                ("step", step.clone()),
+                ("phase", phase.to_owned()),
+            ])
+            .inc();
+        self.elapsed.set(r.done_us() as f64 / 1e6);
+        if let (Some(sent), intended) = (r.sent_us, r.intended_us) {
+            self.send_lag
+                .observe(sent.saturating_sub(intended) as f64 / 1e6);
+        }
+        for fault in &r.faults {
+            self.faults
+                .get_or_create(&vec![
+                    ("rule", fault.rule.clone()),
+                    ("fault", fault.fault.clone()),
+                ])
+                .inc();
+        }
+        if let Some(end) = &r.session_end {
+            let outcome = match end.outcome {
+                SessionOutcome::Ok => "ok",
+                SessionOutcome::Failed => "failed",
+                SessionOutcome::Fallback => "fallback",
+                SessionOutcome::Cancelled => "cancelled",
+            };
+            self.sessions
+                .get_or_create(&vec![("outcome", outcome.to_owned())])
+                .inc();
+        }
+        if r.outcome != Outcome::Ok {
+            return;
+        }
+        let labels = vec![("step", step)];
+        if let Some(ttft) = r.ttft_us() {
+            self.ttft.get_or_create(&labels).observe(ttft as f64 / 1e6);
+        }
+        if let Some(e2e) = r.e2e_us() {
+            self.duration
+                .get_or_create(&labels)
+                .observe(e2e as f64 / 1e6);
+        }
+        for gap in &r.itl_us {
+            self.itl.observe(f64::from(*gap) / 1e6);
+        }
+        for (kind, n) in [("input", r.input_tokens), ("output", r.output_tokens)] {
+            if let Some(n) = n {
+                self.tokens
+                    .get_or_create(&vec![("kind", kind.to_owned())])
+                    .inc_by(u64::from(n));
+            }
+        }
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        encode(&mut text, &self.registry).expect("writing to a String cannot fail");
+        text
+    }
+}
+
+/// Serves `GET /metrics` on `listener` until the metrics are dropped by every owner
+/// and `shutdown` fires.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Arc<LiveMetrics>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let app = Router::new().route(
+        "/metrics",
+        get(move || {
+            let metrics = metrics.clone();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    metrics.encode(),
+                )
+            }
+        }),
+    );
+    let _ = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{InjectedFault, Record};
+
+    #[test]
+    fn records_become_counters_and_histograms() {
+        let metrics = LiveMetrics::new();
+        let mut ok = Record::unsent(0, 0, Phase::Measure, 0);
+        ok.sent_us = Some(500);
+        ok.first_token_us = Some(20_500);
+        ok.last_byte_us = Some(100_500);
+        ok.output_tokens = Some(9);
+        ok.itl_us = vec![10_000; 8];
+        metrics.observe(&ok);
+        let mut failed = Record::unsent(1, 0, Phase::Measure, 0);
+        failed.fail(
+            Outcome::Timeout,
+            crate::record::Stage::FirstToken,
+            "timeout",
+            "late",
+        );
+        failed.faults = vec![InjectedFault {
+            rule: "stall".into(),
+            fault: "stall_first_token".into(),
+            added_ms: Some(3000.0),
+        }];
+        metrics.observe(&failed);
+        let text = metrics.encode();
+        for line in [
+            "redline_requests_total{outcome=\"ok\",kind=\"\",step=\"request\",phase=\"measure\"} 1",
+            "redline_requests_total{outcome=\"timeout\",kind=\"timeout\",step=\"request\",phase=\"measure\"} 1",
+            "redline_time_to_first_token_seconds_count{step=\"request\"} 1",
+            "redline_time_to_first_token_seconds_sum{step=\"request\"} 0.02",
+            "redline_inter_token_latency_seconds_count 8",
+            "redline_tokens_total{kind=\"output\"} 9",
+            "redline_faults_injected_total{rule=\"stall\",fault=\"stall_first_token\"} 1",
+        ] {
+            assert!(text.contains(line), "missing `{line}` in\n{text}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod dashboard {
+    use super::*;
+    use crate::record::{InjectedFault, SessionEnd, StepMark};
+
+    /// Every metric the shipped Grafana dashboard queries is one a run exports.
+    #[test]
+    fn the_grafana_dashboard_queries_only_exported_metrics() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/grafana/redline.json"
+        ))
+        .unwrap();
+        let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let metrics = LiveMetrics::new();
+        let mut r = Record::unsent(0, 0, Phase::Measure, 0);
+        r.sent_us = Some(1);
+        r.first_token_us = Some(10);
+        r.last_byte_us = Some(20);
+        r.output_tokens = Some(2);
+        r.itl_us = vec![5];
+        r.faults = vec![InjectedFault {
+            rule: "r".into(),
+            fault: "delay".into(),
+            added_ms: None,
+        }];
+        r.step = Some(StepMark {
+            name: "s".into(),
+            kind: "chat".into(),
+            agent_step_seq: 1,
+            tool: None,
+            tool_call_hash: None,
+            results: None,
+            recall: None,
+        });
+        r.session_end = Some(SessionEnd {
+            outcome: SessionOutcome::Ok,
+            fallback_reason: None,
+            requests: 1,
+            e2e_us: 20,
+        });
+        metrics.observe(&r);
+        let exported = metrics.encode();
+        let panels = dashboard["panels"].as_array().unwrap();
+        assert!(panels.len() >= 8);
+        let names = regex::Regex::new(r"redline_[a-z_]+").unwrap();
+        let mut checked = 0;
+        for panel in panels {
+            for target in panel["targets"].as_array().unwrap() {
+                let expr = target["expr"].as_str().unwrap();
+                for name in names.find_iter(expr) {
+                    assert!(
+                        exported.contains(name.as_str()),
+                        "panel `{}` queries `{}`, which a run does not export",
+                        panel["title"],
+                        name.as_str()
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 10);
+    }
+}
