@@ -93,6 +93,26 @@ pub enum Command {
     /// drips, cuts, corrupt events, a missing `[DONE]`); rules from a file or changed
     /// live through the admin API.
     Chaos(ChaosArgs),
+    /// The dependency graph of traces: nodes service/operation, edges caller → callee
+    /// with calls, latency percentiles, error rate and weight, and the reasoning paths
+    /// with their frequencies. Reads OTLP/JSON or Jaeger JSON (a file, or every
+    /// .json/.jsonl file in a directory).
+    Graph {
+        /// A trace export, or a directory of them.
+        input: PathBuf,
+        #[arg(long, value_enum, default_value = "json")]
+        format: GraphFormat,
+        /// Write here instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum GraphFormat {
+    Json,
+    Dot,
+    Mermaid,
 }
 
 #[derive(Debug, clap::Args)]
@@ -337,6 +357,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         }
         Command::Sim(args) => sim(args).await,
         Command::Chaos(args) => chaos(args).await,
+        Command::Graph { input, format, out } => graph(&input, format, out.as_deref()),
     }
 }
 
@@ -979,4 +1000,42 @@ fn write_corpus(dir: &Path, args: &SimArgs, dim: usize) -> Result<()> {
         dir.display()
     );
     Ok(())
+}
+
+fn graph(input: &Path, format: GraphFormat, out: Option<&Path>) -> Result<i32> {
+    let files: Vec<PathBuf> = if input.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(input)
+            .with_context(|| format!("cannot read {}", input.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json" || x == "jsonl"))
+            .collect();
+        files.sort();
+        files
+    } else {
+        vec![input.to_owned()]
+    };
+    let mut spans = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        spans.extend(
+            crate::graph::parse_spans(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?,
+        );
+    }
+    if spans.is_empty() {
+        bail!("{} holds no spans", input.display());
+    }
+    let graph = crate::graph::build(&spans);
+    let rendered = match format {
+        GraphFormat::Json => serde_json::to_string_pretty(&graph)? + "\n",
+        GraphFormat::Dot => crate::graph::render_dot(&graph),
+        GraphFormat::Mermaid => crate::graph::render_mermaid(&graph),
+    };
+    match out {
+        Some(path) => std::fs::write(path, rendered)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{rendered}"),
+    }
+    Ok(exit::OK)
 }

@@ -13,6 +13,7 @@
 //! - [`record`]: the outcome record, one per scheduled request.
 //! - [`metrics`]: HDR histograms, counters and windows over the records.
 //! - [`runner`]: carries out a scenario: scheduling, sending, collecting, draining.
+//! - [`graph`]: the dependency graph of traces (OTLP/JSON, Jaeger JSON) as JSON, DOT, Mermaid.
 //! - [`live`]: a run's own metrics in Prometheus's format while it runs.
 //! - [`scrape`]: the server's Prometheus metrics, scraped during a run.
 //! - [`report`]: the JSON summary and the terminal table.
@@ -30,6 +31,7 @@ pub mod client;
 pub mod datagen;
 pub mod dataset;
 pub mod flow;
+pub mod graph;
 pub mod live;
 pub mod metrics;
 pub mod pacer;

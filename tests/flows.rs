@@ -181,7 +181,18 @@ async fn per_step_latency_agrees_with_each_tiers_configured_latency() {
         measured >= expected_ms && measured < expected_ms + 6.0,
         "embed median {measured} ms, the profile says {expected_ms} ms"
     );
-    assert!((flow.embedding_latency_ms.unwrap().p50 - measured).abs() < 1.0);
+    // The report's p50 is the records' lower median (HDR's rank), to its precision.
+    let mut embed_ms: Vec<f64> = embeds
+        .iter()
+        .map(|r| r.e2e_us().unwrap() as f64 / 1e3)
+        .collect();
+    embed_ms.sort_by(f64::total_cmp);
+    let lower_median = embed_ms[(embed_ms.len() - 1) / 2];
+    let reported = flow.embedding_latency_ms.unwrap().p50;
+    assert!(
+        (reported - lower_median).abs() < 0.02,
+        "report {reported} ms, records {lower_median} ms"
+    );
     // Chat: each request's latency against the engine's own timeline for it.
     let gaps: Vec<f64> = of_step(&records, "chat")
         .iter()
