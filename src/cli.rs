@@ -98,13 +98,34 @@ pub enum Command {
     /// with their frequencies. Reads OTLP/JSON or Jaeger JSON (a file, or every
     /// .json/.jsonl file in a directory).
     Graph {
-        /// A trace export, or a directory of them.
+        /// A trace export, what `redline collect` stored (its directory), or a
+        /// directory of exports.
         input: PathBuf,
         #[arg(long, value_enum, default_value = "json")]
         format: GraphFormat,
         /// Write here instead of standard output.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Join the spans to a run's records.jsonl by traceparent: per step, client
+        /// time against the server span's time (in the JSON output).
+        #[arg(long)]
+        records: Option<PathBuf>,
+    },
+    /// Receive OTLP/HTTP traces (protobuf or JSON, POST /v1/traces) from the services
+    /// under test and store them in DIR/spans.jsonl for `redline graph`.
+    Collect {
+        /// Where to listen (loopback unless --allow-remote).
+        #[arg(long, default_value = "127.0.0.1:4318")]
+        listen: SocketAddr,
+        /// The directory for spans.jsonl and collect.json (the counts).
+        #[arg(long, default_value = "out/collect")]
+        out: PathBuf,
+        /// Spans to store at most; past it they are dropped and counted.
+        #[arg(long, default_value_t = 5_000_000)]
+        max_spans: u64,
+        /// Allow listening on a non-loopback address.
+        #[arg(long)]
+        allow_remote: bool,
     },
 }
 
@@ -357,7 +378,18 @@ pub async fn run(cli: Cli) -> Result<i32> {
         }
         Command::Sim(args) => sim(args).await,
         Command::Chaos(args) => chaos(args).await,
-        Command::Graph { input, format, out } => graph(&input, format, out.as_deref()),
+        Command::Graph {
+            input,
+            format,
+            out,
+            records,
+        } => graph(&input, format, out.as_deref(), records.as_deref()),
+        Command::Collect {
+            listen,
+            out,
+            max_spans,
+            allow_remote,
+        } => collect(listen, &out, max_spans, allow_remote).await,
     }
 }
 
@@ -1002,8 +1034,16 @@ fn write_corpus(dir: &Path, args: &SimArgs, dim: usize) -> Result<()> {
     Ok(())
 }
 
-fn graph(input: &Path, format: GraphFormat, out: Option<&Path>) -> Result<i32> {
-    let files: Vec<PathBuf> = if input.is_dir() {
+fn graph(
+    input: &Path,
+    format: GraphFormat,
+    out: Option<&Path>,
+    records: Option<&Path>,
+) -> Result<i32> {
+    let files: Vec<PathBuf> = if input.join("spans.jsonl").is_file() {
+        // What `redline collect` stored (beside its counts, collect.json).
+        vec![input.join("spans.jsonl")]
+    } else if input.is_dir() {
         let mut files: Vec<PathBuf> = std::fs::read_dir(input)
             .with_context(|| format!("cannot read {}", input.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -1027,8 +1067,33 @@ fn graph(input: &Path, format: GraphFormat, out: Option<&Path>) -> Result<i32> {
         bail!("{} holds no spans", input.display());
     }
     let graph = crate::graph::build(&spans);
+    let join = match records {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let records: Vec<crate::record::Record> = text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+                .map(|(n, l)| {
+                    serde_json::from_str(l).with_context(|| {
+                        format!("{}:{}: not a redline record", path.display(), n + 1)
+                    })
+                })
+                .collect::<Result<_>>()?;
+            let join = crate::graph::join(&spans, &records);
+            eprintln!(
+                "redline graph: {} of {} traced requests joined to server spans; {} traces no record started",
+                join.joined, join.records, join.foreign_traces
+            );
+            Some(join)
+        }
+        None => None,
+    };
     let rendered = match format {
-        GraphFormat::Json => serde_json::to_string_pretty(&graph)? + "\n",
+        GraphFormat::Json => {
+            serde_json::to_string_pretty(&serde_json::json!({"graph": graph, "join": join}))? + "\n"
+        }
         GraphFormat::Dot => crate::graph::render_dot(&graph),
         GraphFormat::Mermaid => crate::graph::render_mermaid(&graph),
     };
@@ -1037,5 +1102,38 @@ fn graph(input: &Path, format: GraphFormat, out: Option<&Path>) -> Result<i32> {
             .with_context(|| format!("cannot write {}", path.display()))?,
         None => print!("{rendered}"),
     }
+    Ok(exit::OK)
+}
+
+async fn collect(
+    listen: SocketAddr,
+    out: &Path,
+    max_spans: u64,
+    allow_remote: bool,
+) -> Result<i32> {
+    if !listen.ip().is_loopback() && !allow_remote {
+        bail!(
+            "refusing to listen on {listen}: the receiver binds loopback unless you pass --allow-remote"
+        );
+    }
+    let collector = std::sync::Arc::new(
+        crate::collect::Collector::create(out, max_spans)
+            .with_context(|| format!("cannot write to {}", out.display()))?,
+    );
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    eprintln!(
+        "redline collect: OTLP/HTTP traces at http://{}/v1/traces into {} — Ctrl-C to stop",
+        listener.local_addr()?,
+        collector.path.display()
+    );
+    axum::serve(listener, crate::collect::app(collector.clone()))
+        .with_graceful_shutdown(signal())
+        .await?;
+    let stats = serde_json::to_string_pretty(&collector.stats)?;
+    std::fs::write(out.join("collect.json"), &stats)
+        .with_context(|| format!("cannot write {}", out.join("collect.json").display()))?;
+    eprintln!("redline collect: {stats}");
     Ok(exit::OK)
 }

@@ -366,6 +366,104 @@ pub fn build(spans: &[Span]) -> Graph {
     }
 }
 
+/// Server-side spans joined to the client's records by `traceparent`: a span whose
+/// parent is a request's span ID is that request's server side.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Join {
+    /// Records that carried a `traceparent`.
+    pub records: u64,
+    /// Of those, records with at least one server span.
+    pub joined: u64,
+    /// Traces among the spans that no record started.
+    pub foreign_traces: u64,
+    /// Per step (`request` outside flows): client time against server span time.
+    pub steps: Vec<StepJoin>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepJoin {
+    pub step: String,
+    pub requests: u64,
+    /// Send to last byte, as the client saw it.
+    pub client_ms: Latency,
+    /// The server span's own duration.
+    pub server_ms: Latency,
+    /// Median client − server time: network, queues and proxies in between.
+    pub outside_server_ms_p50: f64,
+}
+
+/// Joins spans to records (a run's `records.jsonl`).
+pub fn join(spans: &[Span], records: &[crate::record::Record]) -> Join {
+    let mut children: HashMap<(&str, &str), Vec<&Span>> = HashMap::new();
+    for span in spans {
+        if let Some(parent) = &span.parent_span_id {
+            children
+                .entry((span.trace_id.as_str(), parent.as_str()))
+                .or_default()
+                .push(span);
+        }
+    }
+    let mut traced = 0;
+    let mut joined = 0;
+    let mut record_traces = std::collections::HashSet::new();
+    // Per step: client times, server times, and their differences, in ms.
+    type Times = (Vec<f64>, Vec<f64>, Vec<f64>);
+    let mut by_step: BTreeMap<String, Times> = BTreeMap::new();
+    for record in records {
+        let Some(traceparent) = &record.traceparent else {
+            continue;
+        };
+        let mut parts = traceparent.split('-');
+        let (Some(trace), Some(span)) = (parts.nth(1), parts.next()) else {
+            continue;
+        };
+        traced += 1;
+        record_traces.insert(trace.to_owned());
+        let Some(server) = children.get(&(trace, span)) else {
+            continue;
+        };
+        joined += 1;
+        let Some(client_us) = record.e2e_us() else {
+            continue;
+        };
+        let server_ms = server
+            .iter()
+            .map(|s| s.duration_ms())
+            .fold(0.0_f64, f64::max);
+        let client_ms = client_us as f64 / 1e3;
+        let step = record
+            .step
+            .as_ref()
+            .map_or("request".to_owned(), |s| s.name.clone());
+        let entry = by_step.entry(step).or_default();
+        entry.0.push(client_ms);
+        entry.1.push(server_ms);
+        entry.2.push(client_ms - server_ms);
+    }
+    let foreign_traces = spans
+        .iter()
+        .map(|s| s.trace_id.as_str())
+        .collect::<std::collections::HashSet<_>>()
+        .into_iter()
+        .filter(|t| !record_traces.contains(*t))
+        .count() as u64;
+    Join {
+        records: traced,
+        joined,
+        foreign_traces,
+        steps: by_step
+            .into_iter()
+            .map(|(step, (client, server, outside))| StepJoin {
+                step,
+                requests: client.len() as u64,
+                client_ms: latency(client),
+                server_ms: latency(server),
+                outside_server_ms_p50: latency(outside).p50,
+            })
+            .collect(),
+    }
+}
+
 /// Graphviz DOT.
 pub fn render_dot(graph: &Graph) -> String {
     let mut out = String::from("digraph redline {\n  rankdir=LR;\n  node [shape=box];\n");
@@ -510,5 +608,24 @@ mod tests {
         );
         assert_eq!((edge.latency_ms.p50, edge.error_rate), (2.0, 1.0));
         assert!(parse_spans("{\"nothing\": 1}").is_err());
+    }
+
+    #[test]
+    fn server_spans_join_the_records_that_sent_them() {
+        let mut record = crate::record::Record::unsent(0, 0, crate::record::Phase::Measure, 0);
+        record.traceparent = Some("00-t1-a-01".into());
+        record.sent_us = Some(0);
+        record.last_byte_us = Some(120_000);
+        let mut lost = record.clone();
+        lost.traceparent = Some("00-t9-z-01".into());
+        let spans = parse_spans(OTLP).unwrap();
+        let join = join(&spans, &[record, lost]);
+        assert_eq!((join.records, join.joined), (2, 1));
+        // t1's children of span `a`: embeddings (5 ms) and chat (50 ms): the longest.
+        let step = &join.steps[0];
+        assert_eq!((step.step.as_str(), step.requests), ("request", 1));
+        assert_eq!((step.client_ms.p50, step.server_ms.p50), (120.0, 50.0));
+        assert_eq!(step.outside_server_ms_p50, 70.0);
+        assert_eq!(join.foreign_traces, 1, "t2 was not started by a record");
     }
 }

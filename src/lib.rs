@@ -23,11 +23,13 @@
 //! - [`tokenizer`]: local token counting (sim, tiktoken BPEs, Hugging Face files).
 //! - [`chaos`]: the fault-injecting reverse proxy, HTTP- and SSE-aware, with a live
 //!   admin API.
+//! - [`collect`]: an OTLP/HTTP trace receiver that stores spans for [`graph`].
 //! - [`cli`]: the `redline` command line; subcommands only.
 
 pub mod chaos;
 pub mod cli;
 pub mod client;
+pub mod collect;
 pub mod datagen;
 pub mod dataset;
 pub mod flow;

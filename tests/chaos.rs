@@ -654,3 +654,50 @@ async fn faults_apply_per_request_over_http2() {
         "one multiplexed connection (and a spare)"
     );
 }
+
+/// Every request carries W3C baggage naming the run and scenario; the proxy adds the
+/// rule that fired, so the service's own spans can be joined to the fault.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baggage_names_the_run_and_the_fault() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let record = seen.clone();
+    let app = Router::new().route(
+        "/echo",
+        get(move |headers: hyper::HeaderMap| {
+            let record = record.clone();
+            async move {
+                let baggage = headers
+                    .get("baggage")
+                    .map_or(String::new(), |v| v.to_str().unwrap().to_owned());
+                record.lock().unwrap().push(baggage);
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let spec = format!(
+        "  seed: 2\n  services:\n    web: {{ url: \"http://{upstream}\", api: http }}\n  payloadTemplate:\n    request: {{ path: /echo }}\n  faults:\n    - {{ name: slow one, service: web, max: 1, delay: {{ probability: 1, ms: 1 }} }}\n  load:\n    - {{ concurrency: 1, requests: 3 }}\n"
+    );
+    run_to_records(scenario(&spec), "chaos-baggage").await;
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    let run_id = seen[0].split(',').next().unwrap().to_owned();
+    assert!(
+        run_id.starts_with("redline.run_id=") && run_id.len() == 15 + 16,
+        "{run_id}"
+    );
+    for baggage in seen.iter() {
+        assert!(
+            baggage.starts_with(&format!("{run_id},redline.scenario=t")),
+            "{baggage}"
+        );
+    }
+    assert!(
+        seen[0].ends_with(",redline.fault=slow%20one"),
+        "{}",
+        seen[0]
+    );
+    assert!(seen[1..].iter().all(|b| !b.contains("redline.fault")));
+}

@@ -164,6 +164,7 @@ impl Chaos {
         if !plan.request_delay.is_zero() {
             tokio::time::sleep(plan.request_delay).await;
         }
+        add_fault_baggage(&mut head.headers, &plan.noted);
 
         let upstream = self.forward(head, body).await;
         let response = match upstream {
@@ -442,6 +443,35 @@ fn note(
     };
     log.note(id, fault.clone());
     fault
+}
+
+/// Tells the upstream, in W3C baggage, which rules fired on this request
+/// (`redline.fault=rule`), so its own spans can be joined to the fault.
+fn add_fault_baggage(headers: &mut HeaderMap, noted: &[InjectedFault]) {
+    if noted.is_empty() {
+        return;
+    }
+    let rules: Vec<String> = noted.iter().map(|f| baggage_value(&f.rule)).collect();
+    let entry = format!("redline.fault={}", rules.join("+"));
+    let value = match headers.get("baggage").and_then(|v| v.to_str().ok()) {
+        Some(existing) if !existing.is_empty() => format!("{existing},{entry}"),
+        _ => entry,
+    };
+    if let Ok(value) = HeaderValue::try_from(value) {
+        headers.insert("baggage", value);
+    }
+}
+
+/// Text as a W3C baggage value: unreserved characters kept, the rest percent-encoded.
+pub fn baggage_value(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                char::from(b).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
 
 /// `rule=fault, …` for the response header.

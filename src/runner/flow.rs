@@ -35,6 +35,8 @@ pub(super) struct FlowRuntime {
     chats: BTreeMap<String, LlmTarget>,
     tables: BTreeMap<String, PgTable>,
     timeouts: Timeouts,
+    /// The run's W3C baggage, sent with every request.
+    baggage: hyper::header::HeaderValue,
     /// Embeddings of assertions' expected answers, by (service, text).
     expected: tokio::sync::Mutex<HashMap<(String, String), Vec<f32>>>,
 }
@@ -45,6 +47,7 @@ impl FlowRuntime {
         urls: BTreeMap<String, String>,
         models: BTreeMap<String, String>,
         scenario: &Scenario,
+        baggage: hyper::header::HeaderValue,
     ) -> Result<FlowRuntime> {
         let mut chats = BTreeMap::new();
         for step in &plan.steps {
@@ -61,7 +64,12 @@ impl FlowRuntime {
                         stream: true,
                         include_usage: true,
                         api_key: service.api_key.clone(),
-                        headers: service.headers.clone(),
+                        headers: service
+                            .headers
+                            .iter()
+                            .cloned()
+                            .chain([(BAGGAGE.clone(), baggage.clone())])
+                            .collect(),
                         extra_body: body.clone(),
                         timeouts: scenario.timeouts,
                         max_response_bytes: MAX_JSON_BYTES,
@@ -85,6 +93,7 @@ impl FlowRuntime {
             chats,
             tables,
             timeouts: scenario.timeouts,
+            baggage,
             expected: tokio::sync::Mutex::new(HashMap::new()),
         })
     }
@@ -108,7 +117,8 @@ impl FlowRuntime {
             .method(method)
             .uri(format!("{url}{path}"))
             .header(CONTENT_TYPE, "application/json")
-            .header("traceparent", traceparent);
+            .header("traceparent", traceparent)
+            .header(&BAGGAGE, &self.baggage);
         if let Some(key) = &flow_service.api_key {
             builder = builder.header(AUTHORIZATION, format!("Bearer {key}"));
         }

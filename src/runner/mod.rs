@@ -272,6 +272,14 @@ pub async fn run(
         None => base,
     };
     let request_base = base_through(&scenario.service.name, base_url.clone());
+    // W3C baggage on every request: which run and scenario sent it, so the services'
+    // own spans and logs can be told apart by run.
+    let baggage = baggage_of(&scenario.name);
+    let mut scenario = scenario;
+    scenario
+        .service
+        .headers
+        .push((BAGGAGE.clone(), baggage.clone()));
     let flow = match &scenario.flow {
         Some(plan) => {
             let mut urls = BTreeMap::new();
@@ -285,6 +293,7 @@ pub async fn run(
                 urls,
                 models,
                 &scenario,
+                baggage.clone(),
             )?)
         }
         None => None,
@@ -527,6 +536,23 @@ fn proxy_counts(service: &str, proxy: &RunningProxy) -> ProxyCounts {
             .map(|r| (r.name, r.fault.to_owned(), r.matched, r.injected))
             .collect(),
     }
+}
+
+/// The `baggage` header name.
+static BAGGAGE: hyper::header::HeaderName = hyper::header::HeaderName::from_static("baggage");
+
+/// `redline.run_id=…,redline.scenario=…`: a run ID new to each run (not from the
+/// seed: two runs of one spec are two runs), and the scenario's name.
+fn baggage_of(scenario: &str) -> HeaderValue {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let run_id = mix_seed(&[nanos, u64::from(std::process::id())]);
+    let scenario = crate::chaos::proxy::baggage_value(scenario);
+    HeaderValue::try_from(format!(
+        "redline.run_id={run_id:016x},redline.scenario={scenario}"
+    ))
+    .expect("percent-encoded ASCII is a valid header value")
 }
 
 /// A W3C trace ID: 16 random bytes, not all zero.
