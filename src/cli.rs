@@ -279,6 +279,11 @@ pub struct RunArgs {
     /// deploy/grafana/redline.json.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Export the run's own spans (one per request, in its session's trace, with
+    /// `gen_ai.*` attributes) to this OTLP/HTTP endpoint, e.g.
+    /// http://127.0.0.1:4318 (`redline collect`, or any OpenTelemetry collector).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 
     /// Shorthand: base URL of an OpenAI-compatible server, or `embedded`.
     #[arg(long, help_heading = "Shorthands")]
@@ -615,6 +620,10 @@ async fn run_command(args: RunArgs) -> Result<i32> {
         records_path: out.join("records.jsonl"),
         progress: !args.quiet && std::io::stderr().is_terminal(),
         metrics_listener,
+        otlp_endpoint: match &args.otlp_endpoint {
+            Some(url) => Some(otlp_traces_uri(url)?),
+            None => None,
+        },
     };
     let name = scenario.name.clone();
     let slos = scenario.slos.clone();
@@ -1136,4 +1145,23 @@ async fn collect(
         .with_context(|| format!("cannot write {}", out.join("collect.json").display()))?;
     eprintln!("redline collect: {stats}");
     Ok(exit::OK)
+}
+
+/// `URL/v1/traces` unless the URL names the path already.
+fn otlp_traces_uri(url: &str) -> Result<hyper::Uri> {
+    let url = url.trim_end_matches('/');
+    let full = if url.ends_with("/v1/traces") {
+        url.to_owned()
+    } else {
+        format!("{url}/v1/traces")
+    };
+    let uri: hyper::Uri = full
+        .parse()
+        .with_context(|| format!("--otlp-endpoint `{url}` is not a URL"))?;
+    if uri.scheme_str() != Some("http") {
+        bail!(
+            "--otlp-endpoint `{url}`: write an http:// URL (https is not supported by this build)"
+        );
+    }
+    Ok(uri)
 }

@@ -14,6 +14,7 @@
 //! - [`metrics`]: HDR histograms, counters and windows over the records.
 //! - [`runner`]: carries out a scenario: scheduling, sending, collecting, draining.
 //! - [`graph`]: the dependency graph of traces (OTLP/JSON, Jaeger JSON) as JSON, DOT, Mermaid.
+//! - [`otlp`]: redline's own spans over OTLP/HTTP, with `gen_ai.*` attributes.
 //! - [`live`]: a run's own metrics in Prometheus's format while it runs.
 //! - [`scrape`]: the server's Prometheus metrics, scraped during a run.
 //! - [`report`]: the JSON summary and the terminal table.
@@ -36,6 +37,7 @@ pub mod flow;
 pub mod graph;
 pub mod live;
 pub mod metrics;
+pub mod otlp;
 pub mod pacer;
 pub mod record;
 pub mod replay;

@@ -339,3 +339,156 @@ async fn a_tool_that_answers_text_is_a_typed_failure_of_its_step() {
     assert_eq!(flow.sessions.failed, 2);
     assert_eq!(flow.tool_calls.unwrap().ok, 0);
 }
+
+/// redline's own spans, exported over OTLP/HTTP protobuf into `redline collect`'s
+/// receiver and decoded there: the graph of the embedded flow has the known topology,
+/// exact call counts and the tiers' configured latencies, and the spans carry the
+/// gen_ai.* and per-request attributes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exported_spans_graph_the_flow_topology() {
+    let sim = sim_with(
+        Profile::tiny(),
+        TierConfig {
+            search_latency: fixed(30.0),
+            tool_latency: fixed(50.0),
+            ..TierConfig::default()
+        },
+        5,
+    )
+    .await;
+    let dir = temp_dir("flow-otlp");
+    let collector =
+        std::sync::Arc::new(redline::collect::Collector::create(&dir, 100_000).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let collect_addr = listener.local_addr().unwrap();
+    tokio::spawn(axum::serve(listener, redline::collect::app(collector.clone())).into_future());
+    let url = sim.base_url();
+    // The corpus is embedded on the first search: pay for it before the run.
+    common::post(
+        &common::client(),
+        format!("{url}/collections/docs/points/search"),
+        json!({"vector": vec![0.0; 384], "limit": 1}),
+    )
+    .await;
+    let spec = format!(
+        "  seed: 5\n  services:\n    llm: {{ url: \"{url}\", model: sim-tiny }}\n    embed: {{ url: \"{url}\", api: embeddings, model: sim-tiny }}\n    vectors: {{ url: \"{url}\", api: qdrant }}\n    tools: {{ url: \"{url}\", api: tools }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 20, output_tokens: 8 }} }}\n    flow:\n      - embed: {{ service: embed }}\n      - search: {{ service: vectors }}\n      - chat: {{ service: llm, max_tokens: 16, user: 'use weather: {{{{ prompt }}}}', tools: [{{ name: weather }}] }}\n      - tool: {{ service: tools }}\n      - http: {{ name: feedback, service: tools, path: /tools/feedback, body: '{{}}' }}\n  load:\n    - {{ concurrency: 2, requests: 8 }}\n"
+    );
+    let out = temp_dir("flow-otlp-run");
+    let options = redline::runner::RunOptions {
+        records_path: out.join("records.jsonl"),
+        progress: false,
+        metrics_listener: None,
+        otlp_endpoint: Some(format!("http://{collect_addr}/v1/traces").parse().unwrap()),
+    };
+    let result = redline::runner::run(
+        scenario(&spec),
+        options,
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let records: Vec<Record> = std::fs::read_to_string(out.join("records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(records.iter().all(|r| r.outcome == Outcome::Ok));
+    let exported = result.otlp.unwrap();
+    assert_eq!(
+        (exported.spans_sent, exported.spans_failed),
+        (records.len() as u64 + 8, 0),
+        "a span per request and per session"
+    );
+
+    let text = std::fs::read_to_string(&collector.path).unwrap();
+    let spans = redline::graph::parse_spans(&text).unwrap();
+    let graph = redline::graph::build(&spans);
+    let count = |kind: &str| {
+        records
+            .iter()
+            .filter(|r| r.step.as_ref().unwrap().kind == kind)
+            .count() as u64
+    };
+    let mut edges: Vec<(String, u64)> = graph
+        .edges
+        .iter()
+        .map(|e| {
+            assert_eq!(e.source, "redline/session");
+            (e.target.clone(), e.calls)
+        })
+        .collect();
+    edges.sort();
+    assert_eq!(
+        edges,
+        [
+            ("redline/chat".to_owned(), count("chat")),
+            ("redline/embed".to_owned(), 8),
+            ("redline/http".to_owned(), 8),
+            ("redline/search".to_owned(), 8),
+            ("redline/tool".to_owned(), count("tool")),
+        ]
+    );
+    assert_eq!(
+        count("chat"),
+        16,
+        "a first turn and a follow-up per session"
+    );
+    let mean = |target: &str| {
+        graph
+            .edges
+            .iter()
+            .find(|e| e.target == target)
+            .unwrap()
+            .latency_ms
+            .mean
+    };
+    assert!(
+        (30.0..38.0).contains(&mean("redline/search")),
+        "search {}",
+        mean("redline/search")
+    );
+    assert!(
+        (50.0..58.0).contains(&mean("redline/tool")),
+        "tool {}",
+        mean("redline/tool")
+    );
+    assert_eq!(graph.paths.iter().map(|p| p.traces).sum::<u64>(), 8);
+    assert_eq!(graph.orphans, 0);
+
+    // Attributes, as decoded from protobuf by the receiver.
+    let of = |kind: &str| {
+        spans
+            .iter()
+            .find(|s| {
+                s.attributes
+                    .get("llm.operation_type")
+                    .and_then(|v| v.as_str())
+                    == Some(kind)
+            })
+            .unwrap()
+    };
+    let chat = of("chat");
+    for key in [
+        "gen_ai.operation.name",
+        "gen_ai.request.model",
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+        "llm_request_id",
+        "agent_step_seq",
+    ] {
+        assert!(
+            chat.attributes.contains_key(key),
+            "chat span lacks {key}: {:?}",
+            chat.attributes
+        );
+    }
+    assert_eq!(chat.attributes["gen_ai.request.model"], "sim-tiny");
+    assert!(of("tool").attributes.contains_key("tool_call_hash"));
+    assert!(of("embed").attributes.contains_key("embedding_latency_ms"));
+    assert!(
+        text.contains("gen_ai.first_token"),
+        "chat spans carry first-token events"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+    std::fs::remove_dir_all(out).unwrap();
+}

@@ -54,6 +54,7 @@ async fn real_output_validates_against_the_committed_schemas() {
             records_path: dir.join("records.jsonl"),
             progress: false,
             metrics_listener: None,
+            otlp_endpoint: None,
         },
         CancellationToken::new(),
     )

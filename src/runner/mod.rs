@@ -53,6 +53,8 @@ pub struct RunOptions {
     pub progress: bool,
     /// Serve the run's live metrics (`/metrics`) on this listener while it runs.
     pub metrics_listener: Option<tokio::net::TcpListener>,
+    /// Export the run's own spans to this OTLP/HTTP traces endpoint (`…/v1/traces`).
+    pub otlp_endpoint: Option<hyper::Uri>,
 }
 
 /// What a run leaves behind.
@@ -70,6 +72,16 @@ pub struct RunResult {
     pub server_metrics: Option<ServerMetrics>,
     /// The chaos proxies' counts, by service, when the spec had faults.
     pub proxies: Vec<ProxyCounts>,
+    /// What the OTLP exporter sent, when the run exported its spans.
+    pub otlp: Option<crate::otlp::ExportCounts>,
+}
+
+/// Where the collector sends spans for the OTLP exporter.
+struct SpanSink {
+    sender: mpsc::UnboundedSender<opentelemetry_proto::tonic::trace::v1::Span>,
+    model: String,
+    /// The run's start in Unix nanoseconds.
+    origin_ns: u64,
 }
 
 /// What the collector needs to stop a run whose SLOs are already certain to fail.
@@ -322,6 +334,35 @@ pub async fn run(
         }));
         metrics
     });
+    let (span_sender, exporter) = match options.otlp_endpoint {
+        Some(endpoint) => {
+            let (sender, spans) = mpsc::unbounded_channel();
+            let exporter = tokio::spawn(crate::otlp::export(
+                http_client(&scenario.timeouts, false),
+                endpoint,
+                scenario.name.clone(),
+                spans,
+            ));
+            // The records' clock in Unix time, for span timestamps.
+            let origin_ns = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+                .saturating_sub(clock.start().elapsed().as_nanos() as u64)
+                + clock
+                    .start()
+                    .saturating_duration_since(Instant::now())
+                    .as_nanos() as u64;
+            (
+                Some(SpanSink {
+                    sender,
+                    model: model.clone(),
+                    origin_ns,
+                }),
+                Some(exporter),
+            )
+        }
+        None => (None, None),
+    };
     let collector = tokio::spawn(collect(
         inbox,
         std::io::BufWriter::new(file),
@@ -329,6 +370,7 @@ pub async fn run(
         gate,
         proxies.values().map(|p| p.chaos.log.clone()).collect(),
         live,
+        span_sender,
     ));
 
     let shared = Arc::new(Shared {
@@ -433,6 +475,10 @@ pub async fn run(
     drop(shared.records);
     let (aggregator, aborted) = collector.await.context("the record collector failed")??;
     live_stop.cancel();
+    let otlp = match exporter {
+        Some(exporter) => Some(exporter.await.context("the span exporter failed")?),
+        None => None,
+    };
     let proxies = proxies
         .iter()
         .map(|(service, proxy)| proxy_counts(service, proxy))
@@ -454,6 +500,7 @@ pub async fn run(
         model,
         stages: executed,
         proxies,
+        otlp,
     })
 }
 
@@ -1105,6 +1152,7 @@ async fn collect(
     gate: Option<Gate>,
     faults: Vec<Arc<FaultLog>>,
     live: Option<Arc<LiveMetrics>>,
+    spans: Option<SpanSink>,
 ) -> Result<(Aggregator, Option<Aborted>)> {
     let mut flush = tokio::time::interval(Duration::from_millis(200));
     let mut judge = tokio::time::interval(Duration::from_secs(1));
@@ -1128,6 +1176,13 @@ async fn collect(
                 serde_json::to_writer(&mut out, &record)?;
                 if let Some(live) = &live {
                     live.observe(&record);
+                }
+                if let Some(sink) = &spans {
+                    for span in crate::otlp::spans_of(&record, &sink.model, sink.origin_ns) {
+                        // The exporter outlives the collector; a send error would mean
+                        // it panicked, and the run's records are still whole.
+                        let _ = sink.sender.send(span);
+                    }
                 }
                 out.write_all(b"\n")?;
                 aggregator.add(&record);

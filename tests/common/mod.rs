@@ -201,6 +201,7 @@ pub async fn run_to_records(scenario: Scenario, name: &str) -> (RunResult, Vec<R
         records_path: dir.join("records.jsonl"),
         progress: false,
         metrics_listener: None,
+        otlp_endpoint: None,
     };
     let result = run(scenario, options, CancellationToken::new())
         .await
