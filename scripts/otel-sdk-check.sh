@@ -99,3 +99,41 @@ print(f"OpenTelemetry Python SDK → redline collect: {stats['spans_stored']} sp
       f"joined {join['joined']}/{join['records']} requests (client p50 {step['client_ms']['p50']:.1f} ms, "
       f"server span p50 {step['server_ms']['p50']:.1f} ms)")
 PY
+
+# The same, inside one run: `redline run --collect` receives the service's spans while
+# it runs (and for a grace period after), and its report joins them.
+run_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$redline" run "$work/spec.yaml" --out "$work/run2" --quiet --collect "127.0.0.1:$run_port" --collect-grace 10s > "$work/run2.txt" 2>&1 &
+run=$!
+for _ in $(seq 300); do
+  [ -f "$work/run2/records.jsonl" ] && [ "$(wc -l < "$work/run2/records.jsonl")" -ge 5 ] && break
+  sleep 0.1
+done
+"$venv/bin/python" - "$work/run2/records.jsonl" "http://127.0.0.1:$run_port/v1/traces" <<'PY'
+import json, sys
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+provider = TracerProvider(resource=Resource.create({"service.name": "rag-service"}))
+provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=sys.argv[2])))
+tracer = provider.get_tracer("otel-sdk-check")
+for line in open(sys.argv[1]):
+    context = TraceContextTextMapPropagator().extract({"traceparent": json.loads(line)["traceparent"]})
+    with tracer.start_as_current_span("generate", context=context, attributes={"llm.operation_type": "generate"}):
+        pass
+provider.shutdown()
+PY
+wait $run
+python3 - "$work/run2/summary.json" <<'PY'
+import json, sys
+traces = json.load(open(sys.argv[1])).get("traces")
+if not traces or traces["join"]["joined"] != 5:
+    sys.exit(f"redline run --collect FAILED: {traces and traces['join']}")
+edges = {(e["source"], e["target"]): e["calls"] for e in traces["graph"]["edges"]}
+if edges.get(("redline/chat", "rag-service/generate")) != 5:
+    sys.exit(f"redline run --collect FAILED: edges {edges}")
+print(f"redline run --collect: 5/5 requests joined; edge redline/chat → rag-service/generate × 5")
+PY

@@ -51,7 +51,7 @@ pub struct Cli {
 pub enum Command {
     /// Run a load test from a spec file, or from shorthands
     /// (`redline run --url http://127.0.0.1:8000 --model M --rate 20 --duration 60s`).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Judge a finished run's records against a spec's SLOs (`sloThresholds`), offline:
     /// other thresholds, another confidence, the same data.
     Check {
@@ -284,6 +284,16 @@ pub struct RunArgs {
     /// http://127.0.0.1:4318 (`redline collect`, or any OpenTelemetry collector).
     #[arg(long, value_name = "URL")]
     pub otlp_endpoint: Option<String>,
+    /// Receive the services' OTLP/HTTP traces at ADDR during the run (loopback), store
+    /// them in OUT/collect/, and report the dependency graph and, per step, client
+    /// time against server span time. redline's own spans go there too, unless
+    /// --otlp-endpoint sends them elsewhere.
+    #[arg(long, value_name = "ADDR")]
+    pub collect: Option<SocketAddr>,
+    /// With --collect: how long to wait after the run for the services' last span
+    /// batches (OpenTelemetry SDKs export every 5 s by default).
+    #[arg(long, value_name = "DURATION", default_value = "6s", value_parser = parse_duration)]
+    pub collect_grace: std::time::Duration,
 
     /// Shorthand: base URL of an OpenAI-compatible server, or `embedded`.
     #[arg(long, help_heading = "Shorthands")]
@@ -359,7 +369,7 @@ pub enum ApiArg {
 /// Runs the parsed command; returns the process exit code.
 pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::Run(args) => run_command(args).await,
+        Command::Run(args) => run_command(*args).await,
         Command::Validate { spec } => validate(&spec),
         Command::Check {
             records,
@@ -624,6 +634,19 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             Some(url) => Some(otlp_traces_uri(url)?),
             None => None,
         },
+        collect: match args.collect {
+            Some(addr) if !addr.ip().is_loopback() => {
+                bail!("refusing to collect traces on {addr}: the receiver binds loopback")
+            }
+            Some(addr) => Some(crate::runner::CollectOptions {
+                listener: tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on {addr} for --collect"))?,
+                dir: out.join("collect"),
+                grace: args.collect_grace,
+            }),
+            None => None,
+        },
     };
     let name = scenario.name.clone();
     let slos = scenario.slos.clone();
@@ -650,6 +673,7 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             verdicts: verdicts.clone(),
             aborted: result.aborted.clone(),
             proxies: result.proxies.clone(),
+            traces: result.traces.clone(),
         },
     );
     std::fs::write(out.join("summary.json"), render_json(&summary))
@@ -736,6 +760,7 @@ fn check(records: &Path, spec: &Path, strict: bool, junit: Option<&Path>) -> Res
             verdicts: Some(verdicts.clone()),
             aborted: None,
             proxies: Vec::new(),
+            traces: None,
         },
     );
     print!("{}", render_terminal(&summary));
@@ -1164,4 +1189,8 @@ fn otlp_traces_uri(url: &str) -> Result<hyper::Uri> {
         );
     }
     Ok(uri)
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    crate::spec::values::Dur::parse(text).map(|d| d.0)
 }

@@ -34,6 +34,17 @@ pub struct CollectStats {
     pub rejected: AtomicU64,
 }
 
+impl CollectStats {
+    pub fn counts(&self) -> crate::graph::ReceiverCounts {
+        crate::graph::ReceiverCounts {
+            requests: self.requests.load(Ordering::Relaxed),
+            spans_stored: self.spans_stored.load(Ordering::Relaxed),
+            spans_dropped: self.spans_dropped.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// The receiver's state: where spans go and what it counted.
 pub struct Collector {
     out: Mutex<std::io::BufWriter<std::fs::File>>,

@@ -192,7 +192,7 @@ fn jaeger_spans(traces: &[Value], out: &mut Vec<Span>) -> Result<(), String> {
 }
 
 /// Latency of an edge's calls, milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Latency {
     pub mean: f64,
     pub p50: f64,
@@ -200,7 +200,7 @@ pub struct Latency {
     pub p99: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Node {
     pub id: String,
     pub service: String,
@@ -208,7 +208,7 @@ pub struct Node {
     pub calls: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Edge {
     pub source: String,
     pub target: String,
@@ -221,7 +221,7 @@ pub struct Edge {
     pub declared_weight: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ReasoningPath {
     /// `llm.reasoning_path_id`, or the operations joined by ` → `.
     pub id: String,
@@ -230,7 +230,7 @@ pub struct ReasoningPath {
     pub share: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Graph {
     pub traces: u64,
     pub spans: u64,
@@ -368,7 +368,7 @@ pub fn build(spans: &[Span]) -> Graph {
 
 /// Server-side spans joined to the client's records by `traceparent`: a span whose
 /// parent is a request's span ID is that request's server side.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Join {
     /// Records that carried a `traceparent`.
     pub records: u64,
@@ -380,7 +380,7 @@ pub struct Join {
     pub steps: Vec<StepJoin>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct StepJoin {
     pub step: String,
     pub requests: u64,
@@ -462,6 +462,27 @@ pub fn join(spans: &[Span], records: &[crate::record::Record]) -> Join {
             })
             .collect(),
     }
+}
+
+/// The graph of the spans collected during a run and their join to its records.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct TraceReport {
+    pub graph: Graph,
+    pub join: Join,
+    /// What the receiver counted, spans it dropped past its bound included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<ReceiverCounts>,
+}
+
+/// A trace receiver's counts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct ReceiverCounts {
+    pub requests: u64,
+    pub spans_stored: u64,
+    /// Past the receiver's bound: dropped, counted.
+    pub spans_dropped: u64,
+    /// Exports that were not OTLP or too large.
+    pub rejected: u64,
 }
 
 /// Graphviz DOT.

@@ -45,6 +45,10 @@ pub struct Summary {
     /// Flow sessions: per-step figures, how sessions ended, recall@k, tool calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow: Option<FlowSummary>,
+    /// The spans collected during the run (`--collect`): the dependency graph and,
+    /// per step, client time against server span time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traces: Option<crate::graph::TraceReport>,
     /// The gate: one verdict per SLO of the spec's `sloThresholds`.
     pub verdicts: Option<Vec<Verdict>>,
     /// Stopped early by `abort_on_fail`: when, and for which certain breaches.
@@ -218,6 +222,8 @@ pub struct RunInfo<'a> {
     pub aborted: Option<Aborted>,
     /// The chaos proxies' own counts, when the run put any in front of its services.
     pub proxies: Vec<ProxyCounts>,
+    /// The collected spans' graph and join, when the run collected them.
+    pub traces: Option<crate::graph::TraceReport>,
 }
 
 fn stage_summary(stage: &ExecutedStage, stats: Option<&StageStats>, goodput: bool) -> StageSummary {
@@ -586,6 +592,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         server_metrics: info.server_metrics,
         faults: faults_summary(&agg.faults, info.proxies),
         flow: flow_summary(&agg.flow),
+        traces: info.traces,
         verdicts: info.verdicts,
         aborted: info.aborted,
         goodput: agg.goodput_slo.map(|slo| Goodput {
@@ -975,6 +982,40 @@ pub fn render_terminal(s: &Summary) -> String {
                 t.calls,
                 t.ok,
                 t.success_rate * 100.0
+            ));
+        }
+    }
+    if let Some(t) = &s.traces {
+        let g = &t.graph;
+        line(format!(
+            "  traces: {} spans in {} traces · {} nodes, {} edges · {} of {} requests joined to server spans",
+            g.spans,
+            g.traces,
+            g.nodes.len(),
+            g.edges.len(),
+            t.join.joined,
+            t.join.records
+        ));
+        if let Some(r) = &t.receiver {
+            line(format!(
+                "    receiver: {} exports, {} spans stored, {} dropped past its bound, {} rejected",
+                r.requests, r.spans_stored, r.spans_dropped, r.rejected
+            ));
+        }
+        for edge in g.edges.iter().take(12) {
+            line(format!(
+                "    {} → {}: {} calls, p50 {:.1} ms, errors {:.1}%",
+                edge.source,
+                edge.target,
+                edge.calls,
+                edge.latency_ms.p50,
+                edge.error_rate * 100.0
+            ));
+        }
+        for step in &t.join.steps {
+            line(format!(
+                "    {}: client p50 {:.1} ms · server span p50 {:.1} ms · outside the server p50 {:.1} ms",
+                step.step, step.client_ms.p50, step.server_ms.p50, step.outside_server_ms_p50
             ));
         }
     }

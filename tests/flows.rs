@@ -46,6 +46,9 @@ fn of_step<'a>(records: &'a [Record], name: &str) -> Vec<&'a Record> {
         .collect()
 }
 
+/// Latency tests take this lock so they do not share the two cores with each other.
+static TIMING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -137,6 +140,7 @@ async fn three_tool_timeouts_open_the_circuit_breaker_and_skip_the_rest() {
 /// Each tier's latency in the report matches what the simulator was set to take.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_step_latency_agrees_with_each_tiers_configured_latency() {
+    let _serial = TIMING.lock().await;
     let profile = Profile::seven_b();
     let tiers = TierConfig {
         search_latency: fixed(40.0),
@@ -346,6 +350,7 @@ async fn a_tool_that_answers_text_is_a_typed_failure_of_its_step() {
 /// gen_ai.* and per-request attributes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exported_spans_graph_the_flow_topology() {
+    let _serial = TIMING.lock().await;
     let sim = sim_with(
         Profile::tiny(),
         TierConfig {
@@ -379,6 +384,7 @@ async fn exported_spans_graph_the_flow_topology() {
         progress: false,
         metrics_listener: None,
         otlp_endpoint: Some(format!("http://{collect_addr}/v1/traces").parse().unwrap()),
+        collect: None,
     };
     let result = redline::runner::run(
         scenario(&spec),
@@ -433,25 +439,28 @@ async fn exported_spans_graph_the_flow_topology() {
         16,
         "a first turn and a follow-up per session"
     );
-    let mean = |target: &str| {
+    // The configured tier latency plus transport and the in-process simulator's own
+    // work (a debug build searching 1,000 vectors on the test's two workers): never
+    // below the configured latency, and not far above it.
+    let latency = |target: &str| {
         graph
             .edges
             .iter()
             .find(|e| e.target == target)
             .unwrap()
             .latency_ms
-            .mean
     };
-    assert!(
-        (30.0..38.0).contains(&mean("redline/search")),
-        "search {}",
-        mean("redline/search")
-    );
-    assert!(
-        (50.0..58.0).contains(&mean("redline/tool")),
-        "tool {}",
-        mean("redline/tool")
-    );
+    for (target, configured) in [("redline/search", 30.0), ("redline/tool", 50.0)] {
+        let l = latency(target);
+        assert!(
+            l.p50 >= configured && l.p50 < configured + 15.0,
+            "{target} {l:?}"
+        );
+        assert!(
+            l.mean >= configured && l.mean < configured + 25.0,
+            "{target} {l:?}"
+        );
+    }
     assert_eq!(graph.paths.iter().map(|p| p.traces).sum::<u64>(), 8);
     assert_eq!(graph.orphans, 0);
 

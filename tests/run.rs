@@ -745,6 +745,7 @@ async fn live_metrics_agree_with_the_records() {
         progress: false,
         metrics_listener: Some(listener),
         otlp_endpoint: None,
+        collect: None,
     };
     let scenario = scenario(
         "  services:\n    llm: { url: embedded, profile: tiny }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 16, output_tokens: 4 } }\n  load:\n    - { arrival: constant, rate: 40, duration: 3s }\n",

@@ -36,6 +36,37 @@ fn assert_valid(schema: &Value, instance: &Value, what: &str) {
     );
 }
 
+/// A server span for the run's first traced request, joined to the records.
+fn trace_report(dir: &std::path::Path) -> redline::graph::TraceReport {
+    let text = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
+    let records: Vec<redline::record::Record> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let traced = records
+        .iter()
+        .find(|r| r.traceparent.is_some() && r.last_byte_us.is_some())
+        .unwrap();
+    let parts: Vec<&str> = traced.traceparent.as_ref().unwrap().split('-').collect();
+    let export = serde_json::json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "llm"}}]},
+        "scopeSpans": [{"spans": [{"traceId": parts[1], "spanId": "00000000000000aa", "parentSpanId": parts[2],
+            "name": "generate", "startTimeUnixNano": "1000", "endTimeUnixNano": "2001000"}]}]}]});
+    let spans = redline::graph::parse_spans(&export.to_string()).unwrap();
+    let report = redline::graph::TraceReport {
+        graph: redline::graph::build(&spans),
+        join: redline::graph::join(&spans, &records),
+        receiver: Some(redline::graph::ReceiverCounts {
+            requests: 1,
+            spans_stored: 1,
+            spans_dropped: 0,
+            rejected: 0,
+        }),
+    };
+    assert_eq!(report.join.joined, 1);
+    report
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_output_validates_against_the_committed_schemas() {
     let summary_schema = committed("summary.schema.json", &summary_schema());
@@ -55,6 +86,7 @@ async fn real_output_validates_against_the_committed_schemas() {
             progress: false,
             metrics_listener: None,
             otlp_endpoint: None,
+            collect: None,
         },
         CancellationToken::new(),
     )
@@ -81,6 +113,7 @@ async fn real_output_validates_against_the_committed_schemas() {
                 breaches: slos.evaluate(&result.aggregator),
             }),
             proxies: result.proxies.clone(),
+            traces: Some(trace_report(&dir)),
         },
     );
     let faults = summary.faults.as_ref().expect("the spec has faults");

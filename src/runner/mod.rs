@@ -55,6 +55,17 @@ pub struct RunOptions {
     pub metrics_listener: Option<tokio::net::TcpListener>,
     /// Export the run's own spans to this OTLP/HTTP traces endpoint (`…/v1/traces`).
     pub otlp_endpoint: Option<hyper::Uri>,
+    /// Receive the services' traces during the run.
+    pub collect: Option<CollectOptions>,
+}
+
+/// Where to receive traces during a run, and how long to wait for stragglers.
+#[derive(Debug)]
+pub struct CollectOptions {
+    pub listener: tokio::net::TcpListener,
+    /// Where `spans.jsonl` goes.
+    pub dir: PathBuf,
+    pub grace: Duration,
 }
 
 /// What a run leaves behind.
@@ -74,6 +85,8 @@ pub struct RunResult {
     pub proxies: Vec<ProxyCounts>,
     /// What the OTLP exporter sent, when the run exported its spans.
     pub otlp: Option<crate::otlp::ExportCounts>,
+    /// The collected spans' graph and their join to the records (`--collect`).
+    pub traces: Option<crate::graph::TraceReport>,
 }
 
 /// Where the collector sends spans for the OTLP exporter.
@@ -334,7 +347,29 @@ pub async fn run(
         }));
         metrics
     });
-    let (span_sender, exporter) = match options.otlp_endpoint {
+    // A trace receiver for the services' spans (and, unless told otherwise, redline's).
+    let collect_stop = CancellationToken::new();
+    let mut otlp_endpoint = options.otlp_endpoint;
+    let collecting = match options.collect {
+        Some(collect) => {
+            let collector = Arc::new(
+                crate::collect::Collector::create(&collect.dir, 5_000_000)
+                    .with_context(|| format!("cannot write to {}", collect.dir.display()))?,
+            );
+            let addr = collect.listener.local_addr()?;
+            eprintln!("redline: collecting OTLP/HTTP traces at http://{addr}/v1/traces");
+            otlp_endpoint.get_or_insert(format!("http://{addr}/v1/traces").parse()?);
+            let stopped = collect_stop.clone();
+            let server = tokio::spawn(
+                axum::serve(collect.listener, crate::collect::app(collector.clone()))
+                    .with_graceful_shutdown(async move { stopped.cancelled().await })
+                    .into_future(),
+            );
+            Some((collector, server, collect.grace))
+        }
+        None => None,
+    };
+    let (span_sender, exporter) = match otlp_endpoint {
         Some(endpoint) => {
             let (sender, spans) = mpsc::unbounded_channel();
             let exporter = tokio::spawn(crate::otlp::export(
@@ -479,6 +514,20 @@ pub async fn run(
         Some(exporter) => Some(exporter.await.context("the span exporter failed")?),
         None => None,
     };
+    let traces = match collecting {
+        Some((collector, server, grace)) => {
+            tokio::select! {
+                _ = tokio::time::sleep(grace) => {}
+                _ = stop.cancelled() => {}
+            }
+            collect_stop.cancel();
+            let _ = server.await;
+            let mut report = trace_report(&collector.path, &options.records_path)?;
+            report.receiver = Some(collector.stats.counts());
+            Some(report)
+        }
+        None => None,
+    };
     let proxies = proxies
         .iter()
         .map(|(service, proxy)| proxy_counts(service, proxy))
@@ -501,6 +550,27 @@ pub async fn run(
         stages: executed,
         proxies,
         otlp,
+        traces,
+    })
+}
+
+/// The graph of the spans collected during the run, joined to its records.
+fn trace_report(
+    spans: &std::path::Path,
+    records: &std::path::Path,
+) -> Result<crate::graph::TraceReport> {
+    let text = std::fs::read_to_string(spans).unwrap_or_default();
+    let spans = crate::graph::parse_spans(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", spans.display()))?;
+    let records: Vec<Record> = std::fs::read_to_string(records)
+        .with_context(|| format!("cannot read {}", records.display()))?
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    Ok(crate::graph::TraceReport {
+        graph: crate::graph::build(&spans),
+        join: crate::graph::join(&spans, &records),
+        receiver: None,
     })
 }
 

@@ -202,6 +202,7 @@ pub async fn run_to_records(scenario: Scenario, name: &str) -> (RunResult, Vec<R
         progress: false,
         metrics_listener: None,
         otlp_endpoint: None,
+        collect: None,
     };
     let result = run(scenario, options, CancellationToken::new())
         .await
@@ -231,6 +232,7 @@ pub fn summary_of(result: &RunResult) -> redline::report::Summary {
             verdicts: None,
             aborted: None,
             proxies: result.proxies.clone(),
+            traces: result.traces.clone(),
         },
     )
 }
