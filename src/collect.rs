@@ -1,6 +1,7 @@
 //! An OTLP/HTTP trace receiver (`redline collect`): the services under test send their
 //! spans here (protobuf or JSON, `POST /v1/traces`), and each export is appended to
-//! `spans.jsonl` as one OTLP/JSON line, which `redline graph` reads and joins to a
+//! `spans.jsonl` as one OTLP/JSON line (metric exports, `POST /v1/metrics`, to
+//! `metrics.jsonl`), which `redline graph` reads and joins to a
 //! run's records by trace ID. Memory stays bounded: a request body is capped, spans go
 //! to the file as they arrive, and past `max_spans` they are dropped and counted.
 
@@ -15,6 +16,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
 use serde::Serialize;
@@ -32,6 +34,8 @@ pub struct CollectStats {
     pub spans_dropped: AtomicU64,
     /// Exports that were not OTLP (400) or too large (413).
     pub rejected: AtomicU64,
+    /// Metric exports stored in `metrics.jsonl`.
+    pub metric_exports: AtomicU64,
 }
 
 impl CollectStats {
@@ -49,6 +53,9 @@ impl CollectStats {
 pub struct Collector {
     out: Mutex<std::io::BufWriter<std::fs::File>>,
     pub path: PathBuf,
+    metrics_out: Mutex<std::io::BufWriter<std::fs::File>>,
+    /// `metrics.jsonl`: OTLP/JSON metric exports, one a line.
+    pub metrics_path: PathBuf,
     max_spans: u64,
     pub stats: CollectStats,
 }
@@ -62,9 +69,16 @@ impl Collector {
             .create(true)
             .append(true)
             .open(&path)?;
+        let metrics_path = dir.join("metrics.jsonl");
+        let metrics_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&metrics_path)?;
         Ok(Collector {
             out: Mutex::new(std::io::BufWriter::new(file)),
             path,
+            metrics_out: Mutex::new(std::io::BufWriter::new(metrics_file)),
+            metrics_path,
             max_spans,
             stats: CollectStats::default(),
         })
@@ -102,9 +116,55 @@ impl Collector {
     }
 }
 
+impl Collector {
+    /// Stores one metrics export; `Err` is the reason it is not OTLP.
+    pub fn accept_metrics(&self, content_type: &str, body: &[u8]) -> Result<(), String> {
+        let request = if content_type.starts_with("application/json") {
+            serde_json::from_slice::<ExportMetricsServiceRequest>(body)
+                .map_err(|e| format!("not OTLP/JSON metrics: {e}"))?
+        } else {
+            ExportMetricsServiceRequest::decode(body)
+                .map_err(|e| format!("not OTLP protobuf metrics: {e}"))?
+        };
+        let line = serde_json::to_string(&request).map_err(|e| e.to_string())?;
+        let mut out = self
+            .metrics_out
+            .lock()
+            .expect("the metrics writer holds no invariant");
+        writeln!(out, "{line}")
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("cannot store the metrics: {e}"))?;
+        self.stats.metric_exports.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+async fn metrics(
+    State(collector): State<Arc<Collector>>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/x-protobuf")
+        .to_owned();
+    match body
+        .map_err(|e| e.to_string())
+        .and_then(|b| collector.accept_metrics(&content_type, &b))
+    {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(reason) => {
+            collector.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            (StatusCode::BAD_REQUEST, reason).into_response()
+        }
+    }
+}
+
 pub fn app(collector: Arc<Collector>) -> Router {
     Router::new()
         .route("/v1/traces", post(traces))
+        .route("/v1/metrics", post(metrics))
         .route("/stats", get(stats))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(collector)

@@ -91,10 +91,26 @@ pub struct RunResult {
 
 /// Where the collector sends spans for the OTLP exporter.
 struct SpanSink {
-    sender: mpsc::UnboundedSender<opentelemetry_proto::tonic::trace::v1::Span>,
+    sender: mpsc::UnboundedSender<crate::otlp::Export>,
     model: String,
+    scenario: String,
     /// The run's start in Unix nanoseconds.
     origin_ns: u64,
+    metrics: crate::otlp::metrics::ClientMetrics,
+}
+
+impl SpanSink {
+    /// Hands the exporter a snapshot of the cumulative client metrics.
+    fn send_metrics(&self) {
+        if self.metrics.is_empty() {
+            return;
+        }
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let snapshot = self.metrics.export(&self.scenario, self.origin_ns, now_ns);
+        let _ = self.sender.send(crate::otlp::Export::Metrics(snapshot));
+    }
 }
 
 /// What the collector needs to stop a run whose SLOs are already certain to fail.
@@ -391,7 +407,9 @@ pub async fn run(
                 Some(SpanSink {
                     sender,
                     model: model.clone(),
+                    scenario: scenario.name.clone(),
                     origin_ns,
+                    metrics: Default::default(),
                 }),
                 Some(exporter),
             )
@@ -1222,10 +1240,13 @@ async fn collect(
     gate: Option<Gate>,
     faults: Vec<Arc<FaultLog>>,
     live: Option<Arc<LiveMetrics>>,
-    spans: Option<SpanSink>,
+    mut spans: Option<SpanSink>,
 ) -> Result<(Aggregator, Option<Aborted>)> {
     let mut flush = tokio::time::interval(Duration::from_millis(200));
     let mut judge = tokio::time::interval(Duration::from_secs(1));
+    // Client metrics go out as cumulative snapshots every 10 s, and once at the end.
+    let mut metrics_tick = tokio::time::interval(Duration::from_secs(10));
+    metrics_tick.tick().await;
     let mut aborted = None;
     loop {
         tokio::select! {
@@ -1247,17 +1268,23 @@ async fn collect(
                 if let Some(live) = &live {
                     live.observe(&record);
                 }
-                if let Some(sink) = &spans {
+                if let Some(sink) = &mut spans {
                     for span in crate::otlp::spans_of(&record, &sink.model, sink.origin_ns) {
                         // The exporter outlives the collector; a send error would mean
                         // it panicked, and the run's records are still whole.
-                        let _ = sink.sender.send(span);
+                        let _ = sink.sender.send(crate::otlp::Export::Span(Box::new(span)));
                     }
+                    sink.metrics.observe(&record, &sink.model);
                 }
                 out.write_all(b"\n")?;
                 aggregator.add(&record);
             }
             _ = flush.tick() => out.flush()?,
+            _ = metrics_tick.tick(), if spans.is_some() => {
+                if let Some(sink) = &spans {
+                    sink.send_metrics();
+                }
+            }
             _ = judge.tick(), if gate.is_some() && aborted.is_none() => {
                 let gate = gate.as_ref().expect("checked by the guard");
                 let at = gate.clock.start().elapsed();
@@ -1273,6 +1300,9 @@ async fn collect(
         }
     }
     out.flush()?;
+    if let Some(sink) = &spans {
+        sink.send_metrics();
+    }
     Ok((aggregator, aborted))
 }
 

@@ -4,6 +4,8 @@
 //! per-request fields. Spans are built from the records as the collector writes them,
 //! so they say exactly what `records.jsonl` says.
 
+pub mod metrics;
+
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -31,6 +33,7 @@ pub mod attr {
     pub const GEN_AI_USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
     pub const GEN_AI_RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
     pub const GEN_AI_TOOL_NAME: &str = "gen_ai.tool.name";
+    pub const GEN_AI_TOKEN_TYPE: &str = "gen_ai.token.type";
     pub const ERROR_TYPE: &str = "error.type";
     pub const LLM_OPERATION_TYPE: &str = "llm.operation_type";
     pub const LLM_REQUEST_ID: &str = "llm_request_id";
@@ -83,6 +86,18 @@ fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
         .flatten()
 }
 
+/// `gen_ai.operation.name` of a request: `chat`, `embeddings`, `execute_tool`, or
+/// (not GenAI operations) `search` and `http`.
+pub fn operation_of(record: &Record) -> &'static str {
+    match record.step.as_ref().map(|s| s.kind.as_str()) {
+        Some("embed") => "embeddings",
+        Some("tool") => "execute_tool",
+        Some("search") => "search",
+        Some("http") => "http",
+        _ => "chat",
+    }
+}
+
 /// The span ID of a flow session's own span: derived from its trace ID, so its
 /// requests can name it as parent before the session ends.
 pub fn session_span_id(trace_id: &str) -> Vec<u8> {
@@ -109,13 +124,7 @@ pub fn spans_of(record: &Record, model: &str, origin_ns: u64) -> Vec<Span> {
     let start_us = record.sent_us.unwrap_or(record.intended_us);
     let step = record.step.as_ref();
     let kind = step.map_or("chat", |s| s.kind.as_str());
-    let operation = match kind {
-        "embed" => "embeddings",
-        "tool" => "execute_tool",
-        "search" => "search",
-        "http" => "http",
-        _ => "chat",
-    };
+    let operation = operation_of(record);
     let mut attributes = vec![
         string(attr::GEN_AI_OPERATION_NAME, operation),
         string(attr::GEN_AI_SYSTEM, "openai"),
@@ -258,26 +267,68 @@ pub struct ExportCounts {
     pub spans_sent: u64,
     /// Spans in exports the endpoint refused or never answered.
     pub spans_failed: u64,
+    /// Snapshots of the client metrics sent to `…/v1/metrics`, and refused.
+    pub metric_exports: u64,
+    pub metric_exports_failed: u64,
+}
+
+/// What the collector hands the exporter.
+pub enum Export {
+    Span(Box<Span>),
+    /// A snapshot of the cumulative client metrics.
+    Metrics(opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest),
+}
+
+/// `…/v1/metrics` beside a `…/v1/traces` endpoint.
+pub fn metrics_uri(traces: &Uri) -> Option<Uri> {
+    let text = traces.to_string();
+    text.strip_suffix("/v1/traces")
+        .and_then(|base| format!("{base}/v1/metrics").parse().ok())
+}
+
+async fn post(http: &HttpClient, uri: Uri, body: Vec<u8>) -> bool {
+    let request = Request::post(uri)
+        .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a URI validated with the options");
+    matches!(
+        tokio::time::timeout(Duration::from_secs(10), http.request(request)).await,
+        Ok(Ok(response)) if response.status().is_success()
+    )
 }
 
 /// Sends batches of spans (at most 512, at least every second) to `endpoint`
-/// (`…/v1/traces`) until the sender is dropped; then the rest.
+/// (`…/v1/traces`), and metric snapshots to `…/v1/metrics`, until the sender is
+/// dropped; then the rest.
 pub async fn export(
     http: HttpClient,
     endpoint: Uri,
     scenario: String,
-    mut spans: mpsc::UnboundedReceiver<Span>,
+    mut spans: mpsc::UnboundedReceiver<Export>,
 ) -> ExportCounts {
+    let metrics_endpoint = metrics_uri(&endpoint);
     let mut counts = ExportCounts::default();
     let mut batch = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         // (the batch is due, the sender is gone)
         let (due, closed) = tokio::select! {
-            span = spans.recv() => match span {
-                Some(span) => {
-                    batch.push(span);
+            export = spans.recv() => match export {
+                Some(Export::Span(span)) => {
+                    batch.push(*span);
                     (batch.len() >= 512, false)
+                }
+                Some(Export::Metrics(request)) => {
+                    let sent = match &metrics_endpoint {
+                        Some(uri) => post(&http, uri.clone(), request.encode_to_vec()).await,
+                        None => false,
+                    };
+                    if sent {
+                        counts.metric_exports += 1;
+                    } else {
+                        counts.metric_exports_failed += 1;
+                    }
+                    (false, false)
                 }
                 None => (true, true),
             },
@@ -286,14 +337,10 @@ pub async fn export(
         if due && !batch.is_empty() {
             let n = batch.len() as u64;
             let body = export_request(std::mem::take(&mut batch), &scenario).encode_to_vec();
-            let request = Request::post(endpoint.clone())
-                .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
-                .body(Full::new(Bytes::from(body)))
-                .expect("a URI validated with the options");
-            let sent = tokio::time::timeout(Duration::from_secs(10), http.request(request)).await;
-            match sent {
-                Ok(Ok(response)) if response.status().is_success() => counts.spans_sent += n,
-                _ => counts.spans_failed += n,
+            if post(&http, endpoint.clone(), body).await {
+                counts.spans_sent += n;
+            } else {
+                counts.spans_failed += n;
             }
         }
         if closed {
