@@ -10,7 +10,12 @@
 //! in-flight requests get `drain_timeout` to finish, and whatever is left is recorded
 //! as `cancelled`.
 
+mod collector;
 mod flow;
+mod services;
+
+use collector::*;
+use services::*;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -87,37 +92,6 @@ pub struct RunResult {
     pub otlp: Option<crate::otlp::ExportCounts>,
     /// The collected spans' graph and their join to the records (`--collect`).
     pub traces: Option<crate::graph::TraceReport>,
-}
-
-/// Where the collector sends spans for the OTLP exporter.
-struct SpanSink {
-    sender: mpsc::UnboundedSender<crate::otlp::Export>,
-    model: String,
-    scenario: String,
-    /// The run's start in Unix nanoseconds.
-    origin_ns: u64,
-    metrics: crate::otlp::metrics::ClientMetrics,
-}
-
-impl SpanSink {
-    /// Hands the exporter a snapshot of the cumulative client metrics.
-    fn send_metrics(&self) {
-        if self.metrics.is_empty() {
-            return;
-        }
-        let now_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let snapshot = self.metrics.export(&self.scenario, self.origin_ns, now_ns);
-        let _ = self.sender.send(crate::otlp::Export::Metrics(snapshot));
-    }
-}
-
-/// What the collector needs to stop a run whose SLOs are already certain to fail.
-struct Gate {
-    slos: SloSet,
-    stop: CancellationToken,
-    clock: RunClock,
 }
 
 /// What a request is sent to, with everything it needs.
@@ -570,142 +544,6 @@ pub async fn run(
         otlp,
         traces,
     })
-}
-
-/// The graph of the spans collected during the run, joined to its records.
-fn trace_report(
-    spans: &std::path::Path,
-    records: &std::path::Path,
-) -> Result<crate::graph::TraceReport> {
-    let text = std::fs::read_to_string(spans).unwrap_or_default();
-    let spans = crate::graph::parse_spans(&text)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", spans.display()))?;
-    let records: Vec<Record> = std::fs::read_to_string(records)
-        .with_context(|| format!("cannot read {}", records.display()))?
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    Ok(crate::graph::TraceReport {
-        graph: crate::graph::build(&spans),
-        join: crate::graph::join(&spans, &records),
-        receiver: None,
-    })
-}
-
-/// The profile of the simulator `url: embedded` services share, if any is embedded:
-/// the main service's, else the first embedded flow service's that names one.
-fn embedded_profile(scenario: &Scenario) -> Option<String> {
-    let flow_services = scenario
-        .flow
-        .iter()
-        .flat_map(|f| f.services.values().map(|s| &s.service));
-    std::iter::once(&scenario.service)
-        .chain(flow_services)
-        .filter_map(|s| match &s.endpoint {
-            Endpoint::Embedded { profile } => Some(profile.clone()),
-            Endpoint::Url(_) => None,
-        })
-        .next()
-}
-
-async fn start_proxy(
-    scenario: &Scenario,
-    service: &Service,
-    base_url: &str,
-) -> Result<RunningProxy> {
-    let rules = scenario
-        .faults
-        .iter()
-        .enumerate()
-        .filter(|(_, spec)| spec.service.as_deref() == Some(service.name.as_str()))
-        .map(|(i, spec)| {
-            Rule::validate(spec, &format!("spec.faults[{i}]")).map_err(|_| {
-                anyhow::anyhow!("fault rule `{}` was validated with the spec", spec.name)
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let upstream = upstream_uri(base_url, false)?;
-    let proxy = RunningProxy::start(ProxyConfig {
-        upstream: format!("http://{}", upstream.authority().map_or("", |a| a.as_str())).parse()?,
-        upstream_http2: service.http2,
-        listen: ([127, 0, 0, 1], 0).into(),
-        admin: Some(([127, 0, 0, 1], 0).into()),
-        rules,
-        seed: scenario.seed,
-        allow_header_faults: false,
-        log: Arc::new(FaultLog::for_run()),
-    })
-    .await
-    .context("cannot start the chaos proxy")?;
-    eprintln!(
-        "chaos proxy for `{}` on {}; admin API on http://{}",
-        service.name,
-        proxy.addr,
-        proxy.admin_addr.map_or(String::new(), |a| a.to_string())
-    );
-    Ok(proxy)
-}
-
-/// The service's base URL with the proxy's address in place of the service's.
-fn through_proxy(base_url: &str, proxy: &RunningProxy) -> String {
-    let path = base_url
-        .parse::<hyper::Uri>()
-        .map(|u| u.path().trim_end_matches('/').to_owned())
-        .unwrap_or_default();
-    format!("{}{path}", proxy.base_url())
-}
-
-fn proxy_counts(service: &str, proxy: &RunningProxy) -> ProxyCounts {
-    let stats = proxy.chaos.stats();
-    ProxyCounts {
-        service: service.to_owned(),
-        addr: proxy.addr.to_string(),
-        admin_addr: proxy.admin_addr.map(|a| a.to_string()),
-        connections: stats.connections,
-        requests: stats.requests,
-        upstream_errors: stats.upstream_errors,
-        unclaimed_faults: proxy.chaos.log.unclaimed(),
-        rules: stats
-            .rules
-            .into_iter()
-            .map(|r| (r.name, r.fault.to_owned(), r.matched, r.injected))
-            .collect(),
-    }
-}
-
-/// The `baggage` header name.
-static BAGGAGE: hyper::header::HeaderName = hyper::header::HeaderName::from_static("baggage");
-
-/// `redline.run_id=…,redline.scenario=…`: a run ID new to each run (not from the
-/// seed: two runs of one spec are two runs), and the scenario's name.
-fn baggage_of(scenario: &str) -> HeaderValue {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let run_id = mix_seed(&[nanos, u64::from(std::process::id())]);
-    let scenario = crate::chaos::proxy::baggage_value(scenario);
-    HeaderValue::try_from(format!(
-        "redline.run_id={run_id:016x},redline.scenario={scenario}"
-    ))
-    .expect("percent-encoded ASCII is a valid header value")
-}
-
-/// A W3C trace ID: 16 random bytes, not all zero.
-fn new_trace_id(rng: &mut ChaCha8Rng) -> String {
-    format!(
-        "{:016x}{:016x}",
-        rng.random::<u64>() | 1,
-        rng.random::<u64>()
-    )
-}
-
-/// A W3C `traceparent` for a request outside a session: a trace of its own, drawn
-/// from the seed and its position, so the same spec sends the same IDs.
-fn traceparent_of(seed: u64, seq: u64) -> String {
-    let high = mix_seed(&[seed, seq, 0x7472_6163]) | 1;
-    let low = mix_seed(&[seed, seq, 0x6563_6172]);
-    let span = mix_seed(&[seed, seq, 0x7370_616e]) | 1;
-    format!("00-{high:016x}{low:016x}-{span:016x}-01")
 }
 
 /// Schedules an open-loop stage; returns its end (offset from the run start).
@@ -1226,105 +1064,4 @@ async fn run_sweep(
         start = shared.clock.start().elapsed();
     }
     Ok(start)
-}
-
-/// Receives records, writes them as JSON lines (flushed at least every 200 ms, so an
-/// interrupted run keeps its data) and keeps the statistics.
-///
-/// With an `abort_on_fail` gate it also judges the SLOs once a second after their
-/// `delay`, and stops the run (as Ctrl-C would) once a breach is certain.
-async fn collect(
-    mut inbox: mpsc::UnboundedReceiver<Record>,
-    mut out: std::io::BufWriter<std::fs::File>,
-    mut aggregator: Aggregator,
-    gate: Option<Gate>,
-    faults: Vec<Arc<FaultLog>>,
-    live: Option<Arc<LiveMetrics>>,
-    mut spans: Option<SpanSink>,
-) -> Result<(Aggregator, Option<Aborted>)> {
-    let mut flush = tokio::time::interval(Duration::from_millis(200));
-    let mut judge = tokio::time::interval(Duration::from_secs(1));
-    // Client metrics go out as cumulative snapshots every 10 s, and once at the end.
-    let mut metrics_tick = tokio::time::interval(Duration::from_secs(10));
-    metrics_tick.tick().await;
-    let mut aborted = None;
-    loop {
-        tokio::select! {
-            record = inbox.recv() => {
-                let Some(mut record) = record else { break };
-                // The proxy's log is ground truth of what it injected: it replaces
-                // what the client read from the response header.
-                if let Some(traceparent) = &record.traceparent {
-                    let injected: Vec<_> = faults
-                        .iter()
-                        .filter_map(|log| log.take(traceparent))
-                        .flatten()
-                        .collect();
-                    if !injected.is_empty() {
-                        record.faults = injected;
-                    }
-                }
-                serde_json::to_writer(&mut out, &record)?;
-                if let Some(live) = &live {
-                    live.observe(&record);
-                }
-                if let Some(sink) = &mut spans {
-                    for span in crate::otlp::spans_of(&record, &sink.model, sink.origin_ns) {
-                        // The exporter outlives the collector; a send error would mean
-                        // it panicked, and the run's records are still whole.
-                        let _ = sink.sender.send(crate::otlp::Export::Span(Box::new(span)));
-                    }
-                    sink.metrics.observe(&record, &sink.model);
-                }
-                out.write_all(b"\n")?;
-                aggregator.add(&record);
-            }
-            _ = flush.tick() => out.flush()?,
-            _ = metrics_tick.tick(), if spans.is_some() => {
-                if let Some(sink) = &spans {
-                    sink.send_metrics();
-                }
-            }
-            _ = judge.tick(), if gate.is_some() && aborted.is_none() => {
-                let gate = gate.as_ref().expect("checked by the guard");
-                let at = gate.clock.start().elapsed();
-                if at < gate.slos.delay {
-                    continue;
-                }
-                let breaches = gate.slos.certain_breaches(&aggregator);
-                if !breaches.is_empty() {
-                    aborted = Some(Aborted { at_s: at.as_secs_f64(), breaches });
-                    gate.stop.cancel();
-                }
-            }
-        }
-    }
-    out.flush()?;
-    if let Some(sink) = &spans {
-        sink.send_metrics();
-    }
-    Ok((aggregator, aborted))
-}
-
-async fn progress_line(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let live = &shared.live;
-        let (scheduled, done, failed) = (
-            live.scheduled.load(Ordering::Relaxed),
-            live.done.load(Ordering::Relaxed),
-            live.failed.load(Ordering::Relaxed),
-        );
-        let total = shared
-            .planned_end
-            .map(|d| format!("/{:.0}s", d.as_secs_f64()))
-            .unwrap_or_default();
-        eprint!(
-            "\r  {:>6.1}s{total}  scheduled {scheduled}  done {done}  failed {failed}  in flight {}   ",
-            shared.clock.start().elapsed().as_secs_f64(),
-            scheduled.saturating_sub(done)
-        );
-    }
 }

@@ -13,8 +13,6 @@ use tokio_util::sync::CancellationToken;
 use crate::report::{RunInfo, render_json, render_terminal, summarize};
 use crate::runner::{RunOptions, run as run_scenario};
 use crate::scenario::Scenario;
-use crate::sim::tiers::{LatencySpec, TierConfig};
-use crate::sim::{Profile, SimConfig};
 use crate::spec::{
     self, ApiKind, Dur, InferenceSpec, LengthSpec, Metadata, PayloadTemplate, PromptsSpec,
     ServiceSpec, SpecErrors, SpecFile, StageSpec, SweepSpec, SyntheticSpec,
@@ -22,6 +20,10 @@ use crate::spec::{
 use crate::tokenizer::LocalTokenizer;
 
 /// Exit codes, as documented in `--help` and the README.
+mod serve;
+
+use serve::{chaos, collect, sim};
+
 pub mod exit {
     /// The run completed and every SLO passed (or was not proven, without --strict).
     pub const OK: i32 = 0;
@@ -876,28 +878,6 @@ fn datagen(args: DatagenArgs) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// Writes the simulator's tokenizer as a Hugging Face model directory would hold it.
-fn write_tokenizer(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let config = serde_json::json!({
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": 1_000_000,
-    });
-    for (name, value) in [
-        (
-            "tokenizer.json",
-            crate::tokenize::huggingface_tokenizer_json(),
-        ),
-        ("tokenizer_config.json", config),
-    ] {
-        let path = dir.join(name);
-        std::fs::write(&path, serde_json::to_vec_pretty(&value)?)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        println!("{}", path.display());
-    }
-    Ok(())
-}
-
 /// Ctrl-C or SIGTERM: stop scheduling and drain.
 async fn stop_on_signal(stop: CancellationToken) {
     signal().await;
@@ -923,149 +903,6 @@ async fn signal() {
         _ = ctrl_c => {}
         _ = term => {}
     }
-}
-
-async fn sim(args: SimArgs) -> Result<i32> {
-    if let Some(dir) = &args.write_tokenizer {
-        write_tokenizer(dir)?;
-        return Ok(exit::OK);
-    }
-    if let Some(dir) = &args.write_corpus {
-        let profile = Profile::load(&args.profile)?;
-        write_corpus(dir, &args, profile.embedding_dim as usize)?;
-        return Ok(exit::OK);
-    }
-    if !args.addr.ip().is_loopback() && !args.allow_remote {
-        bail!(
-            "refusing to listen on {}: the simulator binds loopback unless you pass --allow-remote",
-            args.addr
-        );
-    }
-    let profile = Profile::load(&args.profile)?;
-    let listener = tokio::net::TcpListener::bind(args.addr)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.addr))?;
-    let model = args.model.clone().unwrap_or_else(|| profile.model.clone());
-    eprintln!(
-        "redline sim: serving `{model}` (profile {}) on http://{}/v1 — Ctrl-C to stop",
-        profile.name,
-        listener.local_addr()?
-    );
-    let config = SimConfig {
-        profile,
-        model: args.model,
-        seed: args.seed,
-        tiers: TierConfig {
-            corpus_size: args.corpus_size,
-            search_latency: LatencySpec {
-                ms: Some(args.search_ms),
-                ..LatencySpec::default()
-            },
-            tool_latency: LatencySpec {
-                ms: Some(args.tool_ms),
-                ..LatencySpec::default()
-            },
-            tool_failure_rate: args.tool_failure_rate,
-        },
-    };
-    crate::sim::server::serve(listener, config, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await?;
-    Ok(0)
-}
-
-async fn chaos(args: ChaosArgs) -> Result<i32> {
-    for (what, addr) in [("proxy", args.listen), ("admin API", args.admin)] {
-        if !addr.ip().is_loopback() && !args.allow_remote {
-            bail!(
-                "refusing to serve the {what} on {addr}: the chaos proxy binds loopback unless you pass --allow-remote"
-            );
-        }
-    }
-    let upstream = crate::chaos::upstream_uri(&args.upstream, args.allow_remote_upstream)?;
-    let (file, rules) = match &args.rules {
-        Some(path) => match crate::chaos::load_rules(&path.display().to_string()) {
-            Ok(loaded) => loaded,
-            Err(errors) => {
-                eprint!("{errors}");
-                return Ok(exit::USAGE);
-            }
-        },
-        None => Default::default(),
-    };
-    let log: Option<Box<dyn std::io::Write + Send>> = match &args.log {
-        Some(path) => Some(Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?,
-        ))),
-        None => None,
-    };
-    let log = std::sync::Arc::new(crate::chaos::FaultLog::to_writer(log));
-    let count = rules.len();
-    let proxy = crate::chaos::RunningProxy::start(crate::chaos::ProxyConfig {
-        upstream,
-        upstream_http2: args.upstream_http2,
-        listen: args.listen,
-        admin: Some(args.admin),
-        rules,
-        seed: args.seed.unwrap_or(file.seed),
-        allow_header_faults: args.allow_header_faults || file.allow_header_faults,
-        log: log.clone(),
-    })
-    .await?;
-    eprintln!(
-        "redline chaos: {} -> {} with {count} rule{}; admin API on http://{} — Ctrl-C to stop",
-        proxy.base_url(),
-        args.upstream,
-        if count == 1 { "" } else { "s" },
-        proxy.admin_addr.map_or(String::new(), |a| a.to_string()),
-    );
-    signal().await;
-    let stats = proxy.chaos.stats();
-    drop(proxy);
-    log.flush();
-    eprintln!(
-        "redline chaos: {} requests over {} connections, {} upstream errors",
-        stats.requests, stats.connections, stats.upstream_errors
-    );
-    for rule in &stats.rules {
-        eprintln!(
-            "  {:<20} {:<18} matched {:>8}  injected {:>8}",
-            rule.name, rule.fault, rule.matched, rule.injected
-        );
-    }
-    Ok(exit::OK)
-}
-
-/// The simulator's search corpus and its ground truth, as files a real vector database
-/// can load and a spec can send.
-fn write_corpus(dir: &Path, args: &SimArgs, dim: usize) -> Result<()> {
-    use std::io::Write;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let corpus = crate::sim::tiers::Corpus::generate(args.seed, args.corpus_size, dim);
-    let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join("corpus.jsonl"))?);
-    for doc in &corpus.documents {
-        let line = serde_json::json!({
-            "id": doc.id,
-            "text": doc.text,
-            "embedding": corpus.embedding(doc.id),
-        });
-        writeln!(out, "{line}")?;
-    }
-    out.flush()?;
-    let mut out = std::io::BufWriter::new(std::fs::File::create(dir.join("queries.jsonl"))?);
-    for query in corpus.queries(args.seed, args.queries) {
-        writeln!(out, "{}", serde_json::to_string(&query)?)?;
-    }
-    out.flush()?;
-    eprintln!(
-        "redline sim: wrote {} documents ({dim} dimensions) and {} queries to {}",
-        corpus.documents.len(),
-        args.queries,
-        dir.display()
-    );
-    Ok(())
 }
 
 fn graph(
@@ -1136,39 +973,6 @@ fn graph(
             .with_context(|| format!("cannot write {}", path.display()))?,
         None => print!("{rendered}"),
     }
-    Ok(exit::OK)
-}
-
-async fn collect(
-    listen: SocketAddr,
-    out: &Path,
-    max_spans: u64,
-    allow_remote: bool,
-) -> Result<i32> {
-    if !listen.ip().is_loopback() && !allow_remote {
-        bail!(
-            "refusing to listen on {listen}: the receiver binds loopback unless you pass --allow-remote"
-        );
-    }
-    let collector = std::sync::Arc::new(
-        crate::collect::Collector::create(out, max_spans)
-            .with_context(|| format!("cannot write to {}", out.display()))?,
-    );
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    eprintln!(
-        "redline collect: OTLP/HTTP traces at http://{}/v1/traces into {} — Ctrl-C to stop",
-        listener.local_addr()?,
-        collector.path.display()
-    );
-    axum::serve(listener, crate::collect::app(collector.clone()))
-        .with_graceful_shutdown(signal())
-        .await?;
-    let stats = serde_json::to_string_pretty(&collector.stats)?;
-    std::fs::write(out.join("collect.json"), &stats)
-        .with_context(|| format!("cannot write {}", out.join("collect.json").display()))?;
-    eprintln!("redline collect: {stats}");
     Ok(exit::OK)
 }
 

@@ -1,0 +1,137 @@
+//! The record collector: writes `records.jsonl` as requests complete, keeps the
+//! statistics, joins the chaos proxies' fault logs, feeds the live metrics and the OTLP
+//! exporter, and stops a run whose SLOs are certain to fail; and the progress line.
+
+use super::*;
+
+/// Where the collector sends spans for the OTLP exporter.
+pub(super) struct SpanSink {
+    pub(super) sender: mpsc::UnboundedSender<crate::otlp::Export>,
+    pub(super) model: String,
+    pub(super) scenario: String,
+    /// The run's start in Unix nanoseconds.
+    pub(super) origin_ns: u64,
+    pub(super) metrics: crate::otlp::metrics::ClientMetrics,
+}
+
+impl SpanSink {
+    /// Hands the exporter a snapshot of the cumulative client metrics.
+    fn send_metrics(&self) {
+        if self.metrics.is_empty() {
+            return;
+        }
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let snapshot = self.metrics.export(&self.scenario, self.origin_ns, now_ns);
+        let _ = self.sender.send(crate::otlp::Export::Metrics(snapshot));
+    }
+}
+
+/// What the collector needs to stop a run whose SLOs are already certain to fail.
+pub(super) struct Gate {
+    pub(super) slos: SloSet,
+    pub(super) stop: CancellationToken,
+    pub(super) clock: RunClock,
+}
+
+/// Receives records, writes them as JSON lines (flushed at least every 200 ms, so an
+/// interrupted run keeps its data) and keeps the statistics.
+///
+/// With an `abort_on_fail` gate it also judges the SLOs once a second after their
+/// `delay`, and stops the run (as Ctrl-C would) once a breach is certain.
+pub(super) async fn collect(
+    mut inbox: mpsc::UnboundedReceiver<Record>,
+    mut out: std::io::BufWriter<std::fs::File>,
+    mut aggregator: Aggregator,
+    gate: Option<Gate>,
+    faults: Vec<Arc<FaultLog>>,
+    live: Option<Arc<LiveMetrics>>,
+    mut spans: Option<SpanSink>,
+) -> Result<(Aggregator, Option<Aborted>)> {
+    let mut flush = tokio::time::interval(Duration::from_millis(200));
+    let mut judge = tokio::time::interval(Duration::from_secs(1));
+    // Client metrics go out as cumulative snapshots every 10 s, and once at the end.
+    let mut metrics_tick = tokio::time::interval(Duration::from_secs(10));
+    metrics_tick.tick().await;
+    let mut aborted = None;
+    loop {
+        tokio::select! {
+            record = inbox.recv() => {
+                let Some(mut record) = record else { break };
+                // The proxy's log is ground truth of what it injected: it replaces
+                // what the client read from the response header.
+                if let Some(traceparent) = &record.traceparent {
+                    let injected: Vec<_> = faults
+                        .iter()
+                        .filter_map(|log| log.take(traceparent))
+                        .flatten()
+                        .collect();
+                    if !injected.is_empty() {
+                        record.faults = injected;
+                    }
+                }
+                serde_json::to_writer(&mut out, &record)?;
+                if let Some(live) = &live {
+                    live.observe(&record);
+                }
+                if let Some(sink) = &mut spans {
+                    for span in crate::otlp::spans_of(&record, &sink.model, sink.origin_ns) {
+                        // The exporter outlives the collector; a send error would mean
+                        // it panicked, and the run's records are still whole.
+                        let _ = sink.sender.send(crate::otlp::Export::Span(Box::new(span)));
+                    }
+                    sink.metrics.observe(&record, &sink.model);
+                }
+                out.write_all(b"\n")?;
+                aggregator.add(&record);
+            }
+            _ = flush.tick() => out.flush()?,
+            _ = metrics_tick.tick(), if spans.is_some() => {
+                if let Some(sink) = &spans {
+                    sink.send_metrics();
+                }
+            }
+            _ = judge.tick(), if gate.is_some() && aborted.is_none() => {
+                let gate = gate.as_ref().expect("checked by the guard");
+                let at = gate.clock.start().elapsed();
+                if at < gate.slos.delay {
+                    continue;
+                }
+                let breaches = gate.slos.certain_breaches(&aggregator);
+                if !breaches.is_empty() {
+                    aborted = Some(Aborted { at_s: at.as_secs_f64(), breaches });
+                    gate.stop.cancel();
+                }
+            }
+        }
+    }
+    out.flush()?;
+    if let Some(sink) = &spans {
+        sink.send_metrics();
+    }
+    Ok((aggregator, aborted))
+}
+
+pub(super) async fn progress_line(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let live = &shared.live;
+        let (scheduled, done, failed) = (
+            live.scheduled.load(Ordering::Relaxed),
+            live.done.load(Ordering::Relaxed),
+            live.failed.load(Ordering::Relaxed),
+        );
+        let total = shared
+            .planned_end
+            .map(|d| format!("/{:.0}s", d.as_secs_f64()))
+            .unwrap_or_default();
+        eprint!(
+            "\r  {:>6.1}s{total}  scheduled {scheduled}  done {done}  failed {failed}  in flight {}   ",
+            shared.clock.start().elapsed().as_secs_f64(),
+            scheduled.saturating_sub(done)
+        );
+    }
+}

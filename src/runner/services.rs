@@ -1,0 +1,143 @@
+//! Where a run's requests go and how they are named: the simulator the embedded
+//! services share, chaos proxies in front of services with fault rules, the W3C trace
+//! identity of requests (`traceparent`, `baggage`), and the report of traces collected
+//! during the run.
+
+use super::*;
+
+/// The graph of the spans collected during the run, joined to its records.
+pub(super) fn trace_report(
+    spans: &std::path::Path,
+    records: &std::path::Path,
+) -> Result<crate::graph::TraceReport> {
+    let text = std::fs::read_to_string(spans).unwrap_or_default();
+    let spans = crate::graph::parse_spans(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", spans.display()))?;
+    let records: Vec<Record> = std::fs::read_to_string(records)
+        .with_context(|| format!("cannot read {}", records.display()))?
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    Ok(crate::graph::TraceReport {
+        graph: crate::graph::build(&spans),
+        join: crate::graph::join(&spans, &records),
+        receiver: None,
+    })
+}
+
+/// The profile of the simulator `url: embedded` services share, if any is embedded:
+/// the main service's, else the first embedded flow service's that names one.
+pub(super) fn embedded_profile(scenario: &Scenario) -> Option<String> {
+    let flow_services = scenario
+        .flow
+        .iter()
+        .flat_map(|f| f.services.values().map(|s| &s.service));
+    std::iter::once(&scenario.service)
+        .chain(flow_services)
+        .filter_map(|s| match &s.endpoint {
+            Endpoint::Embedded { profile } => Some(profile.clone()),
+            Endpoint::Url(_) => None,
+        })
+        .next()
+}
+
+pub(super) async fn start_proxy(
+    scenario: &Scenario,
+    service: &Service,
+    base_url: &str,
+) -> Result<RunningProxy> {
+    let rules = scenario
+        .faults
+        .iter()
+        .enumerate()
+        .filter(|(_, spec)| spec.service.as_deref() == Some(service.name.as_str()))
+        .map(|(i, spec)| {
+            Rule::validate(spec, &format!("spec.faults[{i}]")).map_err(|_| {
+                anyhow::anyhow!("fault rule `{}` was validated with the spec", spec.name)
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let upstream = upstream_uri(base_url, false)?;
+    let proxy = RunningProxy::start(ProxyConfig {
+        upstream: format!("http://{}", upstream.authority().map_or("", |a| a.as_str())).parse()?,
+        upstream_http2: service.http2,
+        listen: ([127, 0, 0, 1], 0).into(),
+        admin: Some(([127, 0, 0, 1], 0).into()),
+        rules,
+        seed: scenario.seed,
+        allow_header_faults: false,
+        log: Arc::new(FaultLog::for_run()),
+    })
+    .await
+    .context("cannot start the chaos proxy")?;
+    eprintln!(
+        "chaos proxy for `{}` on {}; admin API on http://{}",
+        service.name,
+        proxy.addr,
+        proxy.admin_addr.map_or(String::new(), |a| a.to_string())
+    );
+    Ok(proxy)
+}
+
+/// The service's base URL with the proxy's address in place of the service's.
+pub(super) fn through_proxy(base_url: &str, proxy: &RunningProxy) -> String {
+    let path = base_url
+        .parse::<hyper::Uri>()
+        .map(|u| u.path().trim_end_matches('/').to_owned())
+        .unwrap_or_default();
+    format!("{}{path}", proxy.base_url())
+}
+
+pub(super) fn proxy_counts(service: &str, proxy: &RunningProxy) -> ProxyCounts {
+    let stats = proxy.chaos.stats();
+    ProxyCounts {
+        service: service.to_owned(),
+        addr: proxy.addr.to_string(),
+        admin_addr: proxy.admin_addr.map(|a| a.to_string()),
+        connections: stats.connections,
+        requests: stats.requests,
+        upstream_errors: stats.upstream_errors,
+        unclaimed_faults: proxy.chaos.log.unclaimed(),
+        rules: stats
+            .rules
+            .into_iter()
+            .map(|r| (r.name, r.fault.to_owned(), r.matched, r.injected))
+            .collect(),
+    }
+}
+
+/// The `baggage` header name.
+pub(super) static BAGGAGE: hyper::header::HeaderName =
+    hyper::header::HeaderName::from_static("baggage");
+
+/// `redline.run_id=…,redline.scenario=…`: a run ID new to each run (not from the
+/// seed: two runs of one spec are two runs), and the scenario's name.
+pub(super) fn baggage_of(scenario: &str) -> HeaderValue {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let run_id = mix_seed(&[nanos, u64::from(std::process::id())]);
+    let scenario = crate::chaos::proxy::baggage_value(scenario);
+    HeaderValue::try_from(format!(
+        "redline.run_id={run_id:016x},redline.scenario={scenario}"
+    ))
+    .expect("percent-encoded ASCII is a valid header value")
+}
+
+/// A W3C trace ID: 16 random bytes, not all zero.
+pub(super) fn new_trace_id(rng: &mut ChaCha8Rng) -> String {
+    format!(
+        "{:016x}{:016x}",
+        rng.random::<u64>() | 1,
+        rng.random::<u64>()
+    )
+}
+
+/// A W3C `traceparent` for a request outside a session: a trace of its own, drawn
+/// from the seed and its position, so the same spec sends the same IDs.
+pub(super) fn traceparent_of(seed: u64, seq: u64) -> String {
+    let high = mix_seed(&[seed, seq, 0x7472_6163]) | 1;
+    let low = mix_seed(&[seed, seq, 0x6563_6172]);
+    let span = mix_seed(&[seed, seq, 0x7370_616e]) | 1;
+    format!("00-{high:016x}{low:016x}-{span:016x}-01")
+}
