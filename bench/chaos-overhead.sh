@@ -12,6 +12,7 @@
 # crates.io (into target/peers). Usage: bench/chaos-overhead.sh [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 seconds=${1:-8}
 rounds=${2:-3}
 command -v nginx >/dev/null || {
@@ -21,21 +22,8 @@ oha=$(command -v oha || echo target/peers/bin/oha)
 [ -x "$oha" ] || cargo install oha --locked --quiet --root target/peers
 cargo build --release --quiet
 work=$(mktemp -d)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port=$(free_port)
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/nginx.pid;
-error_log $work/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  client_body_temp_path $work; proxy_temp_path $work; fastcgi_temp_path $work; uwsgi_temp_path $work; scgi_temp_path $work;
-  server { listen 127.0.0.1:$port; location / { return 200 "ok\n"; } }
-}
-CONF
+origin_nginx_conf "$work" "$port"
 nginx_proxy=$(free_port)
 cat > "$work/nginx-proxy.conf" <<CONF
 worker_processes 2;

@@ -6,6 +6,7 @@
 # target/peers). Usage: bench/http-vs-peers.sh [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 seconds=${1:-10}
 rounds=${2:-3}
 command -v nginx >/dev/null && command -v wrk >/dev/null || {
@@ -15,20 +16,8 @@ oha=$(command -v oha || echo target/peers/bin/oha)
 [ -x "$oha" ] || cargo install oha --locked --quiet --root target/peers
 cargo build --release --quiet
 work=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/nginx.pid;
-error_log $work/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  client_body_temp_path $work; proxy_temp_path $work; fastcgi_temp_path $work; uwsgi_temp_path $work; scgi_temp_path $work;
-  server { listen 127.0.0.1:$port; location / { return 200 "ok\n"; } }
-}
-CONF
+port=$(free_port)
+origin_nginx_conf "$work" "$port"
 nginx -c "$work/nginx.conf" &
 nginx_pid=$!
 trap 'kill $nginx_pid 2>/dev/null || true; rm -rf "$work"' EXIT

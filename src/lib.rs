@@ -18,6 +18,7 @@
 //! - [`live`]: a run's own metrics in Prometheus's format while it runs.
 //! - [`scrape`]: the server's Prometheus metrics, scraped during a run.
 //! - [`report`]: the JSON summary and the terminal table.
+//! - [`serve`]: the accept loop the simulator and the chaos proxy share.
 //! - [`sim`]: the embedded simulators (an OpenAI-compatible LLM server over a
 //!   continuous-batching engine model, embeddings), with ground truth on every answer.
 //! - [`tokenize`]: the simulator's tokenizer, also exported as a `tokenizer.json`.
@@ -46,6 +47,7 @@ pub mod runner;
 pub mod scenario;
 pub mod schedule;
 pub mod scrape;
+pub mod serve;
 pub mod sim;
 pub mod slo;
 pub mod spec;

@@ -40,6 +40,29 @@ async fn search_upstream() -> SocketAddr {
     addr
 }
 
+/// Headers the upstream saw, one entry per request.
+type Seen = Arc<std::sync::Mutex<Vec<hyper::HeaderMap>>>;
+
+/// An upstream that answers `GET /echo` and keeps each request's headers.
+async fn recording_upstream() -> (SocketAddr, Seen) {
+    let seen = Seen::default();
+    let record = seen.clone();
+    let app = Router::new().route(
+        "/echo",
+        get(move |headers: hyper::HeaderMap| {
+            let record = record.clone();
+            async move {
+                record.lock().unwrap().push(headers);
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, seen)
+}
+
 async fn proxy(upstream: SocketAddr, rules_yaml: &str, header_faults: bool) -> RunningProxy {
     let (file, rules) = parse_rules("rules.yaml", rules_yaml).unwrap_or_else(|e| panic!("{e}"));
     RunningProxy::start(ProxyConfig {
@@ -375,21 +398,7 @@ async fn invalid_rules_get_400_with_the_reason() {
 
 #[tokio::test]
 async fn header_faults_work_only_when_allowed_and_never_reach_the_upstream() {
-    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let record = seen.clone();
-    let app = Router::new().route(
-        "/echo",
-        get(move |headers: hyper::HeaderMap| {
-            let record = record.clone();
-            async move {
-                record.lock().unwrap().push(headers);
-                "ok"
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let upstream = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (upstream, seen) = recording_upstream().await;
     let http = client();
     let ask = [("x-redline-fault-abort", "418")];
 
@@ -659,29 +668,20 @@ async fn faults_apply_per_request_over_http2() {
 /// rule that fired, so the service's own spans can be joined to the fault.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baggage_names_the_run_and_the_fault() {
-    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let record = seen.clone();
-    let app = Router::new().route(
-        "/echo",
-        get(move |headers: hyper::HeaderMap| {
-            let record = record.clone();
-            async move {
-                let baggage = headers
-                    .get("baggage")
-                    .map_or(String::new(), |v| v.to_str().unwrap().to_owned());
-                record.lock().unwrap().push(baggage);
-                "ok"
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let upstream = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (upstream, seen) = recording_upstream().await;
     let spec = format!(
         "  seed: 2\n  services:\n    web: {{ url: \"http://{upstream}\", api: http }}\n  payloadTemplate:\n    request: {{ path: /echo }}\n  faults:\n    - {{ name: slow one, service: web, max: 1, delay: {{ probability: 1, ms: 1 }} }}\n  load:\n    - {{ concurrency: 1, requests: 3 }}\n"
     );
     run_to_records(scenario(&spec), "chaos-baggage").await;
-    let seen = seen.lock().unwrap();
+    let seen: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            h.get("baggage")
+                .map_or(String::new(), |v| v.to_str().unwrap().to_owned())
+        })
+        .collect();
     assert_eq!(seen.len(), 3);
     let run_id = seen[0].split(',').next().unwrap().to_owned();
     assert!(

@@ -28,9 +28,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use hyper::Uri;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 use crate::spec::error::{SpecError, SpecErrors, locate};
@@ -122,35 +121,20 @@ pub async fn serve(
     chaos: Arc<Chaos>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    let builder = ConnectionBuilder::new(TokioExecutor::new());
-    let connections = GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        let tcp = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-            _ = &mut shutdown => break,
-        };
-        let _ = tcp.set_nodelay(true);
+    let service = move || {
         chaos.counters.connections.fetch_add(1, Ordering::Relaxed);
         let chaos = chaos.clone();
-        let service = service_fn(move |request| chaos.clone().handle(request));
-        let connection = builder
-            .serve_connection(TokioIo::new(tcp), service)
-            .into_owned();
-        let connection = connections.watch(connection);
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-    }
-    drop(listener);
+        service_fn(move |request| chaos.clone().handle(request))
+    };
     // Held (`timeout`) requests would keep a graceful shutdown waiting for ever.
-    let _ = tokio::time::timeout(Duration::from_secs(1), connections.shutdown()).await;
+    crate::serve::accept_loop(
+        listener,
+        ConnectionBuilder::new(TokioExecutor::new()),
+        service,
+        shutdown,
+        Some(Duration::from_secs(1)),
+    )
+    .await;
 }
 
 /// Checks an upstream URL: `http://` with a host, and on loopback unless allowed

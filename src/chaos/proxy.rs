@@ -119,12 +119,7 @@ impl Chaos {
     ) -> Result<Response<ProxyBody>, BoxError> {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let (mut head, body) = request.into_parts();
-        let traceparent = head
-            .headers
-            .get("traceparent")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let key = match &traceparent {
+        let key = match head.headers.get("traceparent") {
             Some(tp) => fnv(tp.as_bytes()),
             None => mix_seed(&[0x006b_6579, self.next_key.fetch_add(1, Ordering::Relaxed)]),
         };
@@ -138,8 +133,20 @@ impl Chaos {
                 decided.push((rule.name().to_owned(), action));
             }
         }
-        let path = head.uri.path().to_owned();
-        let method = head.method.to_string();
+        // Naming the request for the fault log costs allocations: only for requests a
+        // fault was rolled for (the rest pass with nothing to note).
+        let (traceparent, method, path): (Option<String>, String, String) = if decided.is_empty() {
+            Default::default()
+        } else {
+            (
+                head.headers
+                    .get("traceparent")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
+                head.method.to_string(),
+                head.uri.path().to_owned(),
+            )
+        };
         let id = RequestId {
             traceparent: traceparent.as_deref(),
             method: &method,

@@ -73,6 +73,8 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
                 ..LatencySpec::default()
             },
             tool_failure_rate: args.tool_failure_rate,
+            // A standalone simulator may be searched by anyone.
+            warm_corpus: true,
         },
     };
     crate::sim::server::serve(listener, config, async {

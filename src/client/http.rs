@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request, Uri};
 
@@ -78,47 +78,17 @@ pub async fn call(
     note_faults(response.headers(), record);
     let status = response.status().as_u16();
     record.status = Some(status);
-    let mut body = response.into_body();
-    let mut size = 0usize;
-    loop {
-        match tokio::time::timeout_at(deadline.into(), body.frame()).await {
-            Err(_) => {
-                record.fail(
-                    Outcome::Timeout,
-                    Stage::Stream,
-                    "timeout",
-                    "body not complete before the total timeout",
-                );
-                return;
-            }
-            Ok(None) => break,
-            Ok(Some(Err(error))) => {
-                record.fail(
-                    Outcome::Error,
-                    Stage::Stream,
-                    "reset",
-                    format!("body broken: {error}"),
-                );
-                return;
-            }
-            Ok(Some(Ok(frame))) => {
-                if record.first_byte_us.is_none() {
-                    record.first_byte_us = Some(clock.now_us());
-                }
-                size += frame.data_ref().map_or(0, Bytes::len);
-                if size > target.max_response_bytes {
-                    record.fail(
-                        Outcome::Error,
-                        Stage::Stream,
-                        "too_large",
-                        format!("response larger than {} bytes", target.max_response_bytes),
-                    );
-                    return;
-                }
-            }
-        }
+    let read = super::read_body(
+        response.into_body(),
+        deadline,
+        target.max_response_bytes,
+        false,
+        clock,
+        record,
+    );
+    if read.await.is_none() {
+        return;
     }
-    record.last_byte_us = Some(clock.now_us());
     let good = match target.expect_status {
         Some(expected) => status == expected,
         None => (200..300).contains(&status),

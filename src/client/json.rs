@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::Request;
 use serde_json::Value;
 
@@ -55,49 +55,15 @@ pub async fn call(
     note_faults(response.headers(), record);
     let status = response.status().as_u16();
     record.status = Some(status);
-    let mut body = response.into_body();
-    let mut bytes = Vec::new();
-    loop {
-        match tokio::time::timeout_at(deadline.into(), body.frame()).await {
-            Err(_) => {
-                record.fail(
-                    Outcome::Timeout,
-                    Stage::Stream,
-                    "timeout",
-                    format!("body not complete within {timeout:?}"),
-                );
-                return None;
-            }
-            Ok(None) => break,
-            Ok(Some(Err(error))) => {
-                record.fail(
-                    Outcome::Error,
-                    Stage::Stream,
-                    "reset",
-                    format!("body broken: {error}"),
-                );
-                return None;
-            }
-            Ok(Some(Ok(frame))) => {
-                if record.first_byte_us.is_none() {
-                    record.first_byte_us = Some(clock.now_us());
-                }
-                if let Some(data) = frame.data_ref() {
-                    bytes.extend_from_slice(data);
-                }
-                if bytes.len() > max_bytes {
-                    record.fail(
-                        Outcome::Error,
-                        Stage::Stream,
-                        "too_large",
-                        format!("answer larger than {max_bytes} bytes"),
-                    );
-                    return None;
-                }
-            }
-        }
-    }
-    record.last_byte_us = Some(clock.now_us());
+    let bytes = super::read_body(
+        response.into_body(),
+        deadline,
+        max_bytes,
+        true,
+        clock,
+        record,
+    )
+    .await?;
     let good = match expect_status {
         Some(expected) => status == expected,
         None => (200..300).contains(&status),

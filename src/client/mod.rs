@@ -102,6 +102,66 @@ pub fn note_faults(headers: &hyper::HeaderMap, record: &mut Record) {
         .collect();
 }
 
+/// Reads a whole response body before `deadline`, marking the first and last byte;
+/// keeps the bytes when `keep` (else only counts them). A timeout, a broken body or
+/// one over `max_bytes` fails the record and gives `None`.
+pub async fn read_body(
+    mut body: hyper::body::Incoming,
+    deadline: Instant,
+    max_bytes: usize,
+    keep: bool,
+    clock: RunClock,
+    record: &mut Record,
+) -> Option<Vec<u8>> {
+    use http_body_util::BodyExt;
+    let mut bytes = Vec::new();
+    let mut size = 0usize;
+    loop {
+        match tokio::time::timeout_at(deadline.into(), body.frame()).await {
+            Err(_) => {
+                record.fail(
+                    crate::record::Outcome::Timeout,
+                    Stage::Stream,
+                    "timeout",
+                    "body not complete before the total timeout",
+                );
+                return None;
+            }
+            Ok(None) => break,
+            Ok(Some(Err(error))) => {
+                record.fail(
+                    crate::record::Outcome::Error,
+                    Stage::Stream,
+                    "reset",
+                    format!("body broken: {error}"),
+                );
+                return None;
+            }
+            Ok(Some(Ok(frame))) => {
+                if record.first_byte_us.is_none() {
+                    record.first_byte_us = Some(clock.now_us());
+                }
+                let data = frame.data_ref().map_or(&[][..], |d| &d[..]);
+                size += data.len();
+                if size > max_bytes {
+                    record.fail(
+                        crate::record::Outcome::Error,
+                        Stage::Stream,
+                        "too_large",
+                        format!("response larger than {max_bytes} bytes"),
+                    );
+                    return None;
+                }
+                if keep {
+                    bytes.extend_from_slice(data);
+                }
+            }
+        }
+    }
+    record.last_byte_us = Some(clock.now_us());
+    Some(bytes)
+}
+
 /// The failure kind of an unexpected status.
 pub fn status_kind(status: u16) -> &'static str {
     match status {

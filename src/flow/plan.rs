@@ -480,6 +480,7 @@ pub fn from_spec(
         if matches!(service.endpoint, Endpoint::Embedded { .. }) {
             match spec.api {
                 ApiKind::Qdrant => {
+                    tiers.warm_corpus = true;
                     if let Some(latency) = spec.latency {
                         tiers.search_latency = latency;
                     }

@@ -13,9 +13,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -82,11 +81,13 @@ impl SimState {
             profile.embedding_dim as usize,
         ));
         // Embed the search corpus in the background, so the first search does not
-        // pay for it (and runs that never search do not wait for it).
-        let warm = tiers.clone();
-        std::thread::spawn(move || {
-            warm.corpus();
-        });
+        // pay for it; a simulator no one will search never builds it.
+        if tiers.config.warm_corpus {
+            let warm = tiers.clone();
+            std::thread::spawn(move || {
+                warm.corpus();
+            });
+        }
         Arc::new(SimState {
             tiers,
             engine: Engine::start(profile.clone(), metrics.clone(), clock),
@@ -151,36 +152,14 @@ pub async fn serve(
     builder
         .http2()
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
-    let connections = GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        let tcp = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
-                Err(_) => {
-                    // Out of file descriptors or a connection reset before accept:
-                    // transient; try again shortly rather than stop serving.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-            _ = &mut shutdown => break,
-        };
-        // Tokens are small writes: without TCP_NODELAY, Nagle's algorithm holds each
-        // one back until the previous is acknowledged, adding a delayed-ACK interval.
-        let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let connection = builder
-            .serve_connection(TokioIo::new(tcp), service)
-            .into_owned();
-        let connection = connections.watch(connection);
-        tokio::spawn(async move {
-            // A client that resets its connection is its own business.
-            let _ = connection.await;
-        });
-    }
-    drop(listener);
-    connections.shutdown().await;
+    crate::serve::accept_loop(
+        listener,
+        builder,
+        || TowerToHyperService::new(app.clone()),
+        shutdown,
+        None,
+    )
+    .await;
     Ok(())
 }
 

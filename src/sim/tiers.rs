@@ -32,6 +32,9 @@ pub struct TierConfig {
     pub tool_latency: LatencySpec,
     /// Share of tool calls answered 500.
     pub tool_failure_rate: f64,
+    /// Embed the corpus at start (in the background) rather than on the first search:
+    /// for simulators that will be searched.
+    pub warm_corpus: bool,
 }
 
 impl Default for TierConfig {
@@ -41,6 +44,7 @@ impl Default for TierConfig {
             search_latency: LatencySpec::default(),
             tool_latency: LatencySpec::default(),
             tool_failure_rate: 0.0,
+            warm_corpus: false,
         }
     }
 }
