@@ -152,7 +152,7 @@ fn every_example_document_validates_against_the_spec_schema() {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        for document in serde_yaml::Deserializer::from_str(&text) {
+        for document in yaml_serde::Deserializer::from_str(&text) {
             let value: Value = serde::Deserialize::deserialize(document).unwrap();
             assert_valid(&schema, &value, &path.display().to_string());
             documents += 1;
@@ -160,7 +160,7 @@ fn every_example_document_validates_against_the_spec_schema() {
     }
     assert!(documents >= 5, "{documents}");
     // A typo the spec parser rejects, the schema rejects too (editors flag it early).
-    let typo: Value = serde_yaml::from_str(
+    let typo: Value = yaml_serde::from_str(
         "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nspec:\n  services: { llm: { url: embedded } }\n  payloadTemplate: {}\n  lod: []\n",
     )
     .unwrap();
@@ -170,7 +170,7 @@ fn every_example_document_validates_against_the_spec_schema() {
 #[test]
 fn the_crds_are_kubernetes_custom_resource_definitions_for_each_kind() {
     let text = redline::spec::schema::crds();
-    let crds: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+    let crds: Vec<Value> = yaml_serde::Deserializer::from_str(&text)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .collect();
     let kinds: Vec<&str> = crds

@@ -183,7 +183,7 @@ pub fn load_rules(path: &str) -> Result<(RulesFile, Vec<Rule>), SpecErrors> {
 }
 
 pub fn parse_rules(path: &str, text: &str) -> Result<(RulesFile, Vec<Rule>), SpecErrors> {
-    let file: RulesFile = serde_yaml::from_str(text)
+    let file: RulesFile = yaml_serde::from_str(text)
         .map_err(|e| SpecErrors(vec![SpecError::from_yaml(path, &e, 0)]))?;
     let mut problems = Vec::new();
     let mut rules = Vec::new();

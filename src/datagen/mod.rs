@@ -371,7 +371,7 @@ impl Generator {
     pub fn load(path: &Path) -> Result<Generator, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        let file: TemplateFile = serde_yaml::from_str(&text).map_err(|e| {
+        let file: TemplateFile = yaml_serde::from_str(&text).map_err(|e| {
             format!(
                 "{}: not a template file from `redline datagen`: {e}",
                 path.display()
@@ -409,7 +409,7 @@ impl Generator {
 
 /// Writes the template file, with a comment saying where it came from.
 pub fn write(file: &TemplateFile, out: &PathBuf) -> std::io::Result<()> {
-    let yaml = serde_yaml::to_string(file).expect("templates serialize");
+    let yaml = yaml_serde::to_string(file).expect("templates serialize");
     let header = format!(
         "# Prompt templates learned by `redline datagen` from {}.\n# Use as `prompts: {{ templates: {{ file: {}, output_tokens: 128 }} }}`.\n",
         file.source.log,

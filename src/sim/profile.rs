@@ -107,7 +107,7 @@ pub enum ProfileError {
     Parse {
         path: String,
         #[source]
-        source: serde_yaml::Error,
+        source: yaml_serde::Error,
     },
     #[error("invalid profile {name}: {reason}")]
     Invalid { name: String, reason: String },
@@ -188,7 +188,7 @@ impl Profile {
                     path: path.into(),
                     source,
                 })?;
-                serde_yaml::from_str(&text).map_err(|source| ProfileError::Parse {
+                yaml_serde::from_str(&text).map_err(|source| ProfileError::Parse {
                     path: path.into(),
                     source,
                 })?
@@ -286,11 +286,11 @@ mod tests {
         let path = dir.join("p.yaml");
         let mut profile = Profile::tiny();
         profile.name = "custom".into();
-        std::fs::write(&path, serde_yaml::to_string(&profile).unwrap()).unwrap();
+        std::fs::write(&path, yaml_serde::to_string(&profile).unwrap()).unwrap();
         assert_eq!(Profile::load(path.to_str().unwrap()).unwrap(), profile);
 
         profile.num_blocks = 3;
-        std::fs::write(&path, serde_yaml::to_string(&profile).unwrap()).unwrap();
+        std::fs::write(&path, yaml_serde::to_string(&profile).unwrap()).unwrap();
         let err = Profile::load(path.to_str().unwrap())
             .unwrap_err()
             .to_string();

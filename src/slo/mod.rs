@@ -13,7 +13,7 @@ pub mod stats;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_yaml::{Mapping, Value};
+use yaml_serde::{Mapping, Value};
 
 use crate::metrics::Aggregator;
 use crate::spec::Dur;
@@ -739,7 +739,7 @@ mod tests {
     use crate::record::{Outcome as RecordOutcome, Phase, Record, Stage};
 
     fn set(yaml: &str) -> SloSet {
-        let mapping: Mapping = serde_yaml::from_str(yaml).unwrap();
+        let mapping: Mapping = yaml_serde::from_str(yaml).unwrap();
         let mut problems = Vec::new();
         let set = SloSet::from_spec(&mapping, &mut |path, message, _| {
             problems.push(format!("{path}: {message}"))

@@ -54,9 +54,9 @@ impl fmt::Display for SpecErrors {
 }
 
 impl SpecError {
-    /// From a serde_yaml error: splits its `path: message at line L column C` apart and
+    /// From a yaml_serde error: splits its `path: message at line L column C` apart and
     /// adds a fix for unknown fields and variants.
-    pub fn from_yaml(file: &str, error: &serde_yaml::Error, line_offset: usize) -> SpecError {
+    pub fn from_yaml(file: &str, error: &yaml_serde::Error, line_offset: usize) -> SpecError {
         let (line, column) = error
             .location()
             .map_or((0, 0), |l| (l.line() + line_offset, l.column()));
@@ -64,7 +64,7 @@ impl SpecError {
         if let Some(at) = text.rfind(" at line ") {
             text.truncate(at);
         }
-        // serde_yaml prefixes the message with the field path, `spec.load[0]: …`.
+        // yaml_serde prefixes the message with the field path, `spec.load[0]: …`.
         let (path, message) = match text.split_once(": ") {
             Some((path, message)) if !path.contains(' ') => (path.to_owned(), message.to_owned()),
             _ => (String::new(), text),

@@ -589,7 +589,7 @@ pub struct ScaleSpec {
     /// [`crate::slo`], which knows the metrics.
     #[serde(default)]
     #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
-    pub slo_thresholds: serde_yaml::Mapping,
+    pub slo_thresholds: yaml_serde::Mapping,
 }
 
 /// `kind: ModelLoadSpec` — the model a test loads. Accepted and validated; its cold- and
@@ -631,7 +631,7 @@ fn typed_document<T: serde::de::DeserializeOwned>(
     index: usize,
     errors: &mut Vec<SpecError>,
 ) -> Option<T> {
-    let typed = serde_yaml::Deserializer::from_str(text)
+    let typed = yaml_serde::Deserializer::from_str(text)
         .nth(index)
         .map(Document::<T>::deserialize)?;
     match typed {
@@ -680,7 +680,7 @@ pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
         )]));
     }
     let mut documents = 0;
-    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (index, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
         documents += 1;
         let header = match Header::deserialize(document) {
             Ok(header) => header,
@@ -704,7 +704,7 @@ pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
             "InferenceSpec" => {
                 // Parse the same document again, now with the kind's own type, so that
                 // errors keep their line numbers.
-                let typed = serde_yaml::Deserializer::from_str(text)
+                let typed = yaml_serde::Deserializer::from_str(text)
                     .nth(index)
                     .map(Document::<InferenceSpec>::deserialize);
                 match typed {

@@ -106,7 +106,7 @@ pub fn crds() -> String {
             },
         });
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&crd).expect("a CRD serializes"));
+        out.push_str(&yaml_serde::to_string(&crd).expect("a CRD serializes"));
     }
     out
 }

@@ -120,7 +120,7 @@ mod tests {
             "invalid duration `30x`: write a number and a unit (us, ms, s, m, h), e.g. `30s` or `250ms`"
         );
         assert!(Dur::parse("-1s").is_err());
-        let from_yaml: Dur = serde_yaml::from_str("45").unwrap();
+        let from_yaml: Dur = yaml_serde::from_str("45").unwrap();
         assert_eq!(from_yaml, Dur(Duration::from_secs(45)));
     }
 }
