@@ -350,3 +350,112 @@ impl Record {
         Some(decode as f64 / f64::from(tokens - 1))
     }
 }
+
+/// Why `records.jsonl` could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: not a redline record: {source}")]
+    NotARecord {
+        path: String,
+        line: usize,
+        source: serde_json::Error,
+    },
+}
+
+/// What reading `records.jsonl` found besides the records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadCounts {
+    pub records: u64,
+    /// A last line cut short (a run killed while writing it): left out, not an error.
+    pub truncated_last_line: bool,
+}
+
+/// Reads a run's `records.jsonl`, one record at a time, adding the bytes read to
+/// `read` (for a progress bar). Every line must be a record, but a last line without
+/// its newline that does not parse is a record cut short by a killed run: it is left
+/// out and said in the counts, since everything before it is whole.
+pub fn read_records(
+    path: &std::path::Path,
+    read: Option<&std::sync::atomic::AtomicU64>,
+    mut each: impl FnMut(Record),
+) -> Result<ReadCounts, ReadError> {
+    use std::io::BufRead;
+    let name = || path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|source| ReadError::Io {
+        path: name(),
+        source,
+    })?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut counts = ReadCounts::default();
+    let mut line = String::new();
+    for number in 1.. {
+        line.clear();
+        let n = reader
+            .read_line(&mut line)
+            .map_err(|source| ReadError::Io {
+                path: name(),
+                source,
+            })?;
+        if n == 0 {
+            break;
+        }
+        if let Some(read) = read {
+            read.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(&line) {
+            Ok(record) => {
+                counts.records += 1;
+                each(record);
+            }
+            Err(_) if !line.ends_with('\n') => counts.truncated_last_line = true,
+            Err(source) => {
+                return Err(ReadError::NotARecord {
+                    path: name(),
+                    line: number,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(counts)
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+
+    #[test]
+    fn a_record_cut_short_at_the_end_is_left_out_and_any_other_bad_line_named() {
+        let dir = std::env::temp_dir().join(format!("redline-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let whole = serde_json::to_string(&Record::unsent(0, 0, Phase::Measure, 5)).unwrap();
+        let path = dir.join("records.jsonl");
+        std::fs::write(&path, format!("{whole}\n{whole}\n{}", &whole[..20])).unwrap();
+        let read = std::sync::atomic::AtomicU64::new(0);
+        let mut seen = 0;
+        let counts = read_records(&path, Some(&read), |_| seen += 1).unwrap();
+        assert_eq!(
+            (counts.records, counts.truncated_last_line, seen),
+            (2, true, 2)
+        );
+        assert_eq!(
+            read.load(std::sync::atomic::Ordering::Relaxed),
+            std::fs::metadata(&path).unwrap().len()
+        );
+        std::fs::write(&path, format!("{whole}\nnot json\n{whole}\n")).unwrap();
+        let error = read_records(&path, None, |_| {}).unwrap_err().to_string();
+        assert!(
+            error.starts_with(&format!("{}:2: not a redline record", path.display())),
+            "{error}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

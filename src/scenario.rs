@@ -16,7 +16,7 @@ use hyper::header::{HeaderName, HeaderValue};
 use crate::client::Timeouts;
 use crate::client::openai::Api;
 use crate::metrics::RequestSlo;
-use crate::schedule::{Arrival, Stage};
+use crate::schedule::{Arrival, Stage, Unit};
 use crate::slo::SloSet;
 use crate::spec::error::locate;
 use crate::spec::{
@@ -478,6 +478,15 @@ impl Scenario {
                 ..
             } => Some(dataset.info.clone()),
             _ => None,
+        }
+    }
+
+    /// What the load counts: sessions when each arrival is a flow or a conversation.
+    pub fn unit(&self) -> Unit {
+        if self.flow.is_some() || self.session.is_some() {
+            Unit::Sessions
+        } else {
+            Unit::Requests
         }
     }
 

@@ -24,6 +24,25 @@ pub enum Arrival {
     },
 }
 
+/// What the load is counted in: requests, or sessions (flows and conversations, where
+/// a stage's rate and concurrency count sessions and each sends several requests).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Unit {
+    #[default]
+    Requests,
+    Sessions,
+}
+
+impl Unit {
+    /// The rate unit as reports print it.
+    pub fn per_second(self) -> &'static str {
+        match self {
+            Unit::Requests => "req/s",
+            Unit::Sessions => "sessions/s",
+        }
+    }
+}
+
 /// One validated stage of the load.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stage {
@@ -74,7 +93,7 @@ pub struct ExecutedStage {
 }
 
 impl ExecutedStage {
-    pub fn of(stage: &Stage, sweep: Option<SweepRole>) -> ExecutedStage {
+    pub fn of(stage: &Stage, sweep: Option<SweepRole>, unit: Unit) -> ExecutedStage {
         let offered_rate = match stage {
             Stage::Open {
                 rate,
@@ -84,7 +103,7 @@ impl ExecutedStage {
             _ => None,
         };
         ExecutedStage {
-            description: stage.describe(),
+            description: stage.describe(unit),
             offered_rate,
             sweep,
         }
@@ -136,8 +155,9 @@ impl Stage {
         }
     }
 
-    /// One line describing the stage, for reports.
-    pub fn describe(&self) -> String {
+    /// One line describing the stage, for reports; rates and concurrency in `unit`.
+    pub fn describe(&self, unit: Unit) -> String {
+        let per_s = unit.per_second();
         let bound = bound_text(self.duration(), self.requests());
         let process = |arrival: &Arrival| match arrival {
             Arrival::Constant => "constant".to_owned(),
@@ -154,8 +174,8 @@ impl Stage {
             } => {
                 let process = process(arrival);
                 let rate = match ramp_to {
-                    Some(to) => format!("{}→{} req/s", rate_text(*rate), rate_text(*to)),
-                    None => format!("{} req/s", rate_text(*rate)),
+                    Some(to) => format!("{}→{} {per_s}", rate_text(*rate), rate_text(*to)),
+                    None => format!("{} {per_s}", rate_text(*rate)),
                 };
                 let cap = max_concurrency
                     .map(|c| format!(", at most {c} in flight"))

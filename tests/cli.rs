@@ -176,3 +176,92 @@ fn a_breached_ttft_slo_fails_the_gate_aborts_early_and_writes_junit() {
     assert_eq!(code, Some(1));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// What the run is about to do is on stdout before the first request, not after the
+/// run: a person watching a 20-minute test sees its target and stages at once.
+#[test]
+fn the_header_is_printed_before_the_run_starts() {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir().join(format!("redline-header-{}", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_redline"))
+        .args([
+            "run",
+            "--url",
+            "embedded",
+            "--rate",
+            "2",
+            "--duration",
+            "6s",
+            "--out",
+        ])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    for _ in 0..3 {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        lines.push(line);
+    }
+    let header_after = started.elapsed();
+    assert!(
+        lines[0].starts_with("redline · cli → http://127.0.0.1:"),
+        "{lines:?}"
+    );
+    assert_eq!(lines[1], "  stage 0: open loop, poisson 2 req/s, 6.0s\n");
+    assert_eq!(lines[2], "  planned: 6.0s\n");
+    assert!(
+        header_after < std::time::Duration::from_secs(4),
+        "the header came {header_after:?} after the start of a 6 s run"
+    );
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(rest.contains("  requests: "), "{rest}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `redline run … | head -2` once panicked with "failed printing to stdout: Broken
+/// pipe" (exit 101). A closed stdout now ends the printing only: the files are written
+/// and the run's own exit code is kept — here 1, from a failed SLO.
+#[test]
+fn a_closed_stdout_keeps_the_runs_files_and_exit_code() {
+    let dir = std::env::temp_dir().join(format!("redline-pipe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("gate.yaml");
+    std::fs::write(
+        &spec,
+        "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: { name: pipe }\nspec:\n  services:\n    llm: { url: embedded, profile: tiny }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 16, output_tokens: 8 } }\n  load:\n    - { concurrency: 2, duration: 2s }\n---\napiVersion: redline.dev/v1alpha1\nkind: ScaleSpec\nmetadata: { name: pipe }\nspec:\n  sloThresholds:\n    ttft: { p50: \"<= 1us\" }\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_redline"))
+        .arg("run")
+        .arg(&spec)
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line, then close the pipe, as `head -1` does: the report comes 2 s later.
+    {
+        use std::io::BufRead;
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(first.starts_with("redline · pipe"), "{first}");
+    }
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(out.join("summary.json").is_file());
+    assert!(out.join("junit.xml").is_file());
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -535,6 +535,7 @@ async fn prompts_from_learned_templates_are_what_the_server_receives() {
         skip_invalid: false,
         label_field: None,
         tokenizer: redline::tokenizer::LocalTokenizer::by_name("sim").unwrap(),
+        read: None,
     };
     let (file, _) = redline::datagen::learn(&log, &options).unwrap();
     let templates = dir.join("templates.yaml");
@@ -742,7 +743,8 @@ async fn live_metrics_agree_with_the_records() {
     let dir = temp_dir("live-metrics");
     let options = redline::runner::RunOptions {
         records_path: dir.join("records.jsonl"),
-        progress: false,
+        progress: None,
+        on_start: None,
         metrics_listener: Some(listener),
         otlp_endpoint: None,
         collect: None,
@@ -775,5 +777,49 @@ async fn live_metrics_agree_with_the_records() {
     run.await.unwrap().unwrap();
     let records = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
     assert_eq!(records.lines().count(), 120);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The terminal's progress bar once held a share of the run's state, and a run ended
+/// with a panic whenever the aborted bar had not let go of it yet. Readers of the
+/// progress now hold only counters: one that never lets go cannot stop the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_reader_that_holds_on_does_not_stop_the_run() {
+    let progress = std::sync::Arc::new(redline::runner::Progress::default());
+    let reader = progress.clone();
+    let lingering = tokio::spawn(async move {
+        loop {
+            let _ = reader.snapshot();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    let header = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen = header.clone();
+    let dir = temp_dir("lingering-progress");
+    let options = redline::runner::RunOptions {
+        records_path: dir.join("records.jsonl"),
+        progress: Some(progress.clone()),
+        on_start: Some(Box::new(move |h| *seen.lock().unwrap() = Some(h.clone()))),
+        metrics_listener: None,
+        otlp_endpoint: None,
+        collect: None,
+    };
+    let s = scenario(
+        "  services:\n    llm: { url: embedded, profile: tiny }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 16, output_tokens: 4 } }\n  load:\n    - { concurrency: 4, requests: 40 }\n",
+    );
+    let result = redline::runner::run(s, options, tokio_util::sync::CancellationToken::new())
+        .await
+        .expect("the run ends while a reader still holds the progress");
+    assert_eq!(result.aggregator.counts.ok, 40);
+    let now = progress.snapshot();
+    assert_eq!((now.scheduled, now.done, now.failed), (40, 40, 0));
+    let header = header.lock().unwrap().clone().expect("on_start was called");
+    assert_eq!(header.stages, ["closed loop, 4 sessions, 40 requests"]);
+    assert!(
+        header.target.starts_with("http://127.0.0.1:"),
+        "{}",
+        header.target
+    );
+    lingering.abort();
     std::fs::remove_dir_all(dir).unwrap();
 }

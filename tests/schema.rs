@@ -83,7 +83,8 @@ async fn real_output_validates_against_the_committed_schemas() {
         scenario,
         RunOptions {
             records_path: dir.join("records.jsonl"),
-            progress: false,
+            progress: None,
+            on_start: None,
             metrics_listener: None,
             otlp_endpoint: None,
             collect: None,

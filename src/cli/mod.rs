@@ -2,7 +2,6 @@
 //! library; no logic of their own.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -10,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::report::{RunInfo, render_json, render_terminal, summarize};
+use crate::report::{RunInfo, render_header, render_json, render_terminal, summarize};
 use crate::runner::{RunOptions, run as run_scenario};
 use crate::scenario::Scenario;
 use crate::spec::{
@@ -19,11 +18,14 @@ use crate::spec::{
 };
 use crate::tokenizer::LocalTokenizer;
 
-/// Exit codes, as documented in `--help` and the README.
+mod output;
+mod progress;
 mod serve;
 
+use output::{err, errln, out, outln};
 use serve::{chaos, collect, sim};
 
+/// Exit codes, as documented in `--help` and the README.
 pub mod exit {
     /// The run completed and every SLO passed (or was not proven, without --strict).
     pub const OK: i32 = 0;
@@ -68,6 +70,9 @@ pub enum Command {
         /// Also write the verdicts as JUnit XML to this file.
         #[arg(long)]
         junit: Option<PathBuf>,
+        /// Draw no progress bar (it is drawn only on a terminal anyway).
+        #[arg(long)]
+        quiet: bool,
     },
     /// Check a spec file and print what it would run, without running it.
     Validate {
@@ -214,6 +219,9 @@ pub struct DatagenArgs {
     /// Print each template's weight and first 40 characters.
     #[arg(long)]
     pub preview: bool,
+    /// Draw no progress bar (it is drawn only on a terminal anyway).
+    #[arg(long)]
+    pub quiet: bool,
     /// Instead of learning: write a synthetic log of N lines from eight known prompt
     /// families (with a `family` field) to LOG_FILE, for demos and tests.
     #[arg(long, value_names = ["N", "LOG_FILE"], num_args = 2, conflicts_with = "log")]
@@ -324,6 +332,16 @@ pub struct RunArgs {
         help_heading = "Shorthands"
     )]
     pub sweep: Option<u32>,
+    /// Shorthand: the sweep's throughput point, sessions back to back. A server that
+    /// serves one request at a time (llama.cpp) wants a small number here.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 256,
+        requires = "sweep",
+        help_heading = "Shorthands"
+    )]
+    pub throughput_concurrency: u32,
     /// Shorthand: how long to schedule requests (e.g. 60s).
     #[arg(long, help_heading = "Shorthands")]
     pub duration: Option<String>,
@@ -378,19 +396,20 @@ pub async fn run(cli: Cli) -> Result<i32> {
             spec,
             strict,
             junit,
-        } => check(&records, &spec, strict, junit.as_deref()),
+            quiet,
+        } => check(&records, &spec, strict, junit.as_deref(), quiet).await,
         Command::Schema { of } => {
             let schema = match of {
                 SchemaOf::Spec => crate::spec::schema::spec_schema(),
                 SchemaOf::Summary => crate::report::summary_schema(),
                 SchemaOf::Record => crate::report::record_schema(),
             };
-            println!("{}", serde_json::to_string_pretty(&schema)?);
+            outln!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(exit::OK)
         }
-        Command::Datagen(args) => datagen(args),
+        Command::Datagen(args) => datagen(args).await,
         Command::Crd => {
-            print!("{}", crate::spec::schema::crds());
+            out(&crate::spec::schema::crds());
             Ok(exit::OK)
         }
         Command::Sim(args) => sim(args).await,
@@ -421,14 +440,14 @@ fn load_scenario(path: &std::path::Path) -> Result<Result<Scenario, SpecErrors>>
 fn validate(path: &std::path::Path) -> Result<i32> {
     match load_scenario(path)? {
         Ok(scenario) => {
-            println!(
+            outln!(
                 "{}: valid — {} stage(s) against {}",
                 path.display(),
                 scenario.stages.len(),
                 scenario.service.name
             );
             for (i, stage) in scenario.stages.iter().enumerate() {
-                println!("  stage {i}: {}", stage.describe());
+                outln!("  stage {i}: {}", stage.describe(scenario.unit()));
             }
             if let Some(flow) = &scenario.flow {
                 let steps: Vec<String> = flow
@@ -436,15 +455,15 @@ fn validate(path: &std::path::Path) -> Result<i32> {
                     .iter()
                     .map(|s| format!("{} ({} → {})", s.name, s.kind.name(), s.service))
                     .collect();
-                println!("  flow: {}", steps.join(" · "));
-                println!(
+                outln!("  flow: {}", steps.join(" · "));
+                outln!(
                     "  circuit breaker: after {} consecutive tool timeouts",
                     flow.breaker
                 );
             }
             for rule in &scenario.faults {
                 let fault = crate::chaos::Rule::validate(rule, "").map_or("?", |r| r.fault.kind());
-                println!(
+                outln!(
                     "  fault: {} ({fault}) in front of {}",
                     rule.name,
                     rule.service.as_deref().unwrap_or_default()
@@ -453,7 +472,7 @@ fn validate(path: &std::path::Path) -> Result<i32> {
             Ok(exit::OK)
         }
         Err(errors) => {
-            eprint!("{errors}");
+            err(&errors.to_string());
             Ok(exit::USAGE)
         }
     }
@@ -464,6 +483,7 @@ fn flag_for(path: &str) -> Option<&'static str> {
     Some(match path {
         "spec.load[0].rate" => "--rate",
         "spec.load[0].sweep.rates" => "--sweep",
+        "spec.load[0].sweep.throughput_concurrency" => "--throughput-concurrency",
         "spec.load[0].concurrency" => "--concurrency",
         "spec.load[0].duration" => "--duration",
         "spec.load[0].requests" => "--requests",
@@ -502,7 +522,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
     };
     let sweep = args.sweep.map(|rates| SweepSpec {
         rates,
-        throughput_concurrency: 256,
+        throughput_concurrency: args.throughput_concurrency,
     });
     let prompts = match &args.prompts {
         Some(path) => PromptsSpec {
@@ -586,7 +606,7 @@ async fn run_command(args: RunArgs) -> Result<i32> {
         Some(path) => match load_scenario(path)? {
             Ok(scenario) => scenario,
             Err(errors) => {
-                eprint!("{errors}");
+                err(&errors.to_string());
                 return Ok(exit::USAGE);
             }
         },
@@ -599,17 +619,17 @@ async fn run_command(args: RunArgs) -> Result<i32> {
                         error.path = flag.to_owned();
                     }
                 }
-                eprint!("{errors}");
+                err(&errors.to_string());
                 return Ok(exit::USAGE);
             }
         },
     };
-    let out = args
+    let dir = args
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("out").join(&scenario.name));
-    std::fs::create_dir_all(&out)
-        .with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create the output directory {}", dir.display()))?;
     let metrics_listener = match args.metrics_addr {
         Some(addr) if !addr.ip().is_loopback() => bail!(
             "refusing to serve metrics on {addr}: the run's metrics bind loopback; put a scraper or a reverse proxy beside it"
@@ -618,7 +638,7 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr} for --metrics-addr"))?;
-            eprintln!(
+            errln!(
                 "redline: live metrics at http://{}/metrics",
                 listener.local_addr()?
             );
@@ -628,9 +648,13 @@ async fn run_command(args: RunArgs) -> Result<i32> {
     };
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));
+    let progress = std::sync::Arc::new(crate::runner::Progress::default());
+    let drawer = progress::wanted(args.quiet)
+        .then(|| progress::Drawer::for_run(progress.clone(), scenario.unit()));
     let options = RunOptions {
-        records_path: out.join("records.jsonl"),
-        progress: !args.quiet && std::io::stderr().is_terminal(),
+        records_path: dir.join("records.jsonl"),
+        progress: Some(progress),
+        on_start: Some(Box::new(|header| out(&render_header(header)))),
         metrics_listener,
         otlp_endpoint: match &args.otlp_endpoint {
             Some(url) => Some(otlp_traces_uri(url)?),
@@ -644,7 +668,7 @@ async fn run_command(args: RunArgs) -> Result<i32> {
                 listener: tokio::net::TcpListener::bind(addr)
                     .await
                     .with_context(|| format!("cannot listen on {addr} for --collect"))?,
-                dir: out.join("collect"),
+                dir: dir.join("collect"),
                 grace: args.collect_grace,
             }),
             None => None,
@@ -653,7 +677,11 @@ async fn run_command(args: RunArgs) -> Result<i32> {
     let name = scenario.name.clone();
     let slos = scenario.slos.clone();
     let dataset = scenario.dataset_info();
-    let result = run_scenario(scenario, options, stop).await?;
+    let result = run_scenario(scenario, options, stop).await;
+    if let Some(drawer) = drawer {
+        drawer.finish().await;
+    }
+    let result = result?;
     let scraped_hit_rate = result
         .server_metrics
         .as_ref()
@@ -678,22 +706,22 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             traces: result.traces.clone(),
         },
     );
-    std::fs::write(out.join("summary.json"), render_json(&summary))
+    std::fs::write(dir.join("summary.json"), render_json(&summary))
         .context("cannot write summary.json")?;
-    print!("{}", render_terminal(&summary));
-    println!(
+    out(&render_terminal(&summary));
+    outln!(
         "  records: {}  summary: {}",
-        out.join("records.jsonl").display(),
-        out.join("summary.json").display()
+        dir.join("records.jsonl").display(),
+        dir.join("summary.json").display()
     );
     if let Some(verdicts) = &verdicts {
-        let path = out.join("junit.xml");
+        let path = dir.join("junit.xml");
         std::fs::write(
             &path,
             crate::slo::junit::render(&name, verdicts, args.strict),
         )
         .context("cannot write junit.xml")?;
-        println!("  junit: {}", path.display());
+        outln!("  junit: {}", path.display());
     }
     let counts = &result.aggregator.counts;
     if result.interrupted {
@@ -719,33 +747,81 @@ async fn run_command(args: RunArgs) -> Result<i32> {
     })
 }
 
+/// Aggregates a finished run's records, with a progress bar over the file on a
+/// terminal; also gives the span of the requests (first intended start, last end).
+async fn read_run(
+    path: &Path,
+    scenario: &Scenario,
+    quiet: bool,
+) -> Result<(
+    crate::metrics::Aggregator,
+    crate::record::ReadCounts,
+    Option<(u64, u64)>,
+)> {
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    let drawer =
+        progress::wanted(quiet).then(|| progress::Drawer::for_bytes("reading", read.clone(), size));
+    let mut aggregator = crate::metrics::Aggregator::for_scenario(scenario);
+    let (path_owned, counter) = (path.to_owned(), read.clone());
+    let reading = tokio::task::spawn_blocking(move || {
+        let mut span: Option<(u64, u64)> = None;
+        let counts = crate::record::read_records(&path_owned, Some(&counter), |record| {
+            let (first, last) = (record.intended_us, record.done_us());
+            span = Some(span.map_or((first, last), |(a, b)| (a.min(first), b.max(last))));
+            aggregator.add(&record);
+        });
+        counts.map(|counts| (aggregator, counts, span))
+    })
+    .await;
+    if let Some(drawer) = drawer {
+        drawer.finish().await;
+    }
+    Ok(reading.context("the records reader failed")??)
+}
+
 /// `redline check`: the SLOs of `spec` against the records of a finished run.
-fn check(records: &Path, spec: &Path, strict: bool, junit: Option<&Path>) -> Result<i32> {
+async fn check(
+    records: &Path,
+    spec: &Path,
+    strict: bool,
+    junit: Option<&Path>,
+    quiet: bool,
+) -> Result<i32> {
     let scenario = match load_scenario(spec)? {
         Ok(scenario) => scenario,
         Err(errors) => {
-            eprint!("{errors}");
+            err(&errors.to_string());
             return Ok(exit::USAGE);
         }
     };
     let Some(slos) = scenario.slos.clone() else {
-        eprintln!(
+        errln!(
             "{}: no SLOs to check: add a `kind: ScaleSpec` document with `sloThresholds` (see examples/redlines.yaml)",
             spec.display()
         );
         return Ok(exit::USAGE);
     };
-    let text = std::fs::read_to_string(records)
-        .with_context(|| format!("cannot read {}", records.display()))?;
-    let mut aggregator = crate::metrics::Aggregator::for_scenario(&scenario);
-    for (n, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let record: crate::record::Record = serde_json::from_str(line)
-            .with_context(|| format!("{}:{}: not a redline record", records.display(), n + 1))?;
-        aggregator.add(&record);
+    let (aggregator, counts, span) = read_run(records, &scenario, quiet).await?;
+    let mut header = format!(
+        "redline check · {} · {} records of {}",
+        scenario.name,
+        counts.records,
+        records.display()
+    );
+    if let Some((first_us, last_us)) = span {
+        header.push_str(&format!(
+            " ({:.1}s of requests)",
+            last_us.saturating_sub(first_us) as f64 / 1e6
+        ));
+    }
+    outln!("{header}");
+    if counts.truncated_last_line {
+        outln!(
+            "  note: the last line was cut short (the run was killed while writing it) and is left out"
+        );
     }
     let verdicts = slos.evaluate(&aggregator);
     let summary = summarize(
@@ -755,7 +831,7 @@ fn check(records: &Path, spec: &Path, strict: bool, junit: Option<&Path>) -> Res
             target: &records.display().to_string(),
             model: "",
             interrupted: false,
-            elapsed_s: 0.0,
+            elapsed_s: span.map_or(0.0, |(first, last)| last.saturating_sub(first) as f64 / 1e6),
             stages: Vec::new(),
             dataset: None,
             server_metrics: None,
@@ -765,7 +841,7 @@ fn check(records: &Path, spec: &Path, strict: bool, junit: Option<&Path>) -> Res
             traces: None,
         },
     );
-    print!("{}", render_terminal(&summary));
+    out(&render_terminal(&summary));
     if let Some(path) = junit {
         std::fs::write(
             path,
@@ -781,7 +857,7 @@ fn check(records: &Path, spec: &Path, strict: bool, junit: Option<&Path>) -> Res
 }
 
 /// `redline datagen`: learn templates from a log, or write a synthetic one.
-fn datagen(args: DatagenArgs) -> Result<i32> {
+async fn datagen(args: DatagenArgs) -> Result<i32> {
     if let Some(synthetic) = &args.synthetic_log {
         let lines: u64 = synthetic[0]
             .parse()
@@ -793,13 +869,13 @@ fn datagen(args: DatagenArgs) -> Result<i32> {
         );
         let counts = crate::datagen::synth::write_log(&mut out, lines, args.seed)?;
         std::io::Write::flush(&mut out)?;
-        println!(
+        outln!(
             "{}: {lines} prompts from {} families",
             path.display(),
             counts.len()
         );
         for ((share, template, _), count) in crate::datagen::synth::FAMILIES.iter().zip(counts) {
-            println!(
+            outln!(
                 "  {count:>9}  ({:>4.1}% planned)  {template}",
                 share * 100.0
             );
@@ -813,16 +889,17 @@ fn datagen(args: DatagenArgs) -> Result<i32> {
     let tokenizer = match LocalTokenizer::by_name(&args.tokenizer) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("redline: --tokenizer: {e}");
+            errln!("redline: --tokenizer: {e}");
             return Ok(exit::USAGE);
         }
     };
     if args.k == 0 || args.sample == 0 || args.min_length > args.max_length {
-        eprintln!(
+        errln!(
             "redline: --k and --sample must be at least 1, and --min-length at most --max-length"
         );
         return Ok(exit::USAGE);
     }
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let options = crate::datagen::Options {
         k: args.k,
         field: args.field.clone(),
@@ -833,18 +910,29 @@ fn datagen(args: DatagenArgs) -> Result<i32> {
         skip_invalid: args.skip_invalid,
         label_field: args.label_field.clone(),
         tokenizer,
+        read: Some(read.clone()),
     };
-    let (file, fidelity) = match crate::datagen::learn(&log, &options) {
+    // Both passes read the whole log.
+    let size = std::fs::metadata(&log).map_or(0, |m| m.len()) * 2;
+    let drawer =
+        progress::wanted(args.quiet).then(|| progress::Drawer::for_bytes("learning", read, size));
+    let log_path = log.clone();
+    let learned =
+        tokio::task::spawn_blocking(move || crate::datagen::learn(&log_path, &options)).await;
+    if let Some(drawer) = drawer {
+        drawer.finish().await;
+    }
+    let (file, fidelity) = match learned.context("the template learner failed")? {
         Ok(learned) => learned,
         Err(e) => {
-            eprintln!("redline: {e}");
+            errln!("redline: {e}");
             return Ok(exit::USAGE);
         }
     };
     crate::datagen::write(&file, &args.out)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     let s = &file.source;
-    println!(
+    outln!(
         "{}: {} lines · {} prompts of {}–{} tokens · {} outside · {} invalid skipped",
         s.log,
         s.lines,
@@ -854,7 +942,7 @@ fn datagen(args: DatagenArgs) -> Result<i32> {
         s.outside_length,
         s.skipped_invalid
     );
-    println!(
+    outln!(
         "  {} templates → {}",
         file.templates.len(),
         args.out.display()
@@ -862,15 +950,16 @@ fn datagen(args: DatagenArgs) -> Result<i32> {
     if args.preview {
         for t in &file.templates {
             let head: String = t.template.chars().take(40).collect();
-            println!("  {:>6.2}%  {head}", t.weight * 100.0);
+            outln!("  {:>6.2}%  {head}", t.weight * 100.0);
         }
     }
-    println!(
+    outln!(
         "  generated vs log: length distribution KS distance {:.3} · cluster-share distance {:.3}",
-        fidelity.length_ks, fidelity.share_distance
+        fidelity.length_ks,
+        fidelity.share_distance
     );
     if let Some(ari) = fidelity.ari {
-        println!(
+        outln!(
             "  against `{}`: adjusted Rand index {ari:.3}",
             args.label_field.as_deref().unwrap_or("")
         );
@@ -881,7 +970,7 @@ fn datagen(args: DatagenArgs) -> Result<i32> {
 /// Ctrl-C or SIGTERM: stop scheduling and drain.
 async fn stop_on_signal(stop: CancellationToken) {
     signal().await;
-    eprintln!("\nredline: stopping — draining requests in flight, then writing the partial report");
+    errln!("redline: stopping — draining requests in flight, then writing the partial report");
     stop.cancel();
 }
 
@@ -940,22 +1029,14 @@ fn graph(
     let graph = crate::graph::build(&spans);
     let join = match records {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            let records: Vec<crate::record::Record> = text
-                .lines()
-                .enumerate()
-                .filter(|(_, l)| !l.trim().is_empty())
-                .map(|(n, l)| {
-                    serde_json::from_str(l).with_context(|| {
-                        format!("{}:{}: not a redline record", path.display(), n + 1)
-                    })
-                })
-                .collect::<Result<_>>()?;
+            let mut records = Vec::new();
+            crate::record::read_records(path, None, |r| records.push(r))?;
             let join = crate::graph::join(&spans, &records);
-            eprintln!(
+            errln!(
                 "redline graph: {} of {} traced requests joined to server spans; {} traces no record started",
-                join.joined, join.records, join.foreign_traces
+                join.joined,
+                join.records,
+                join.foreign_traces
             );
             Some(join)
         }
@@ -971,7 +1052,7 @@ fn graph(
     match out {
         Some(path) => std::fs::write(path, rendered)
             .with_context(|| format!("cannot write {}", path.display()))?,
-        None => print!("{rendered}"),
+        None => output::out(&rendered),
     }
     Ok(exit::OK)
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
+use super::output::{err, errln, outln};
 use super::{ChaosArgs, SimArgs, exit, signal};
 use crate::sim::tiers::{LatencySpec, TierConfig};
 use crate::sim::{Profile, SimConfig};
@@ -27,7 +28,7 @@ pub(super) fn write_tokenizer(dir: &Path) -> Result<()> {
         let path = dir.join(name);
         std::fs::write(&path, serde_json::to_vec_pretty(&value)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
-        println!("{}", path.display());
+        outln!("{}", path.display());
     }
     Ok(())
 }
@@ -53,7 +54,7 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let model = args.model.clone().unwrap_or_else(|| profile.model.clone());
-    eprintln!(
+    errln!(
         "redline sim: serving `{model}` (profile {}) on http://{}/v1 — Ctrl-C to stop",
         profile.name,
         listener.local_addr()?
@@ -97,7 +98,7 @@ pub(super) async fn chaos(args: ChaosArgs) -> Result<i32> {
         Some(path) => match crate::chaos::load_rules(&path.display().to_string()) {
             Ok(loaded) => loaded,
             Err(errors) => {
-                eprint!("{errors}");
+                err(&errors.to_string());
                 return Ok(exit::USAGE);
             }
         },
@@ -123,7 +124,7 @@ pub(super) async fn chaos(args: ChaosArgs) -> Result<i32> {
         log: log.clone(),
     })
     .await?;
-    eprintln!(
+    errln!(
         "redline chaos: {} -> {} with {count} rule{}; admin API on http://{} — Ctrl-C to stop",
         proxy.base_url(),
         args.upstream,
@@ -134,14 +135,19 @@ pub(super) async fn chaos(args: ChaosArgs) -> Result<i32> {
     let stats = proxy.chaos.stats();
     drop(proxy);
     log.flush();
-    eprintln!(
+    errln!(
         "redline chaos: {} requests over {} connections, {} upstream errors",
-        stats.requests, stats.connections, stats.upstream_errors
+        stats.requests,
+        stats.connections,
+        stats.upstream_errors
     );
     for rule in &stats.rules {
-        eprintln!(
+        errln!(
             "  {:<20} {:<18} matched {:>8}  injected {:>8}",
-            rule.name, rule.fault, rule.matched, rule.injected
+            rule.name,
+            rule.fault,
+            rule.matched,
+            rule.injected
         );
     }
     Ok(exit::OK)
@@ -168,7 +174,7 @@ pub(super) fn write_corpus(dir: &Path, args: &SimArgs, dim: usize) -> Result<()>
         writeln!(out, "{}", serde_json::to_string(&query)?)?;
     }
     out.flush()?;
-    eprintln!(
+    errln!(
         "redline sim: wrote {} documents ({dim} dimensions) and {} queries to {}",
         corpus.documents.len(),
         args.queries,
@@ -195,7 +201,7 @@ pub(super) async fn collect(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    eprintln!(
+    errln!(
         "redline collect: OTLP/HTTP traces at http://{}/v1/traces into {} — Ctrl-C to stop",
         listener.local_addr()?,
         collector.path.display()
@@ -206,6 +212,6 @@ pub(super) async fn collect(
     let stats = serde_json::to_string_pretty(&collector.stats)?;
     std::fs::write(out.join("collect.json"), &stats)
         .with_context(|| format!("cannot write {}", out.join("collect.json").display()))?;
-    eprintln!("redline collect: {stats}");
+    errln!("redline collect: {stats}");
     Ok(exit::OK)
 }

@@ -45,6 +45,9 @@ pub struct Options {
     /// against it (adjusted Rand index).
     pub label_field: Option<String>,
     pub tokenizer: LocalTokenizer,
+    /// Bytes of the log read so far, over both passes (for a progress bar: the whole
+    /// job reads the log twice).
+    pub read: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// What `redline datagen` writes: a workload file a spec can use as a prompt source.
@@ -103,6 +106,9 @@ fn read_log(
     let mut json = None;
     for (n, line) in BufReader::new(file).lines().enumerate() {
         let line = line.map_err(|e| DatagenError(format!("{}:{}: {e}", path.display(), n + 1)))?;
+        if let Some(read) = &options.read {
+            read.fetch_add(line.len() as u64 + 1, std::sync::atomic::Ordering::Relaxed);
+        }
         if line.trim().is_empty() {
             continue;
         }
@@ -433,6 +439,7 @@ mod tests {
             skip_invalid: false,
             label_field: Some("family".into()),
             tokenizer: LocalTokenizer::by_name("cl100k_base").unwrap(),
+            read: None,
         }
     }
 

@@ -577,28 +577,50 @@ fn render_stages(s: &Summary, line: &mut impl FnMut(String)) {
     line("  (TTFT here is from the intended start; ms)".into());
 }
 
-/// The terminal summary.
+/// What a run is about to do, printed before it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    pub name: String,
+    pub target: String,
+    pub model: String,
+    /// One line per stage of the spec.
+    pub stages: Vec<String>,
+    /// How long the schedule runs, when every stage is bounded in time.
+    pub planned: Option<std::time::Duration>,
+    /// Things to know before reading the figures (e.g. certificates not verified).
+    pub notes: Vec<String>,
+}
+
+/// The lines printed before a run starts: the target, the stages, the planned time.
+pub fn render_header(h: &Header) -> String {
+    let mut out = format!("redline · {} → {} ({})\n", h.name, h.target, h.model);
+    for (i, stage) in h.stages.iter().enumerate() {
+        out.push_str(&format!("  stage {i}: {stage}\n"));
+    }
+    if let Some(planned) = h.planned {
+        out.push_str(&format!("  planned: {:.1}s\n", planned.as_secs_f64()));
+    }
+    for note in &h.notes {
+        out.push_str(&format!("  note: {note}\n"));
+    }
+    out
+}
+
+/// The terminal summary, printed under the header once the run has ended.
 pub fn render_terminal(s: &Summary) -> String {
     let mut out = String::new();
     let mut line = |text: String| {
         out.push_str(&text);
         out.push('\n');
     };
+    let r = &s.requests;
     let state = if s.interrupted {
         "  (interrupted: partial results)"
     } else {
         ""
     };
     line(format!(
-        "redline · {} → {} ({}){state}",
-        s.name, s.target, s.model
-    ));
-    for (i, stage) in s.stages.iter().enumerate() {
-        line(format!("  stage {i}: {}", stage.description));
-    }
-    let r = &s.requests;
-    line(format!(
-        "  requests: {} scheduled · {} ok · {} failed · {} timed out · {} cancelled · {} dropped   ({:.1}s)",
+        "  requests: {} scheduled · {} ok · {} failed · {} timed out · {} cancelled · {} dropped   ({:.1}s){state}",
         r.scheduled, r.ok, r.error, r.timeout, r.cancelled, r.dropped, s.elapsed_s
     ));
     let pct = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{:.3}%", v * 100.0));

@@ -1,6 +1,6 @@
 //! The record collector: writes `records.jsonl` as requests complete, keeps the
 //! statistics, joins the chaos proxies' fault logs, feeds the live metrics and the OTLP
-//! exporter, and stops a run whose SLOs are certain to fail; and the progress line.
+//! exporter, and stops a run whose SLOs are certain to fail.
 
 use super::*;
 
@@ -35,13 +35,20 @@ pub(super) struct Gate {
     pub(super) clock: RunClock,
 }
 
+/// What the collector's inbox carries.
+pub(super) enum Inbox {
+    Record(Box<Record>),
+    /// Every request has ended: write what is left and stop.
+    Close,
+}
+
 /// Receives records, writes them as JSON lines (flushed at least every 200 ms, so an
 /// interrupted run keeps its data) and keeps the statistics.
 ///
 /// With an `abort_on_fail` gate it also judges the SLOs once a second after their
 /// `delay`, and stops the run (as Ctrl-C would) once a breach is certain.
 pub(super) async fn collect(
-    mut inbox: mpsc::UnboundedReceiver<Record>,
+    mut inbox: mpsc::UnboundedReceiver<Inbox>,
     mut out: std::io::BufWriter<std::fs::File>,
     mut aggregator: Aggregator,
     gate: Option<Gate>,
@@ -58,7 +65,7 @@ pub(super) async fn collect(
     loop {
         tokio::select! {
             record = inbox.recv() => {
-                let Some(mut record) = record else { break };
+                let Some(Inbox::Record(mut record)) = record else { break };
                 // The proxy's log is ground truth of what it injected: it replaces
                 // what the client read from the response header.
                 if let Some(traceparent) = &record.traceparent {
@@ -111,27 +118,4 @@ pub(super) async fn collect(
         sink.send_metrics();
     }
     Ok((aggregator, aborted))
-}
-
-pub(super) async fn progress_line(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let live = &shared.live;
-        let (scheduled, done, failed) = (
-            live.scheduled.load(Ordering::Relaxed),
-            live.done.load(Ordering::Relaxed),
-            live.failed.load(Ordering::Relaxed),
-        );
-        let total = shared
-            .planned_end
-            .map(|d| format!("/{:.0}s", d.as_secs_f64()))
-            .unwrap_or_default();
-        eprint!(
-            "\r  {:>6.1}s{total}  scheduled {scheduled}  done {done}  failed {failed}  in flight {}   ",
-            shared.clock.start().elapsed().as_secs_f64(),
-            scheduled.saturating_sub(done)
-        );
-    }
 }

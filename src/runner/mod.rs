@@ -12,7 +12,10 @@
 
 mod collector;
 mod flow;
+mod progress;
 mod services;
+
+pub use progress::{Progress, ProgressSnapshot, StageStatus};
 
 use collector::*;
 use services::*;
@@ -49,13 +52,19 @@ use crate::slo::{Aborted, SloSet};
 use crate::workload::PromptSource;
 use hyper::header::{AUTHORIZATION, HeaderValue};
 
+/// What to do once a run's services are up: print its header, say.
+pub type OnStart = Box<dyn FnOnce(&crate::report::Header) + Send>;
+
 /// How a run is carried out, beyond the scenario.
-#[derive(Debug)]
 pub struct RunOptions {
     /// Where `records.jsonl` goes.
     pub records_path: PathBuf,
-    /// Print a progress line to stderr every second.
-    pub progress: bool,
+    /// Counters for a progress display, bumped as the run goes (else the run keeps
+    /// its own).
+    pub progress: Option<Arc<Progress>>,
+    /// Called once the services are up, just before the first request: what the run
+    /// is about to do, to print before it starts.
+    pub on_start: Option<OnStart>,
     /// Serve the run's live metrics (`/metrics`) on this listener while it runs.
     pub metrics_listener: Option<tokio::net::TcpListener>,
     /// Export the run's own spans to this OTLP/HTTP traces endpoint (`…/v1/traces`).
@@ -160,14 +169,6 @@ fn build_target(scenario: &Scenario, base_url: &str, model: &str) -> Result<Targ
     })
 }
 
-/// Counters the progress line reads.
-#[derive(Default)]
-struct Live {
-    scheduled: AtomicU64,
-    done: AtomicU64,
-    failed: AtomicU64,
-}
-
 /// Shared by every request task.
 struct Shared {
     http: HttpClient,
@@ -176,10 +177,10 @@ struct Shared {
     flow: Option<flow::FlowRuntime>,
     scenario: Scenario,
     clock: RunClock,
-    records: mpsc::UnboundedSender<Record>,
+    records: mpsc::UnboundedSender<Inbox>,
     in_flight: Arc<Semaphore>,
     abort: CancellationToken,
-    live: Live,
+    progress: Arc<Progress>,
     planned_end: Option<Duration>,
     /// The next request's `seq`: requests are numbered as they are scheduled, across
     /// stages and sessions.
@@ -206,12 +207,10 @@ impl Shared {
     }
 
     fn emit(&self, record: Record) {
-        self.live.done.fetch_add(1, Ordering::Relaxed);
-        if record.outcome != Outcome::Ok {
-            self.live.failed.fetch_add(1, Ordering::Relaxed);
-        }
-        // The collector outlives every sender; a send error would mean it panicked.
-        let _ = self.records.send(record);
+        self.progress.ended(record.outcome == Outcome::Ok);
+        // The collector runs until the runner closes its inbox, after every request
+        // task has ended; a send error would mean it failed, and the run reports that.
+        let _ = self.records.send(Inbox::Record(Box::new(record)));
     }
 }
 
@@ -268,6 +267,8 @@ pub async fn run(
     // service's traffic sent through it. Records keep the service's own URL as the
     // target.
     let mut proxies: BTreeMap<String, RunningProxy> = BTreeMap::new();
+    // What the header says about the run's own servers.
+    let mut notes = Vec::new();
     for rule in &scenario.faults {
         let name = rule.service.clone().unwrap_or_default();
         if proxies.contains_key(&name) {
@@ -280,6 +281,12 @@ pub async fn run(
             .map(|f| &f.service)
             .unwrap_or(&scenario.service);
         let proxy = start_proxy(&scenario, service, &url_of(service)).await?;
+        notes.push(format!(
+            "chaos proxy for `{}` on {}; admin API on http://{}",
+            service.name,
+            proxy.addr,
+            proxy.admin_addr.map_or(String::new(), |a| a.to_string())
+        ));
         proxies.insert(name, proxy);
     }
     let base_through = |name: &str, base: String| match proxies.get(name) {
@@ -347,7 +354,9 @@ pub async fn run(
                     .with_context(|| format!("cannot write to {}", collect.dir.display()))?,
             );
             let addr = collect.listener.local_addr()?;
-            eprintln!("redline: collecting OTLP/HTTP traces at http://{addr}/v1/traces");
+            notes.push(format!(
+                "collecting OTLP/HTTP traces at http://{addr}/v1/traces"
+            ));
             otlp_endpoint.get_or_insert(format!("http://{addr}/v1/traces").parse()?);
             let stopped = collect_stop.clone();
             let server = tokio::spawn(
@@ -407,16 +416,17 @@ pub async fn run(
         planned_end: scenario.planned_duration(),
         in_flight: Arc::new(Semaphore::new(scenario.max_in_flight as usize)),
         abort: CancellationToken::new(),
-        live: Live::default(),
+        progress: options.progress.unwrap_or_default(),
         next_seq: AtomicU64::new(0),
         next_session: AtomicU64::new(0),
         clock,
         records,
         scenario,
     });
-    let progress = options
-        .progress
-        .then(|| tokio::spawn(progress_line(shared.clone())));
+    shared.progress.plan(shared.planned_end);
+    if let Some(on_start) = options.on_start {
+        on_start(&header_of(&shared.scenario, &base_url, &model, notes));
+    }
     let scrape_stop = CancellationToken::new();
     let scraper = match &shared.scenario.scrape {
         Some((url, interval)) => {
@@ -443,20 +453,19 @@ pub async fn run(
         if stop.is_cancelled() {
             break;
         }
-        let index = executed.len() as u32;
         let stage_end = match stage {
             Stage::Open { .. } => {
-                executed.push(ExecutedStage::of(stage, None));
+                let index = begin_stage(&shared, &mut executed, stage, None);
                 run_open(&shared, stage, index, stage_start, &mut tasks, &stop).await?
             }
             Stage::Closed { .. } => {
-                executed.push(ExecutedStage::of(stage, None));
+                let index = begin_stage(&shared, &mut executed, stage, None);
                 run_closed(&shared, stage, index, stage_start, &stop)
                     .await
                     .end
             }
             Stage::Replay { .. } => {
-                executed.push(ExecutedStage::of(stage, None));
+                let index = begin_stage(&shared, &mut executed, stage, None);
                 run_replay(&shared, stage, index, stage_start, &mut tasks, &stop).await?
             }
             Stage::Sweep { .. } => {
@@ -494,13 +503,17 @@ pub async fn run(
         Some(task) => Some(task.await.context("the metrics scraper failed")?),
         None => None,
     };
-    if let Some(progress) = progress {
-        progress.abort();
-        eprintln!();
-    }
-    let shared = Arc::into_inner(shared).expect("every task has ended");
-    drop(shared.records);
+    // Every request task has ended: close the collector's inbox explicitly, whoever
+    // still holds a share of the run, and check that each scheduled request has its
+    // one record.
+    let _ = shared.records.send(Inbox::Close);
     let (aggregator, aborted) = collector.await.context("the record collector failed")??;
+    let (scheduled, recorded) = shared.progress.balance();
+    if scheduled != recorded {
+        anyhow::bail!(
+            "internal error: {scheduled} requests were scheduled but {recorded} have a record"
+        );
+    }
     live_stop.cancel();
     let otlp = match exporter {
         Some(exporter) => Some(exporter.await.context("the span exporter failed")?),
@@ -544,6 +557,22 @@ pub async fn run(
         otlp,
         traces,
     })
+}
+
+/// Notes a stage as run (its index is the records' `stage`) and tells the progress.
+fn begin_stage(
+    shared: &Shared,
+    executed: &mut Vec<ExecutedStage>,
+    stage: &Stage,
+    role: Option<SweepRole>,
+) -> u32 {
+    let index = executed.len() as u32;
+    let ran = ExecutedStage::of(stage, role, shared.scenario.unit());
+    shared
+        .progress
+        .enter_stage(index, stage.duration(), stage.requests(), ran.offered_rate);
+    executed.push(ran);
+    index
 }
 
 /// Schedules an open-loop stage; returns its end (offset from the run start).
@@ -671,7 +700,7 @@ fn admit(
     seq: u64,
     stage_permit: Option<OwnedSemaphorePermit>,
 ) -> Option<Admitted> {
-    shared.live.scheduled.fetch_add(1, Ordering::Relaxed);
+    shared.progress.scheduled();
     let mut record = Record::unsent(
         seq,
         stage,
@@ -1034,8 +1063,7 @@ async fn run_sweep(
             duration,
             requests,
         };
-        let index = executed.len() as u32;
-        executed.push(ExecutedStage::of(&closed, Some(role)));
+        let index = begin_stage(shared, executed, &closed, Some(role));
         let ran = run_closed(shared, &closed, index, start, stop).await;
         achieved[point] = ran.achieved_rate;
         // The next point starts when this one's last request is done, not before.
@@ -1054,8 +1082,7 @@ async fn run_sweep(
             requests,
             max_concurrency: None,
         };
-        let index = executed.len() as u32;
-        executed.push(ExecutedStage::of(&open, Some(SweepRole::Rate)));
+        let index = begin_stage(shared, executed, &open, Some(SweepRole::Rate));
         run_open(shared, &open, index, start, tasks, stop).await?;
         tokio::select! {
             _ = async { while tasks.join_next().await.is_some() {} } => {}

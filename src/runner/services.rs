@@ -13,16 +13,35 @@ pub(super) fn trace_report(
     let text = std::fs::read_to_string(spans).unwrap_or_default();
     let spans = crate::graph::parse_spans(&text)
         .map_err(|e| anyhow::anyhow!("{}: {e}", spans.display()))?;
-    let records: Vec<Record> = std::fs::read_to_string(records)
-        .with_context(|| format!("cannot read {}", records.display()))?
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let mut all = Vec::new();
+    crate::record::read_records(records, None, |r| all.push(r))?;
+    let records = all;
     Ok(crate::graph::TraceReport {
         graph: crate::graph::build(&spans),
         join: crate::graph::join(&spans, &records),
         receiver: None,
     })
+}
+
+/// What the run is about to do, for the lines printed before it starts.
+pub(super) fn header_of(
+    scenario: &Scenario,
+    target: &str,
+    model: &str,
+    notes: Vec<String>,
+) -> crate::report::Header {
+    crate::report::Header {
+        name: scenario.name.clone(),
+        target: target.to_owned(),
+        model: model.to_owned(),
+        stages: scenario
+            .stages
+            .iter()
+            .map(|s| s.describe(scenario.unit()))
+            .collect(),
+        planned: scenario.planned_duration(),
+        notes,
+    }
 }
 
 /// The profile of the simulator `url: embedded` services share, if any is embedded:
@@ -70,12 +89,6 @@ pub(super) async fn start_proxy(
     })
     .await
     .context("cannot start the chaos proxy")?;
-    eprintln!(
-        "chaos proxy for `{}` on {}; admin API on http://{}",
-        service.name,
-        proxy.addr,
-        proxy.admin_addr.map_or(String::new(), |a| a.to_string())
-    );
     Ok(proxy)
 }
 

@@ -199,7 +199,8 @@ pub async fn run_to_records(scenario: Scenario, name: &str) -> (RunResult, Vec<R
     let dir = temp_dir(name);
     let options = RunOptions {
         records_path: dir.join("records.jsonl"),
-        progress: false,
+        progress: None,
+        on_start: None,
         metrics_listener: None,
         otlp_endpoint: None,
         collect: None,
