@@ -227,6 +227,13 @@ pub struct Record {
     /// When it was handed to the connection (absent if never sent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sent_us: Option<u64>,
+    /// TCP connect time, microseconds, on the first request a new connection carried
+    /// (requests on a reused connection paid none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_us: Option<u64>,
+    /// TLS handshake time, microseconds, likewise (https only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_us: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub headers_us: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -285,6 +292,8 @@ impl Record {
             session_end: None,
             intended_us,
             sent_us: None,
+            connect_us: None,
+            tls_us: None,
             headers_us: None,
             first_byte_us: None,
             first_token_us: None,

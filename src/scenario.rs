@@ -15,6 +15,7 @@ use hyper::header::{HeaderName, HeaderValue};
 
 use crate::client::Timeouts;
 use crate::client::openai::Api;
+use crate::client::tls::{TlsOptions, TlsSettings};
 use crate::metrics::RequestSlo;
 use crate::schedule::{Arrival, Stage, Unit};
 use crate::slo::SloSet;
@@ -45,8 +46,17 @@ pub struct Service {
     pub api_key: Option<String>,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub http2: bool,
+    /// Certificates for an https service (none: the system's roots).
+    pub tls: Option<TlsSettings>,
     /// Counts what the server does not report.
     pub tokenizer: LocalTokenizer,
+}
+
+impl Service {
+    /// A keep-alive pool for this service's requests: its HTTP version, its TLS.
+    pub fn http_client(&self, timeouts: &Timeouts) -> crate::client::HttpClient {
+        crate::client::http_client_with(timeouts, self.http2, self.tls.as_ref())
+    }
 }
 
 /// What each request sends.
@@ -369,11 +379,11 @@ impl Scenario {
             if let Some(url) = &m.url
                 && url
                     .parse::<hyper::Uri>()
-                    .map_or(true, |u| u.scheme_str() != Some("http"))
+                    .map_or(true, |u| !matches!(u.scheme_str(), Some("http" | "https")))
             {
                 problem(
                     "spec.server_metrics.url",
-                    format!("`{url}` is not an http:// URL"),
+                    format!("`{url}` is not an http:// or https:// URL"),
                     Some("e.g. `url: http://127.0.0.1:8000/metrics`".into()),
                 );
                 return None;
@@ -479,6 +489,27 @@ impl Scenario {
             } => Some(dataset.info.clone()),
             _ => None,
         }
+    }
+
+    /// What a reader of the results must know first: services whose certificates were
+    /// not checked.
+    pub fn warnings(&self) -> Vec<String> {
+        let flow_services = self
+            .flow
+            .iter()
+            .flat_map(|f| f.services.values().map(|s| &s.service));
+        let mut named = BTreeSet::new();
+        std::iter::once(&self.service)
+            .chain(flow_services)
+            .filter(|s| s.tls.as_ref().is_some_and(TlsSettings::insecure))
+            .filter(|s| named.insert(s.name.clone()))
+            .map(|s| {
+                format!(
+                    "TLS certificates of `{}` were not verified (insecure_skip_verify / --insecure): the server's identity is unchecked",
+                    s.name
+                )
+            })
+            .collect()
     }
 
     /// What the load counts: sessions when each arrival is a flow or a conversation.
@@ -742,7 +773,11 @@ fn service_from_spec(
         } else {
             Some(Endpoint::Url(s.url.clone()))
         }
-    } else if let Some(rest) = s.url.strip_prefix("http://") {
+    } else if let Some(rest) = s
+        .url
+        .strip_prefix("http://")
+        .or(s.url.strip_prefix("https://"))
+    {
         if rest.is_empty() || s.url.parse::<hyper::Uri>().is_err() {
             problem(
                 &format!("{path}.url"),
@@ -756,21 +791,18 @@ fn service_from_spec(
                 base.strip_suffix("/v1").unwrap_or(base).to_owned(),
             ))
         }
-    } else if s.url.starts_with("https://") {
-        problem(
-            &format!("{path}.url"),
-            "https is not supported by this build".into(),
-            Some("reach the service over http (e.g. through a port-forward or a sidecar)".into()),
-        );
-        None
     } else {
         problem(
             &format!("{path}.url"),
-            format!("`{}` is neither `embedded` nor an http:// URL", s.url),
-            Some("write `embedded` or e.g. `http://127.0.0.1:8000`".into()),
+            format!(
+                "`{}` is neither `embedded` nor an http:// or https:// URL",
+                s.url
+            ),
+            Some("write `embedded` or e.g. `https://llm.example.com`".into()),
         );
         None
     };
+    let tls = tls_from_spec(s, &path, spec_dir, problem);
     if let Some(profile) = &s.profile {
         if s.url != "embedded" {
             problem(
@@ -844,7 +876,55 @@ fn service_from_spec(
         api_key,
         headers,
         http2: s.http2,
+        tls: tls?,
     })
+}
+
+/// The TLS settings of an https service, loaded once (certificates read, the key
+/// checked against its certificate); `Some(None)` for an http service.
+fn tls_from_spec(
+    s: &ServiceSpec,
+    path: &str,
+    spec_dir: &Path,
+    problem: &mut Problem,
+) -> Option<Option<TlsSettings>> {
+    let https = s.url.starts_with("https://");
+    match (&s.tls, https) {
+        (None, false) => Some(None),
+        (Some(_), false) => {
+            problem(
+                &format!("{path}.tls"),
+                format!("applies to https:// URLs; `{}` is not one", s.url),
+                Some("remove `tls`, or write the URL with https://".into()),
+            );
+            None
+        }
+        (None, true) => Some(Some(TlsSettings::system())),
+        (Some(t), true) => {
+            let relative = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| spec_dir.join(p));
+            let options = TlsOptions {
+                ca_cert: relative(&t.ca_cert),
+                client_cert: relative(&t.client_cert),
+                client_key: relative(&t.client_key),
+                insecure_skip_verify: t.insecure_skip_verify,
+            };
+            if t.insecure_skip_verify && t.ca_cert.is_some() {
+                problem(
+                    &format!("{path}.tls.insecure_skip_verify"),
+                    "checks nothing, so the `ca_cert` beside it would not be used".into(),
+                    Some(
+                        "keep one: `ca_cert` to trust a private CA, or `insecure_skip_verify`"
+                            .into(),
+                    ),
+                );
+                return None;
+            }
+            TlsSettings::load(&options)
+                .map_err(|e| problem(&format!("{path}.tls.{}", e.field), e.message, None))
+                .ok()
+                .map(Some)
+        }
+    }
 }
 
 type StageProblem = (&'static str, String, Option<String>);

@@ -110,7 +110,7 @@ async fn fetch(http: &HttpClient, url: &Uri) -> Option<String> {
     let request = hyper::Request::get(url.clone())
         .body(http_body_util::Full::new(Bytes::new()))
         .ok()?;
-    let response = tokio::time::timeout(Duration::from_secs(5), http.request(request))
+    let response = tokio::time::timeout(Duration::from_secs(5), crate::client::send(http, request))
         .await
         .ok()?
         .ok()?;

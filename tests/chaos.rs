@@ -74,6 +74,8 @@ async fn proxy(upstream: SocketAddr, rules_yaml: &str, header_faults: bool) -> R
         seed: file.seed,
         allow_header_faults: header_faults,
         log: Arc::new(FaultLog::to_writer(None)),
+        tls: None,
+        upstream_tls: None,
     })
     .await
     .unwrap()

@@ -385,6 +385,7 @@ async fn exported_spans_graph_the_flow_topology() {
         on_start: None,
         metrics_listener: None,
         otlp_endpoint: Some(format!("http://{collect_addr}/v1/traces").parse().unwrap()),
+        otlp_tls: None,
         collect: None,
     };
     let result = redline::runner::run(

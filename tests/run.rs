@@ -747,6 +747,7 @@ async fn live_metrics_agree_with_the_records() {
         on_start: None,
         metrics_listener: Some(listener),
         otlp_endpoint: None,
+        otlp_tls: None,
         collect: None,
     };
     let scenario = scenario(
@@ -802,6 +803,7 @@ async fn a_progress_reader_that_holds_on_does_not_stop_the_run() {
         on_start: Some(Box::new(move |h| *seen.lock().unwrap() = Some(h.clone()))),
         metrics_listener: None,
         otlp_endpoint: None,
+        otlp_tls: None,
         collect: None,
     };
     let s = scenario(

@@ -51,12 +51,17 @@ pub struct ProxyConfig {
     pub seed: u64,
     pub allow_header_faults: bool,
     pub log: Arc<FaultLog>,
+    /// Terminate TLS from clients with this.
+    pub tls: Option<crate::serve::ServerTls>,
+    /// Certificates for an https upstream (re-encrypting); none: the system's roots.
+    pub upstream_tls: Option<crate::client::tls::TlsSettings>,
 }
 
 /// A proxy serving on its own tasks until dropped.
 pub struct RunningProxy {
     pub addr: SocketAddr,
     pub admin_addr: Option<SocketAddr>,
+    https: bool,
     pub chaos: Arc<Chaos>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -67,9 +72,11 @@ impl RunningProxy {
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
+        let https = config.tls.is_some();
         let chaos = Arc::new(Chaos::new(
             &config.upstream,
             config.upstream_http2,
+            config.upstream_tls.as_ref(),
             config.rules,
             config.seed,
             config.allow_header_faults,
@@ -90,19 +97,21 @@ impl RunningProxy {
             None => None,
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(serve(listener, chaos.clone(), async move {
+        tokio::spawn(serve(listener, config.tls, chaos.clone(), async move {
             let _ = stopped.await;
         }));
         Ok(RunningProxy {
             addr,
             admin_addr,
+            https,
             chaos,
             stop: Some(stop),
         })
     }
 
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 }
 
@@ -118,6 +127,7 @@ impl Drop for RunningProxy {
 /// moment to finish.
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<crate::serve::ServerTls>,
     chaos: Arc<Chaos>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
@@ -129,6 +139,7 @@ pub async fn serve(
     // Held (`timeout`) requests would keep a graceful shutdown waiting for ever.
     crate::serve::accept_loop(
         listener,
+        tls,
         ConnectionBuilder::new(TokioExecutor::new()),
         service,
         shutdown,
@@ -144,8 +155,8 @@ pub fn upstream_uri(url: &str, allow_remote: bool) -> Result<Uri> {
         .parse()
         .with_context(|| format!("upstream `{url}` is not a URL"))?;
     match uri.scheme_str() {
-        Some("http") => {}
-        Some(other) => bail!("upstream `{url}`: the proxy speaks `http`, not `{other}`"),
+        Some("http" | "https") => {}
+        Some(other) => bail!("upstream `{url}`: the proxy speaks http and https, not `{other}`"),
         None => bail!("upstream `{url}` needs a scheme: write `http://{url}`"),
     }
     let Some(host) = uri.host() else {
@@ -252,7 +263,11 @@ mod tests {
             "{remote}"
         );
         assert!(upstream_uri("http://10.0.0.5:8000", true).is_ok());
-        assert!(upstream_uri("https://127.0.0.1", false).is_err());
+        assert!(
+            upstream_uri("https://127.0.0.1", false).is_ok(),
+            "the proxy re-encrypts to https"
+        );
+        assert!(upstream_uri("ftp://127.0.0.1", false).is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::client::tls::{Alpn, Connector};
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
@@ -14,7 +15,6 @@ use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{Request, Response, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::Value;
 
 use super::BoxError;
@@ -34,6 +34,8 @@ const MAX_REWRITE_BYTES: usize = 64 << 20;
 /// How long `abort: { timeout: true }` holds a request before resetting it, so a
 /// client without a timeout cannot pin the proxy's memory for ever.
 const LONGEST_HANG: Duration = Duration::from_secs(600);
+/// How long the proxy waits for a connection (and TLS handshake) to its upstream.
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Counters of the proxy as a whole.
 #[derive(Debug, Default)]
@@ -50,7 +52,7 @@ pub struct ProxyCounters {
 pub struct Chaos {
     /// Scheme and authority of the upstream, with its path prefix.
     upstream: (String, String),
-    client: Client<HttpConnector, Incoming>,
+    client: Client<Connector, Incoming>,
     pub rules: RwLock<Arc<Vec<Arc<Rule>>>>,
     pub seed: u64,
     pub allow_header_faults: bool,
@@ -64,13 +66,18 @@ impl Chaos {
     pub fn new(
         upstream: &Uri,
         upstream_http2: bool,
+        upstream_tls: Option<&crate::client::tls::TlsSettings>,
         rules: Vec<Rule>,
         seed: u64,
         allow_header_faults: bool,
         log: Arc<FaultLog>,
     ) -> Chaos {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
+        let alpn = if upstream_http2 {
+            Alpn::Http2
+        } else {
+            Alpn::Http1
+        };
+        let connector = Connector::new(UPSTREAM_CONNECT_TIMEOUT, upstream_tls, alpn);
         let client = Client::builder(hyper_util::rt::TokioExecutor::new())
             .pool_max_idle_per_host(usize::MAX)
             .http2_only(upstream_http2)

@@ -14,7 +14,7 @@ use crate::runner::{RunOptions, run as run_scenario};
 use crate::scenario::Scenario;
 use crate::spec::{
     self, ApiKind, Dur, InferenceSpec, LengthSpec, Metadata, PayloadTemplate, PromptsSpec,
-    ServiceSpec, SpecErrors, SpecFile, StageSpec, SweepSpec, SyntheticSpec,
+    ServiceSpec, SpecErrors, SpecFile, StageSpec, SweepSpec, SyntheticSpec, TlsSpec,
 };
 use crate::tokenizer::LocalTokenizer;
 
@@ -133,7 +133,50 @@ pub enum Command {
         /// Allow listening on a non-loopback address.
         #[arg(long)]
         allow_remote: bool,
+        #[command(flatten)]
+        tls: ServerTlsArgs,
     },
+}
+
+/// TLS on one of redline's servers.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServerTlsArgs {
+    /// Serve https with this certificate chain (PEM); needs --tls-key.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "tls_self_signed"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve https with a certificate for localhost, 127.0.0.1 and ::1 from a CA made
+    /// at start; the CA's certificate is written to CA_FILE for clients to trust
+    /// (`--ca-cert CA_FILE`, `curl --cacert`, `SSL_CERT_FILE`).
+    #[arg(long, value_name = "CA_FILE")]
+    pub tls_self_signed: Option<PathBuf>,
+    /// Require client certificates signed by the CAs in this PEM file (mTLS).
+    #[arg(long, value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
+}
+
+impl ServerTlsArgs {
+    /// The server's TLS, when asked for.
+    pub fn load(&self) -> Result<Option<crate::serve::ServerTls>> {
+        let client_ca = self.tls_client_ca.as_deref();
+        match (&self.tls_cert, &self.tls_key, &self.tls_self_signed) {
+            (Some(cert), Some(key), _) => {
+                crate::serve::ServerTls::from_files(cert, key, client_ca).map(Some)
+            }
+            (_, _, Some(ca)) => crate::serve::ServerTls::self_signed(ca, client_ca).map(Some),
+            _ if client_ca.is_some() => {
+                bail!("--tls-client-ca needs --tls-cert and --tls-key, or --tls-self-signed")
+            }
+            _ => Ok(None),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -169,9 +212,17 @@ pub struct ChaosArgs {
     /// Write every injected fault as a JSON line (with the request's traceparent).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
-    /// Speak HTTP/2 (prior knowledge) to the upstream.
+    /// Speak HTTP/2 to the upstream (ALPN over https, prior knowledge over http).
     #[arg(long)]
     pub upstream_http2: bool,
+    /// For an https upstream: trust only the CAs in this PEM file.
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca_cert: Option<PathBuf>,
+    /// For an https upstream: accept any certificate.
+    #[arg(long, conflicts_with = "upstream_ca_cert")]
+    pub upstream_insecure: bool,
+    #[command(flatten)]
+    pub tls: ServerTlsArgs,
     /// Allow an upstream that is not on this machine.
     #[arg(long)]
     pub allow_remote_upstream: bool,
@@ -239,6 +290,8 @@ pub struct SimArgs {
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     pub allow_remote: bool,
+    #[command(flatten)]
+    pub tls: ServerTlsArgs,
     /// Seed of every answer (together with the prompt).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -305,7 +358,23 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "6s", value_parser = parse_duration)]
     pub collect_grace: std::time::Duration,
 
-    /// Shorthand: base URL of an OpenAI-compatible server, or `embedded`.
+    /// Trust only the CAs in this PEM file for https services (a private CA), unless a
+    /// service's `tls` says otherwise; also for an https --otlp-endpoint.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// A client certificate (PEM) for https services that ask for one (mTLS).
+    #[arg(long, value_name = "FILE", requires = "client_key")]
+    pub client_cert: Option<PathBuf>,
+    /// The private key of --client-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "client_cert")]
+    pub client_key: Option<PathBuf>,
+    /// Accept any certificate from https services (self-signed, expired, another
+    /// host's); the report warns that no server identity was checked.
+    #[arg(long, conflicts_with = "ca_cert")]
+    pub insecure: bool,
+
+    /// Shorthand: base URL of an OpenAI-compatible server (http:// or https://), or
+    /// `embedded`.
     #[arg(long, help_heading = "Shorthands")]
     pub url: Option<String>,
     /// Shorthand: model name (required for a real server).
@@ -357,6 +426,9 @@ pub struct RunArgs {
     /// Shorthand: a JSONL file of prompts instead of synthetic ones.
     #[arg(long, help_heading = "Shorthands")]
     pub prompts: Option<PathBuf>,
+    /// Shorthand: speak HTTP/2 (ALPN over https, prior knowledge over http).
+    #[arg(long, help_heading = "Shorthands")]
+    pub http2: bool,
     /// Shorthand: do not stream (no TTFT or ITL then).
     #[arg(long, help_heading = "Shorthands")]
     pub no_stream: bool,
@@ -425,16 +497,51 @@ pub async fn run(cli: Cli) -> Result<i32> {
             out,
             max_spans,
             allow_remote,
-        } => collect(listen, &out, max_spans, allow_remote).await,
+            tls,
+        } => collect(listen, &out, max_spans, allow_remote, &tls).await,
     }
 }
 
-/// A spec file's scenario, or every problem in it printed to stderr.
+/// A spec file's scenario, or every problem in it.
 fn load_scenario(path: &std::path::Path) -> Result<Result<Scenario, SpecErrors>> {
+    load_scenario_with(path, |_| {})
+}
+
+/// [`load_scenario`], with the parsed spec amended first (by command-line flags).
+fn load_scenario_with(
+    path: &std::path::Path,
+    amend: impl FnOnce(&mut SpecFile),
+) -> Result<Result<Scenario, SpecErrors>> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the spec file {name}"))?;
-    Ok(spec::parse(&name, &text).and_then(|file| Scenario::from_spec(&file, &text)))
+    Ok(spec::parse(&name, &text).and_then(|mut file| {
+        amend(&mut file);
+        Scenario::from_spec(&file, &text)
+    }))
+}
+
+/// `--ca-cert`, `--client-cert`/`--client-key` and `--insecure` as a service's `tls`,
+/// when any is given.
+fn tls_flags(args: &RunArgs) -> Result<Option<TlsSpec>> {
+    let absolute = |p: &Option<PathBuf>| p.as_deref().map(std::path::absolute).transpose();
+    let spec = TlsSpec {
+        ca_cert: absolute(&args.ca_cert)?,
+        client_cert: absolute(&args.client_cert)?,
+        client_key: absolute(&args.client_key)?,
+        insecure_skip_verify: args.insecure,
+    };
+    Ok((spec != TlsSpec::default()).then_some(spec))
+}
+
+/// The flags' TLS for every https service that has no `tls` of its own.
+fn apply_tls_flags(file: &mut SpecFile, tls: Option<&TlsSpec>) {
+    let Some(tls) = tls else { return };
+    for service in file.inference.services.values_mut() {
+        if service.url.starts_with("https://") && service.tls.is_none() {
+            service.tls = Some(tls.clone());
+        }
+    }
 }
 
 fn validate(path: &std::path::Path) -> Result<i32> {
@@ -500,7 +607,7 @@ fn flag_for(path: &str) -> Option<&'static str> {
 }
 
 /// Builds the same spec a YAML file would hold from the command-line shorthands.
-fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
+fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<SpecFile> {
     let Some(url) = args.url.clone() else {
         bail!(
             "give a spec file, or --url (e.g. `redline run --url embedded --rate 10 --duration 30s`)"
@@ -544,7 +651,7 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
         },
     };
     let service = ServiceSpec {
-        url,
+        url: url.clone(),
         model: args.model.clone(),
         profile: args.profile.clone(),
         api: match args.api {
@@ -553,7 +660,8 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
         },
         api_key_env: args.api_key_env.clone(),
         headers: BTreeMap::new(),
-        http2: false,
+        http2: args.http2,
+        tls: tls.filter(|_| url.starts_with("https://")).cloned(),
         tokenizer: args.tokenizer.clone(),
         ..ServiceSpec::default()
     };
@@ -602,15 +710,16 @@ fn shorthand_spec(args: &RunArgs) -> Result<SpecFile> {
 }
 
 async fn run_command(args: RunArgs) -> Result<i32> {
+    let tls = tls_flags(&args)?;
     let scenario = match &args.spec {
-        Some(path) => match load_scenario(path)? {
+        Some(path) => match load_scenario_with(path, |file| apply_tls_flags(file, tls.as_ref()))? {
             Ok(scenario) => scenario,
             Err(errors) => {
                 err(&errors.to_string());
                 return Ok(exit::USAGE);
             }
         },
-        None => match Scenario::from_spec(&shorthand_spec(&args)?, "") {
+        None => match Scenario::from_spec(&shorthand_spec(&args, tls.as_ref())?, "") {
             Ok(scenario) => scenario,
             Err(mut errors) => {
                 // The user typed flags, not a spec: name the flag.
@@ -655,6 +764,18 @@ async fn run_command(args: RunArgs) -> Result<i32> {
         records_path: dir.join("records.jsonl"),
         progress: Some(progress),
         on_start: Some(Box::new(|header| out(&render_header(header)))),
+        otlp_tls: match &tls {
+            Some(tls) => Some(
+                crate::client::tls::TlsSettings::load(&crate::client::tls::TlsOptions {
+                    ca_cert: tls.ca_cert.clone(),
+                    client_cert: tls.client_cert.clone(),
+                    client_key: tls.client_key.clone(),
+                    insecure_skip_verify: tls.insecure_skip_verify,
+                })
+                .map_err(|e| anyhow::anyhow!("--{}: {}", e.field.replace('_', "-"), e.message))?,
+            ),
+            None => None,
+        },
         metrics_listener,
         otlp_endpoint: match &args.otlp_endpoint {
             Some(url) => Some(otlp_traces_uri(url)?),
@@ -696,6 +817,7 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             target: &result.target_url,
             model: &result.model,
             interrupted: result.interrupted,
+            warnings: result.warnings.clone(),
             elapsed_s: result.elapsed.as_secs_f64(),
             stages: result.stages.clone(),
             dataset,
@@ -831,6 +953,7 @@ async fn check(
             target: &records.display().to_string(),
             model: "",
             interrupted: false,
+            warnings: Vec::new(),
             elapsed_s: span.map_or(0.0, |(first, last)| last.saturating_sub(first) as f64 / 1e6),
             stages: Vec::new(),
             dataset: None,
@@ -1068,10 +1191,8 @@ fn otlp_traces_uri(url: &str) -> Result<hyper::Uri> {
     let uri: hyper::Uri = full
         .parse()
         .with_context(|| format!("--otlp-endpoint `{url}` is not a URL"))?;
-    if uri.scheme_str() != Some("http") {
-        bail!(
-            "--otlp-endpoint `{url}`: write an http:// URL (https is not supported by this build)"
-        );
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        bail!("--otlp-endpoint `{url}`: write an http:// or https:// URL");
     }
     Ok(uri)
 }

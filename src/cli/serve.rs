@@ -50,13 +50,15 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
         );
     }
     let profile = Profile::load(&args.profile)?;
+    let tls = args.tls.load()?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let model = args.model.clone().unwrap_or_else(|| profile.model.clone());
     errln!(
-        "redline sim: serving `{model}` (profile {}) on http://{}/v1 — Ctrl-C to stop",
+        "redline sim: serving `{model}` (profile {}) on {}://{}/v1 — Ctrl-C to stop",
         profile.name,
+        if tls.is_some() { "https" } else { "http" },
         listener.local_addr()?
     );
     let config = SimConfig {
@@ -78,7 +80,7 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
             warm_corpus: true,
         },
     };
-    crate::sim::server::serve(listener, config, async {
+    crate::sim::server::serve(listener, tls, config, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await?;
@@ -112,6 +114,12 @@ pub(super) async fn chaos(args: ChaosArgs) -> Result<i32> {
         None => None,
     };
     let log = std::sync::Arc::new(crate::chaos::FaultLog::to_writer(log));
+    let upstream_tls = crate::client::tls::TlsSettings::load(&crate::client::tls::TlsOptions {
+        ca_cert: args.upstream_ca_cert.clone(),
+        insecure_skip_verify: args.upstream_insecure,
+        ..Default::default()
+    })
+    .map_err(|e| anyhow::anyhow!("--upstream-{}: {}", e.field.replace('_', "-"), e.message))?;
     let count = rules.len();
     let proxy = crate::chaos::RunningProxy::start(crate::chaos::ProxyConfig {
         upstream,
@@ -122,6 +130,8 @@ pub(super) async fn chaos(args: ChaosArgs) -> Result<i32> {
         seed: args.seed.unwrap_or(file.seed),
         allow_header_faults: args.allow_header_faults || file.allow_header_faults,
         log: log.clone(),
+        tls: args.tls.load()?,
+        upstream_tls: Some(upstream_tls),
     })
     .await?;
     errln!(
@@ -188,6 +198,7 @@ pub(super) async fn collect(
     out: &Path,
     max_spans: u64,
     allow_remote: bool,
+    tls: &super::ServerTlsArgs,
 ) -> Result<i32> {
     if !listen.ip().is_loopback() && !allow_remote {
         bail!(
@@ -198,17 +209,26 @@ pub(super) async fn collect(
         crate::collect::Collector::create(out, max_spans)
             .with_context(|| format!("cannot write to {}", out.display()))?,
     );
+    let tls = tls.load()?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     errln!(
-        "redline collect: OTLP/HTTP traces at http://{}/v1/traces into {} — Ctrl-C to stop",
+        "redline collect: OTLP/HTTP traces at {}://{}/v1/traces into {} — Ctrl-C to stop",
+        if tls.is_some() { "https" } else { "http" },
         listener.local_addr()?,
         collector.path.display()
     );
-    axum::serve(listener, crate::collect::app(collector.clone()))
-        .with_graceful_shutdown(signal())
-        .await?;
+    let app = crate::collect::app(collector.clone());
+    crate::serve::accept_loop(
+        listener,
+        tls,
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new()),
+        || hyper_util::service::TowerToHyperService::new(app.clone()),
+        signal(),
+        Some(std::time::Duration::from_secs(5)),
+    )
+    .await;
     let stats = serde_json::to_string_pretty(&collector.stats)?;
     std::fs::write(out.join("collect.json"), &stats)
         .with_context(|| format!("cannot write {}", out.join("collect.json").display()))?;

@@ -54,7 +54,7 @@ pub async fn call(
     let first_deadline = deadline.min(sent + target.timeouts.first_token);
     let response = match tokio::time::timeout_at(
         first_deadline.into(),
-        http.request(target.request(traceparent)),
+        super::send(http, target.request(traceparent)),
     )
     .await
     {
@@ -75,6 +75,7 @@ pub async fn call(
         Ok(Ok(response)) => response,
     };
     record.headers_us = Some(clock.now_us());
+    super::note_connection(&response, record);
     note_faults(response.headers(), record);
     let status = response.status().as_u16();
     record.status = Some(status);

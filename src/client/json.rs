@@ -34,7 +34,8 @@ pub async fn call(
     let sent = Instant::now();
     record.sent_us = Some(clock.us(sent));
     let deadline = sent + timeout;
-    let response = match tokio::time::timeout_at(deadline.into(), http.request(request)).await {
+    let response = match tokio::time::timeout_at(deadline.into(), super::send(http, request)).await
+    {
         Err(_) => {
             record.fail(
                 Outcome::Timeout,
@@ -52,6 +53,7 @@ pub async fn call(
         Ok(Ok(response)) => response,
     };
     record.headers_us = Some(clock.now_us());
+    super::note_connection(&response, record);
     note_faults(response.headers(), record);
     let status = response.status().as_u16();
     record.status = Some(status);

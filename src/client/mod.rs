@@ -5,18 +5,36 @@ pub mod http;
 pub mod json;
 pub mod openai;
 pub mod sse;
+pub mod tls;
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::record::{InjectedFault, Record, Stage};
+use tls::{Alpn, Connector, TlsSettings};
 
-pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+/// A keep-alive pool of connections, plain or TLS, and what its last failed connection
+/// attempt said (see [`send`]).
+#[derive(Clone)]
+pub struct HttpClient {
+    pool: Client<Connector, Full<Bytes>>,
+    failures: tls::FailureMemo,
+}
+
+/// Why a request got no response.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error(transparent)]
+    Client(#[from] hyper_util::client::legacy::Error),
+    /// It waited for an HTTP/2 connection another request was opening, and that
+    /// attempt failed like this.
+    #[error("waited for a connection that could not be opened: {message}")]
+    SharedConnect { kind: &'static str, message: String },
+}
 
 /// Client-side time limits of one request.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -69,17 +87,57 @@ impl RunClock {
     }
 }
 
-/// A keep-alive connection pool: HTTP/1.1, or HTTP/2 only (prior knowledge) when asked.
+/// A keep-alive connection pool: HTTP/1.1, or HTTP/2 only when asked (negotiated
+/// by ALPN over https, prior knowledge over http); https with the system's roots.
 pub fn http_client(timeouts: &Timeouts, http2: bool) -> HttpClient {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(timeouts.connect));
-    connector.set_keepalive(Some(Duration::from_secs(60)));
-    Client::builder(TokioExecutor::new())
+    http_client_with(timeouts, http2, None)
+}
+
+/// [`http_client`] with a service's own TLS settings (private CA, client
+/// certificate, no verification).
+pub fn http_client_with(timeouts: &Timeouts, http2: bool, tls: Option<&TlsSettings>) -> HttpClient {
+    let alpn = if http2 { Alpn::Http2 } else { Alpn::Http1 };
+    let connector = Connector::new(timeouts.connect, tls, alpn);
+    let failures = connector.failures();
+    let pool = Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(90))
         .pool_max_idle_per_host(usize::MAX)
         .http2_only(http2)
-        .build(connector)
+        .build(connector);
+    HttpClient { pool, failures }
+}
+
+/// Sends a request on the pool. A request that waited for an HTTP/2 connection
+/// another request was opening comes back from hyper's pool as "canceled" when that
+/// attempt failed, with the reason lost; the connector remembers it, so the request
+/// gets the real reason (an unknown issuer, a refused port) instead.
+pub async fn send(
+    http: &HttpClient,
+    request: hyper::Request<Full<Bytes>>,
+) -> Result<hyper::Response<hyper::body::Incoming>, SendError> {
+    match http.pool.request(request).await {
+        Err(error) if canceled_before_sending(&error) => match http.failures.last() {
+            Some((kind, message)) => Err(SendError::SharedConnect { kind, message }),
+            None => Err(error.into()),
+        },
+        done => Ok(done?),
+    }
+}
+
+/// hyper-util's pool names no type for it: its message is all there is.
+fn canceled_before_sending(error: &hyper_util::client::legacy::Error) -> bool {
+    error.is_connect()
+        && std::iter::successors(std::error::Error::source(error), |e| e.source())
+            .any(|e| e.to_string() == "request was canceled")
+}
+
+/// Takes the TCP-connect and TLS-handshake times into the record when the response
+/// is the first its connection carried.
+pub fn note_connection(response: &hyper::Response<hyper::body::Incoming>, record: &mut Record) {
+    if let Some(times) = tls::ConnectionTimes::of_new_connection(response) {
+        record.connect_us = Some(times.connect_us);
+        record.tls_us = times.tls_us;
+    }
 }
 
 /// Takes the faults a chaos proxy named in its `x-redline-fault` response header
@@ -173,9 +231,11 @@ pub fn status_kind(status: u16) -> &'static str {
 }
 
 /// Names a failure to get a response: stage, kind and message.
-pub fn classify_send_error(
-    error: &hyper_util::client::legacy::Error,
-) -> (Stage, &'static str, String) {
+pub fn classify_send_error(error: &SendError) -> (Stage, &'static str, String) {
+    let error = match error {
+        SendError::SharedConnect { kind, .. } => return (Stage::Connect, kind, error.to_string()),
+        SendError::Client(error) => error,
+    };
     let io_kind = std::iter::successors(std::error::Error::source(error), |e| e.source())
         .find_map(|e| e.downcast_ref::<std::io::Error>())
         .map(std::io::Error::kind);
@@ -184,6 +244,14 @@ pub fn classify_send_error(
         .collect::<Vec<_>>()
         .join(": ");
     use std::io::ErrorKind::*;
+    let ours = std::iter::successors(std::error::Error::source(error), |e| e.source())
+        .find_map(|e| e.downcast_ref::<tls::ConnectError>());
+    if let Some(connect) = ours.filter(|e| !matches!(e, tls::ConnectError::Tcp(_))) {
+        return (Stage::Connect, connect.kind(), connect.to_string());
+    }
+    if let Some(reason) = tls::tls_failure_in(error) {
+        return (Stage::Connect, "tls", format!("TLS failed: {reason}"));
+    }
     if error.is_connect() {
         let kind = match io_kind {
             Some(ConnectionRefused) => "connect_refused",

@@ -292,7 +292,7 @@ async fn post(http: &HttpClient, uri: Uri, body: Vec<u8>) -> bool {
         .body(Full::new(Bytes::from(body)))
         .expect("a URI validated with the options");
     matches!(
-        tokio::time::timeout(Duration::from_secs(10), http.request(request)).await,
+        tokio::time::timeout(Duration::from_secs(10), crate::client::send(http, request)).await,
         Ok(Ok(response)) if response.status().is_success()
     )
 }

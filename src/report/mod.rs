@@ -28,6 +28,10 @@ pub struct Summary {
     pub model: String,
     /// Stopped early by Ctrl-C or SIGTERM: the figures cover what ran.
     pub interrupted: bool,
+    /// What a reader must know before trusting the figures (e.g. certificates that
+    /// were not verified).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     pub elapsed_s: f64,
     /// The stages as they ran (a sweep runs as several), with each one's figures.
     pub stages: Vec<StageSummary>,
@@ -218,6 +222,7 @@ pub struct RunInfo<'a> {
     pub target: &'a str,
     pub model: &'a str,
     pub interrupted: bool,
+    pub warnings: Vec<String>,
     pub elapsed_s: f64,
     pub stages: Vec<ExecutedStage>,
     pub dataset: Option<DatasetInfo>,
@@ -354,6 +359,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         target: info.target.to_owned(),
         model: info.model.to_owned(),
         interrupted: info.interrupted,
+        warnings: info.warnings,
         elapsed_s: info.elapsed_s,
         sweep: sweep_summary(&stages),
         stages,
@@ -623,6 +629,9 @@ pub fn render_terminal(s: &Summary) -> String {
         "  requests: {} scheduled · {} ok · {} failed · {} timed out · {} cancelled · {} dropped   ({:.1}s){state}",
         r.scheduled, r.ok, r.error, r.timeout, r.cancelled, r.dropped, s.elapsed_s
     ));
+    for warning in &s.warnings {
+        line(format!("  WARNING: {warning}"));
+    }
     let pct = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{:.3}%", v * 100.0));
     line(format!(
         "  measured: {} requests over {:.1}s · {:.2} req/s{} · pass {} · availability {}",

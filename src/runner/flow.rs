@@ -34,6 +34,8 @@ pub(super) struct FlowRuntime {
     /// One target per chat step.
     chats: BTreeMap<String, LlmTarget>,
     tables: BTreeMap<String, PgTable>,
+    /// A keep-alive pool per service: its own HTTP version and TLS.
+    clients: BTreeMap<String, HttpClient>,
     timeouts: Timeouts,
     /// The run's W3C baggage, sent with every request.
     baggage: hyper::header::HeaderValue,
@@ -78,6 +80,11 @@ impl FlowRuntime {
                 );
             }
         }
+        let clients = plan
+            .services
+            .iter()
+            .map(|(name, s)| (name.clone(), s.service.http_client(&scenario.timeouts)))
+            .collect();
         let mut tables = BTreeMap::new();
         for (name, service) in &plan.services {
             if let (ApiKind::Pgvector, Some(spec)) = (service.api, &service.pgvector) {
@@ -92,10 +99,16 @@ impl FlowRuntime {
             models,
             chats,
             tables,
+            clients,
             timeouts: scenario.timeouts,
             baggage,
             expected: tokio::sync::Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The pool of a service the flow calls.
+    fn client(&self, service: &str) -> &HttpClient {
+        &self.clients[service]
     }
 
     /// A JSON POST (or `method`) to a service, with its headers and the trace.
@@ -323,7 +336,7 @@ impl Session<'_> {
         )?;
         let mut scratch = Record::unsent(0, 0, Phase::Measure, 0);
         let answer = json_client::call(
-            &self.shared.http,
+            runtime.client(service),
             request,
             runtime.timeouts.total,
             None,
@@ -526,7 +539,7 @@ impl Session<'_> {
             }
         };
         let answer = json_client::call(
-            &self.shared.http,
+            self.runtime.client(call.service),
             request,
             call.timeout,
             call.expect_status,
@@ -741,7 +754,7 @@ async fn chat(session: &mut Session<'_>, step: &Step, follow_up: Option<Vec<Valu
         prefix: None,
     };
     let call = openai::call(
-        &session.shared.http,
+        session.runtime.client(&step.service),
         target,
         &payload,
         session.shared.clock,

@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use crate::chaos::{FaultLog, ProxyConfig, Rule, RunningProxy, upstream_uri};
 use crate::client::http::{self, HttpTarget};
 use crate::client::openai::{self, Api, LlmTarget, Payload, PromptBody};
-use crate::client::{HttpClient, RunClock, http_client};
+use crate::client::{HttpClient, RunClock};
 use crate::live::LiveMetrics;
 use crate::metrics::Aggregator;
 use crate::pacer::Pacer;
@@ -69,6 +69,8 @@ pub struct RunOptions {
     pub metrics_listener: Option<tokio::net::TcpListener>,
     /// Export the run's own spans to this OTLP/HTTP traces endpoint (`…/v1/traces`).
     pub otlp_endpoint: Option<hyper::Uri>,
+    /// Certificates for an https OTLP endpoint (none: the system's roots).
+    pub otlp_tls: Option<crate::client::tls::TlsSettings>,
     /// Receive the services' traces during the run.
     pub collect: Option<CollectOptions>,
 }
@@ -86,6 +88,8 @@ pub struct CollectOptions {
 pub struct RunResult {
     pub aggregator: Aggregator,
     pub interrupted: bool,
+    /// What a reader must know before trusting the figures.
+    pub warnings: Vec<String>,
     pub elapsed: Duration,
     pub target_url: String,
     pub model: String,
@@ -372,7 +376,11 @@ pub async fn run(
         Some(endpoint) => {
             let (sender, spans) = mpsc::unbounded_channel();
             let exporter = tokio::spawn(crate::otlp::export(
-                http_client(&scenario.timeouts, false),
+                crate::client::http_client_with(
+                    &scenario.timeouts,
+                    false,
+                    options.otlp_tls.as_ref(),
+                ),
                 endpoint,
                 scenario.name.clone(),
                 spans,
@@ -410,7 +418,7 @@ pub async fn run(
     ));
 
     let shared = Arc::new(Shared {
-        http: http_client(&scenario.timeouts, scenario.service.http2),
+        http: scenario.service.http_client(&scenario.timeouts),
         target,
         flow,
         planned_end: scenario.planned_duration(),
@@ -546,6 +554,7 @@ pub async fn run(
     }
     Ok(RunResult {
         aggregator,
+        warnings: shared.scenario.warnings(),
         interrupted: stop.is_cancelled() && aborted.is_none(),
         aborted,
         server_metrics,

@@ -40,7 +40,7 @@ pub(super) fn header_of(
             .map(|s| s.describe(scenario.unit()))
             .collect(),
         planned: scenario.planned_duration(),
-        notes,
+        notes: scenario.warnings().into_iter().chain(notes).collect(),
     }
 }
 
@@ -78,7 +78,12 @@ pub(super) async fn start_proxy(
         .collect::<Result<Vec<_>>>()?;
     let upstream = upstream_uri(base_url, false)?;
     let proxy = RunningProxy::start(ProxyConfig {
-        upstream: format!("http://{}", upstream.authority().map_or("", |a| a.as_str())).parse()?,
+        upstream: format!(
+            "{}://{}",
+            upstream.scheme_str().unwrap_or("http"),
+            upstream.authority().map_or("", |a| a.as_str())
+        )
+        .parse()?,
         upstream_http2: service.http2,
         listen: ([127, 0, 0, 1], 0).into(),
         admin: Some(([127, 0, 0, 1], 0).into()),
@@ -86,6 +91,8 @@ pub(super) async fn start_proxy(
         seed: scenario.seed,
         allow_header_faults: false,
         log: Arc::new(FaultLog::for_run()),
+        tls: None,
+        upstream_tls: service.tls.clone(),
     })
     .await
     .context("cannot start the chaos proxy")?;

@@ -138,10 +138,11 @@ pub fn app(state: Arc<SimState>) -> Router {
 /// streams over one connection, still a bound.
 const MAX_STREAMS_PER_CONNECTION: u32 = 16_384;
 
-/// Serves HTTP/1.1 and HTTP/2 (prior knowledge) on a bound listener until `shutdown`
-/// completes, then lets open connections finish.
+/// Serves HTTP/1.1 and HTTP/2 (prior knowledge, or ALPN over TLS) on a bound listener
+/// until `shutdown` completes, then lets open connections finish.
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<crate::serve::ServerTls>,
     config: SimConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -154,6 +155,7 @@ pub async fn serve(
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
     crate::serve::accept_loop(
         listener,
+        tls,
         builder,
         || TowerToHyperService::new(app.clone()),
         shutdown,
@@ -167,25 +169,37 @@ pub async fn serve(
 /// `url: embedded`). Stops when dropped.
 pub struct EmbeddedSim {
     pub addr: std::net::SocketAddr,
+    https: bool,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl EmbeddedSim {
     pub async fn start(config: SimConfig) -> std::io::Result<EmbeddedSim> {
+        EmbeddedSim::start_with(config, None).await
+    }
+
+    /// Served over TLS when `tls` is given (`base_url` is then https).
+    pub async fn start_with(
+        config: SimConfig,
+        tls: Option<crate::serve::ServerTls>,
+    ) -> std::io::Result<EmbeddedSim> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
+        let https = tls.is_some();
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        tokio::spawn(serve(listener, config, async {
+        tokio::spawn(serve(listener, tls, config, async {
             let _ = stopped.await;
         }));
         Ok(EmbeddedSim {
             addr,
+            https,
             stop: Some(stop),
         })
     }
 
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 }
 

@@ -144,9 +144,14 @@ pub struct ServiceSpec {
     /// Extra request headers.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
-    /// Speak HTTP/2 (prior knowledge) instead of HTTP/1.1.
+    /// Speak HTTP/2 instead of HTTP/1.1: negotiated by ALPN over https (a server that
+    /// will not fails the connection), with prior knowledge over http.
     #[serde(default)]
     pub http2: bool,
+    /// For an `https://` URL: whom to trust, who we are, whether to check at all.
+    /// Without it, the system's root certificates are trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
     /// Local tokenizer for counts the server does not report: `cl100k_base` (default
     /// for real servers), `o200k_base`, `sim` (default for `url: embedded`), or the
     /// path (relative to the spec) of the model's Hugging Face `tokenizer.json` or the
@@ -168,6 +173,26 @@ pub struct ServiceSpec {
     /// For `url: embedded` search: documents in the seeded corpus (default 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corpus_size: Option<u32>,
+}
+
+/// TLS for an https service.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSpec {
+    /// A PEM file of the CA certificates to trust instead of the system's (a private
+    /// CA), relative to the spec file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<PathBuf>,
+    /// A client certificate chain (PEM), for servers that ask for one (mTLS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM); never copied into any output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_key: Option<PathBuf>,
+    /// Accept any certificate (self-signed, expired, another host's). The report says
+    /// the server's identity was not checked.
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
 }
 
 #[derive(

@@ -203,6 +203,7 @@ pub async fn run_to_records(scenario: Scenario, name: &str) -> (RunResult, Vec<R
         on_start: None,
         metrics_listener: None,
         otlp_endpoint: None,
+        otlp_tls: None,
         collect: None,
     };
     let result = run(scenario, options, CancellationToken::new())
@@ -226,6 +227,7 @@ pub fn summary_of(result: &RunResult) -> redline::report::Summary {
             target: "",
             model: "",
             interrupted: false,
+            warnings: result.warnings.clone(),
             elapsed_s: 0.0,
             stages: result.stages.clone(),
             dataset: None,
