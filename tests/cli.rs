@@ -265,3 +265,61 @@ fn a_closed_stdout_keeps_the_runs_files_and_exit_code() {
     assert!(out.join("junit.xml").is_file());
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A run with no SLOs once exited 0 when every request failed with HTTP 404 and when
+/// most timed out: green to a CI script. Without SLOs, more than 1 % failed (or none
+/// succeeded) is exit 1, and the report says why.
+#[test]
+fn exit_1_when_requests_fail_and_no_slo_is_set() {
+    let dir = std::env::temp_dir().join(format!("redline-default-gate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        (
+            "404",
+            "    web: { url: embedded, api: http }\n  payloadTemplate:\n    request: { method: GET, path: /no/such/page }\n",
+            "20 of 20 requests failed",
+        ),
+        (
+            "timeouts",
+            "    llm: { url: embedded, profile: tiny }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 16, output_tokens: 400 } }\n  timeouts: { total: 150ms }\n",
+            "20 of 20 requests failed",
+        ),
+        (
+            "some-timeouts",
+            "    llm: { url: embedded, profile: tiny }
+  payloadTemplate:
+    prompts: { synthetic: { input_tokens: 16, output_tokens: { min: 1, max: 400 } } }
+  timeouts: { total: 150ms }
+",
+            "%; without SLOs at most 1% may) — exit 1",
+        ),
+    ];
+    for (name, body, says) in cases {
+        let spec = dir.join(format!("{name}.yaml"));
+        std::fs::write(
+            &spec,
+            format!("apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: {{ name: {name} }}\nspec:\n  services:\n{body}  load:\n    - {{ concurrency: 2, requests: {} }}\n", if name == "some-timeouts" { 30 } else { 20 }),
+        )
+        .unwrap();
+        let out = dir.join(name);
+        let (code, stdout, stderr) = redline(&[
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(1), "{name}: {stdout}{stderr}");
+        assert!(
+            stdout.contains(says) && stdout.contains("exit 1"),
+            "{name}: {stdout}"
+        );
+        if name == "some-timeouts" {
+            assert!(!stdout.contains("none succeeded"), "{stdout}");
+        }
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(summary["default_gate"]["passed"], false, "{name}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

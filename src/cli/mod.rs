@@ -29,7 +29,8 @@ use serve::{chaos, collect, sim};
 pub mod exit {
     /// The run completed and every SLO passed (or was not proven, without --strict).
     pub const OK: i32 = 0;
-    /// Some SLO failed (or, under --strict, was not proven).
+    /// Some SLO failed (or, under --strict, was not proven); without SLOs, more than
+    /// 1 % of the requests failed, or none succeeded.
     pub const SLO_FAILED: i32 = 1;
     /// The spec or the command line is wrong.
     pub const USAGE: i32 = 2;
@@ -44,7 +45,7 @@ pub mod exit {
     name = "redline",
     version,
     about = "A load tester for AI-native services",
-    after_help = "Exit codes: 0 the run completed and its SLOs passed · 1 some SLO failed (or was not proven, under --strict) · 2 spec or usage error · 3 no request reached the target · 130 interrupted (records and a partial report are written)"
+    after_help = "Exit codes: 0 the run completed and its SLOs passed · 1 some SLO failed (or was not proven, under --strict), or, without SLOs, more than 1% of requests failed or none succeeded · 2 spec or usage error · 3 no request reached the target · 130 interrupted (records and a partial report are written)"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -864,6 +865,8 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             .all(|e| e.stage == crate::record::Stage::Connect);
     Ok(if unreachable {
         exit::UNREACHABLE
+    } else if summary.default_gate.is_some_and(|g| !g.passed) {
+        exit::SLO_FAILED
     } else {
         exit::OK
     })

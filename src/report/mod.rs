@@ -59,6 +59,9 @@ pub struct Summary {
     pub traces: Option<crate::graph::TraceReport>,
     /// The gate: one verdict per SLO of the spec's `sloThresholds`.
     pub verdicts: Option<Vec<Verdict>>,
+    /// Without SLOs, the bound a run's failures must stay within not to fail (exit 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_gate: Option<DefaultGate>,
     /// Stopped early by `abort_on_fail`: when, and for which certain breaches.
     pub aborted: Option<Aborted>,
     /// Requests that succeeded within the per-request SLOs, when the spec sets them.
@@ -78,6 +81,35 @@ pub struct Summary {
     pub prefix_cache: Option<PrefixCache>,
     /// Per second of the run, by completion time.
     pub timeseries: Vec<TimePoint>,
+}
+
+/// Without SLOs, a run must still not look green to a CI script when its requests
+/// failed: at most this share of the attempted requests may fail (failures that
+/// injected faults caused are the test's, not the service's, and do not count).
+pub const DEFAULT_MAX_FAILED: f64 = 0.01;
+
+/// The default gate's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DefaultGate {
+    /// The largest share of attempted requests that may fail.
+    pub bound: f64,
+    /// Requests that failed, timed out or were dropped, without an injected fault.
+    pub failed: u64,
+    /// Requests scheduled and not cancelled by an interruption.
+    pub attempted: u64,
+    pub passed: bool,
+}
+
+fn default_gate(requests: &Counts, faults: Option<&FaultsSummary>) -> DefaultGate {
+    let injected = faults.map_or(0, |f| f.failed_with_faults);
+    let failed = (requests.failed() + requests.dropped).saturating_sub(injected);
+    let attempted = requests.scheduled - requests.cancelled;
+    DefaultGate {
+        bound: DEFAULT_MAX_FAILED,
+        failed,
+        attempted,
+        passed: requests.ok > 0 && failed as f64 <= attempted as f64 * DEFAULT_MAX_FAILED,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -325,6 +357,7 @@ fn sweep_summary(stages: &[StageSummary]) -> Option<SweepSummary> {
 }
 
 pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
+    let faults = faults_summary(&agg.faults, info.proxies.clone());
     let window_s = match (agg.window_start_us, agg.window_end_us) {
         (Some(start), Some(end)) if end > start => (end - start) as f64 / 1e6,
         _ => 0.0,
@@ -373,7 +406,11 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         },
         dataset: info.dataset,
         server_metrics: info.server_metrics,
-        faults: faults_summary(&agg.faults, info.proxies),
+        default_gate: info
+            .verdicts
+            .is_none()
+            .then(|| default_gate(&agg.counts, faults.as_ref())),
+        faults,
         flow: flow_summary(&agg.flow),
         traces: info.traces,
         verdicts: info.verdicts,
@@ -631,6 +668,20 @@ pub fn render_terminal(s: &Summary) -> String {
     ));
     for warning in &s.warnings {
         line(format!("  WARNING: {warning}"));
+    }
+    if let Some(gate) = s.default_gate.filter(|g| !g.passed) {
+        line(format!(
+            "  FAILED: {} of {} requests failed ({:.1}%; without SLOs at most {:.0}% may){} — exit 1; set sloThresholds to judge the run your way",
+            gate.failed,
+            gate.attempted,
+            gate.failed as f64 * 100.0 / gate.attempted.max(1) as f64,
+            gate.bound * 100.0,
+            if s.requests.ok == 0 {
+                ", and none succeeded"
+            } else {
+                ""
+            }
+        ));
     }
     let pct = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{:.3}%", v * 100.0));
     line(format!(
