@@ -63,14 +63,35 @@ pub enum Phase {
     Cooldown,
 }
 
-/// Where a token count came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+/// Where a token count came from, most trustworthy first.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TokenSource {
     /// The server's `usage`.
     Usage,
-    /// Counted locally from the text: an estimate.
+    /// The content events of a server that sends one token per event (seen to, over
+    /// the run: answers cut by `max_tokens` had exactly that many events).
+    Events,
+    /// The server's own tokenizer endpoint (`/tokenize`), counting the received text.
+    ServerTokenizer,
+    /// The tokenizer the spec named (`tokenizer:`), counting the received text.
+    Tokenizer,
+    /// The default local tokenizer: an estimate.
     Estimated,
+    /// Not counted: the answer was longer than `limits.max_local_count_bytes`.
+    Skipped,
 }
 
 /// The simulator's (or any server's) own account of the request, when it sent one.
@@ -262,6 +283,12 @@ pub struct Record {
     pub output_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_source: Option<TokenSource>,
+    /// Why the count is what it is, when that needs saying (a skipped count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_note: Option<String>,
+    /// The `max_tokens` the request asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
     /// Local count of the output text, kept beside the server's when both exist.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_tokens_local: Option<u32>,
@@ -307,6 +334,8 @@ impl Record {
             input_tokens: None,
             output_tokens: None,
             token_source: None,
+            token_note: None,
+            max_tokens: None,
             output_tokens_local: None,
             finish_reason: None,
             server: None,

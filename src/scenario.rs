@@ -24,7 +24,7 @@ use crate::spec::{
     ApiKind, ArrivalKind, DatasetFormat, DatasetOrder, HttpRequestSpec, PromptsSpec, ServiceSpec,
     SpecError, SpecErrors, SpecFile, StageSpec,
 };
-use crate::tokenizer::LocalTokenizer;
+use crate::tokenizer::{DEFAULT_MAX_COUNT_BYTES, LocalTokenizer, TokenCounting};
 use crate::workload::{Length, PromptSource};
 
 /// Where the service is.
@@ -49,7 +49,7 @@ pub struct Service {
     /// Certificates for an https service (none: the system's roots).
     pub tls: Option<TlsSettings>,
     /// Counts what the server does not report.
-    pub tokenizer: LocalTokenizer,
+    pub counting: TokenCounting,
 }
 
 impl Service {
@@ -96,6 +96,8 @@ pub struct Scenario {
     pub warmup: Duration,
     pub cooldown: Duration,
     pub timeouts: Timeouts,
+    /// Largest response read (`limits.max_response_bytes`).
+    pub max_response_bytes: usize,
     pub max_in_flight: u32,
     pub drain_timeout: Duration,
     /// Per-request SLOs of goodput, when the spec sets them.
@@ -112,6 +114,9 @@ pub struct Scenario {
     /// A RAG or agent chain each session runs, when the payload template has a flow.
     pub flow: Option<Arc<FlowPlan>>,
 }
+
+/// Default of `limits.max_response_bytes`.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 << 20;
 
 /// Validated multi-turn sessions.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -139,10 +144,16 @@ impl Scenario {
 
         let spec_dir = Path::new(&file.path).parent().unwrap_or(Path::new(""));
         // Every service is checked, used or not; then the one the payload calls.
+        let max_count_bytes = spec
+            .limits
+            .max_local_count_bytes
+            .map_or(DEFAULT_MAX_COUNT_BYTES, |s| s.0 as usize);
         let services: Vec<Service> = spec
             .services
             .iter()
-            .filter_map(|(name, s)| service_from_spec(name, s, spec_dir, &mut problem))
+            .filter_map(|(name, s)| {
+                service_from_spec(name, s, spec_dir, max_count_bytes, &mut problem)
+            })
             .collect();
         let resolved: BTreeMap<String, Service> = services
             .iter()
@@ -215,7 +226,7 @@ impl Scenario {
             .find(|s| Some(&s.name) == service_name.as_ref());
         let tokenizer = service
             .as_ref()
-            .map_or(LocalTokenizer::Sim, |s| s.tokenizer.clone());
+            .map_or(LocalTokenizer::Sim, |s| s.counting.tokenizer.clone());
 
         // What each request sends, checked against the service's API.
         let template = &spec.payload_template;
@@ -469,6 +480,10 @@ impl Scenario {
             warmup: spec.warmup.0,
             cooldown: spec.cooldown.0,
             timeouts,
+            max_response_bytes: spec
+                .limits
+                .max_response_bytes
+                .map_or(DEFAULT_MAX_RESPONSE_BYTES, |s| s.0 as usize),
             max_in_flight: spec.max_in_flight.unwrap_or(10_000),
             drain_timeout: spec.drain_timeout.map_or(Duration::from_secs(10), |d| d.0),
             goodput,
@@ -733,6 +748,7 @@ fn service_from_spec(
     name: &str,
     s: &ServiceSpec,
     spec_dir: &Path,
+    max_count_bytes: usize,
     problem: &mut Problem,
 ) -> Option<Service> {
     let path = format!("spec.services.{name}");
@@ -869,7 +885,12 @@ fn service_from_spec(
     .map_err(|e| problem(&format!("{path}.tokenizer"), e, None))
     .ok();
     Some(Service {
-        tokenizer: tokenizer?,
+        counting: TokenCounting {
+            tokenizer: tokenizer?,
+            named: s.tokenizer.is_some(),
+            always: s.always_count_locally,
+            max_bytes: max_count_bytes,
+        },
         name: name.to_owned(),
         endpoint: endpoint?,
         model: s.model.clone(),

@@ -87,7 +87,20 @@ impl LocalTokenizer {
         }
     }
 
+    /// Tokens in `text`, in time linear in its length. BPE merging is quadratic in
+    /// the length of a piece without whitespace (1 MiB of `a` takes half a second in
+    /// cl100k_base), and a server controls what it sends; so a long text is counted in
+    /// parts of at most [`COUNT_PART_BYTES`], each cut just before a whitespace
+    /// character. The pre-tokenizers split there anyway, so ordinary text counts
+    /// exactly; only a run without whitespace longer than a part is cut, and miscounted
+    /// by a token at most per cut.
     pub fn count(&self, text: &str) -> usize {
+        parts(text, COUNT_PART_BYTES)
+            .map(|part| self.count_part(part))
+            .sum()
+    }
+
+    fn count_part(&self, text: &str) -> usize {
         match self {
             LocalTokenizer::Sim => crate::tokenize::count(text),
             LocalTokenizer::Bpe(bpe, _) => bpe.encode_ordinary(text).len(),
@@ -103,9 +116,103 @@ impl LocalTokenizer {
     }
 }
 
+/// How a client counts answers: with which tokenizer, when, and up to what size.
+#[derive(Debug, Clone)]
+pub struct TokenCounting {
+    pub tokenizer: LocalTokenizer,
+    /// The spec named the tokenizer (the model's own, say), rather than it being the
+    /// default guess: its counts are marked `tokenizer`, not `estimated`.
+    pub named: bool,
+    /// Count every answer, also when the server reports usage (to check a tokenizer
+    /// against the server); else only answers the server gives no count for.
+    pub always: bool,
+    /// Longest answer counted: past it the count is skipped, and the record says so.
+    pub max_bytes: usize,
+}
+
+/// Default of `limits.max_local_count_bytes`: four times the longest answers models
+/// give (128k tokens of about 4 bytes each); counting it takes ~0.1 s of one core.
+pub const DEFAULT_MAX_COUNT_BYTES: usize = 2 << 20;
+
+impl TokenCounting {
+    /// Counts the text, off the async worker threads when it is long enough to hold
+    /// one up; `None` when it is over [`TokenCounting::max_bytes`].
+    pub async fn count(&self, text: String) -> Option<usize> {
+        /// Texts up to this size cost at most ~0.5 ms to count, even hostile ones.
+        const INLINE_BYTES: usize = 4 << 10;
+        if text.len() > self.max_bytes {
+            return None;
+        }
+        if text.len() <= INLINE_BYTES {
+            return Some(self.tokenizer.count(&text));
+        }
+        let tokenizer = self.tokenizer.clone();
+        tokio::task::spawn_blocking(move || tokenizer.count(&text))
+            .await
+            .ok()
+    }
+}
+
+/// The longest part [`LocalTokenizer::count`] hands a tokenizer at once.
+pub const COUNT_PART_BYTES: usize = 16 << 10;
+
+/// `text` in parts of at most `limit` bytes, each (but the last) ending just before a
+/// whitespace character when the part has one, else at a character boundary.
+fn parts(text: &str, limit: usize) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        if rest.len() <= limit {
+            return Some(std::mem::take(&mut rest));
+        }
+        let mut end = limit;
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        let cut = rest[..end]
+            .rfind(char::is_whitespace)
+            .filter(|&at| at > 0)
+            .unwrap_or(end);
+        let (part, tail) = rest.split_at(cut);
+        rest = tail;
+        Some(part)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_texts_count_in_parts_exactly_and_in_linear_time() {
+        let cl100k = LocalTokenizer::by_name("cl100k_base").unwrap();
+        // Ordinary text: the parts (cut before whitespace) add up to the whole count.
+        let prose: String = (0..20_000)
+            .map(|i| format!(" word{} and, more.", i % 97))
+            .collect();
+        assert!(prose.len() > 10 * COUNT_PART_BYTES);
+        let whole = cl100k.count_part(&prose);
+        assert_eq!(cl100k.count(&prose), whole);
+        // Every part is within the limit and they join back to the text.
+        let pieces: Vec<&str> = parts(&prose, COUNT_PART_BYTES).collect();
+        assert!(pieces.iter().all(|p| p.len() <= COUNT_PART_BYTES));
+        assert_eq!(pieces.concat(), prose);
+        // Multi-byte characters are never split.
+        let accents = "é".repeat(COUNT_PART_BYTES);
+        assert_eq!(
+            parts(&accents, COUNT_PART_BYTES).collect::<String>(),
+            accents
+        );
+        // A hostile run without whitespace is cut into parts of bounded cost (whole,
+        // its cost is quadratic), and the count stays within a token per cut.
+        let run = "a".repeat(4 * COUNT_PART_BYTES);
+        assert_eq!(parts(&run, COUNT_PART_BYTES).count(), 4);
+        let counted = cl100k.count(&run);
+        let exact = cl100k.count_part(&run);
+        assert!(counted.abs_diff(exact) <= 4, "{counted} vs {exact}");
+    }
 
     #[test]
     fn cl100k_counts_like_openai() {

@@ -87,6 +87,11 @@ async fn scripted(script: Vec<Act>) -> String {
 }
 
 async fn run(script: Vec<Act>, stream: bool) -> Record {
+    run_with(script, stream, |_| {}).await
+}
+
+/// [`run`] with the target changed first (its limits, its counting).
+async fn run_with(script: Vec<Act>, stream: bool, change: impl FnOnce(&mut LlmTarget)) -> Record {
     let base = scripted(script).await;
     let timeouts = Timeouts {
         connect: Duration::from_secs(2),
@@ -105,8 +110,15 @@ async fn run(script: Vec<Act>, stream: bool) -> Record {
         extra_body: serde_json::Map::new(),
         timeouts,
         max_response_bytes: 1 << 20,
-        tokenizer: redline::tokenizer::LocalTokenizer::by_name("cl100k_base").unwrap(),
+        counting: redline::tokenizer::TokenCounting {
+            tokenizer: redline::tokenizer::LocalTokenizer::by_name("cl100k_base").unwrap(),
+            named: false,
+            always: false,
+            max_bytes: 64 << 10,
+        },
     };
+    let mut target = target;
+    change(&mut target);
     let payload = Payload {
         prompt: PromptBody::Text("hello".into()),
         max_tokens: Some(8),
@@ -386,4 +398,69 @@ async fn a_huge_response_is_refused_not_buffered() {
         failure(&r),
         (Outcome::Error, Stage::Stream, "too_large".into())
     );
+}
+
+/// A content event of `n` bytes of one letter: the worst case of BPE counting.
+fn blob(n: usize) -> Act {
+    content(&"a".repeat(n))
+}
+
+/// A hostile answer (one 5 MiB event without whitespace, as a runaway generation or a
+/// base64 blob makes) once cost 8 s of client CPU counting tokens the server had
+/// already counted. With usage there is nothing to count; the bytes are only read.
+#[tokio::test]
+async fn a_huge_answer_with_usage_is_read_not_counted() {
+    let script = vec![
+        Act::Send(SSE_HEAD.into()),
+        blob(5 << 20),
+        finish("length"),
+        event(r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":655360}}"#),
+        event("[DONE]"),
+        Act::End,
+    ];
+    let started = std::time::Instant::now();
+    let r = run_with(script, true, |t| t.max_response_bytes = 16 << 20).await;
+    assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+    assert_eq!(
+        (r.output_tokens, r.token_source),
+        (Some(655360), Some(TokenSource::Usage))
+    );
+    assert_eq!(r.output_tokens_local, None, "not counted: the server said");
+    // Not a timing assertion of the client's speed, a bound on its folly: counting
+    // 5 MiB of one letter whole takes seconds even in a release build.
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+/// Without usage, an answer over `max_local_count_bytes` is not counted: the record
+/// says so, and why, instead of the run paying for it.
+#[tokio::test]
+async fn an_answer_over_the_count_limit_is_skipped_and_said() {
+    let script = vec![
+        Act::Send(SSE_HEAD.into()),
+        blob(100 << 10),
+        finish("stop"),
+        event("[DONE]"),
+        Act::End,
+    ];
+    let r = run_with(script, true, |t| t.max_response_bytes = 1 << 20).await;
+    assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+    assert_eq!(
+        (r.output_tokens, r.token_source),
+        (None, Some(TokenSource::Skipped))
+    );
+    assert_eq!(
+        r.token_note.as_deref(),
+        Some("an answer of 102400 bytes is over limits.max_local_count_bytes (65536): not counted")
+    );
+    // The same answer under the limit is counted, off the async workers.
+    let script = vec![
+        Act::Send(SSE_HEAD.into()),
+        blob(40 << 10),
+        finish("stop"),
+        event("[DONE]"),
+        Act::End,
+    ];
+    let r = run(script, true).await;
+    assert_eq!(r.token_source, Some(TokenSource::Estimated));
+    assert!(r.output_tokens.unwrap() > 1000, "{:?}", r.output_tokens);
 }

@@ -26,7 +26,7 @@ async fn token_counts_and_ttft_agree_with_the_simulator() {
     // every running sequence's token at once; at hundreds of streams on two cores that
     // burst itself delays delivery — measured by bench/, in release builds.)
     let s = scenario(
-        "  services:\n    llm: { url: embedded, profile: 7b }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: { min: 20, max: 200 }, output_tokens: { min: 5, max: 30 } } }\n  load:\n    - { concurrency: 20, requests: 300 }\n",
+        "  services:\n    llm: { url: embedded, profile: 7b, always_count_locally: true }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: { min: 20, max: 200 }, output_tokens: { min: 5, max: 30 } } }\n  load:\n    - { concurrency: 20, requests: 300 }\n",
     );
     let (result, records) = run_to_records(s, "truth").await;
     assert_eq!(records.len(), 300);
@@ -497,14 +497,18 @@ async fn a_hugging_face_tokenizer_counts_what_the_server_did_not_report() {
         "  services:\n    llm: {{ url: embedded, profile: tiny, tokenizer: \"{}\" }}\n  payloadTemplate:\n    include_usage: false\n    prompts: {{ synthetic: {{ input_tokens: {{ min: 5, max: 60 }}, output_tokens: {{ min: 1, max: 40 }} }} }}\n  load:\n    - {{ concurrency: 4, requests: 40 }}\n",
         file.display()
     ));
-    assert_eq!(s.service.tokenizer.name(), file.display().to_string());
+    assert_eq!(
+        s.service.counting.tokenizer.name(),
+        file.display().to_string()
+    );
     let (_, records) = run_to_records(s, "hf-tokenizer-run").await;
     assert_eq!(records.len(), 40);
     for r in &records {
         let truth = r.server.expect("ground truth");
         assert_eq!(
             r.token_source,
-            Some(redline::record::TokenSource::Estimated)
+            Some(redline::record::TokenSource::Tokenizer),
+            "counted by the tokenizer the spec named, and said so"
         );
         assert_eq!(
             r.output_tokens,

@@ -17,7 +17,7 @@ use super::sse::{SseDecoder, SseError};
 use super::{HttpClient, RunClock, Timeouts, classify_send_error};
 
 use crate::record::{Outcome, Record, ServerTruth, Stage, TokenSource};
-use crate::tokenizer::LocalTokenizer;
+use crate::tokenizer::TokenCounting;
 
 /// Which OpenAI API to call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,8 +44,8 @@ pub struct LlmTarget {
     pub timeouts: Timeouts,
     /// Largest response body read, in bytes.
     pub max_response_bytes: usize,
-    /// Counts the output when the server sends no usage (kept beside it otherwise).
-    pub tokenizer: LocalTokenizer,
+    /// Counts the output when the server sends no usage (or always, when asked).
+    pub counting: TokenCounting,
 }
 
 /// What one request sends.
@@ -280,7 +280,7 @@ impl Reader<'_> {
         } else {
             self.read_whole(&mut body).await;
         }
-        self.finish(payload);
+        self.finish(payload).await;
     }
 
     /// Reads a whole body within the total deadline; `None` after recording why not.
@@ -585,12 +585,36 @@ impl Reader<'_> {
         self.last_content = Some(at);
     }
 
-    fn finish(&mut self, payload: &Payload) {
-        let local = self.target.tokenizer.count(&self.text) as u32;
-        self.record.output_tokens_local = Some(local);
-        if self.record.output_tokens.is_none() {
-            self.record.output_tokens = Some(local);
-            self.record.token_source = Some(TokenSource::Estimated);
+    async fn finish(&mut self, payload: &Payload) {
+        self.record.max_tokens = payload.max_tokens;
+        let had_text = !self.text.is_empty();
+        let counting = &self.target.counting;
+        let wanted = self.record.output_tokens.is_none() || counting.always;
+        if self.record.outcome == Outcome::Ok && wanted {
+            let text = std::mem::take(&mut self.text);
+            let bytes = text.len();
+            match counting.count(text).await {
+                Some(local) => {
+                    let local = local as u32;
+                    self.record.output_tokens_local = Some(local);
+                    if self.record.output_tokens.is_none() {
+                        self.record.output_tokens = Some(local);
+                        self.record.token_source = Some(if counting.named {
+                            TokenSource::Tokenizer
+                        } else {
+                            TokenSource::Estimated
+                        });
+                    }
+                }
+                None if self.record.output_tokens.is_none() => {
+                    self.record.token_source = Some(TokenSource::Skipped);
+                    self.record.token_note = Some(format!(
+                        "an answer of {bytes} bytes is over limits.max_local_count_bytes ({}): not counted",
+                        counting.max_bytes
+                    ));
+                }
+                None => {}
+            }
         }
         if self.record.input_tokens.is_none() {
             self.record.input_tokens = Some(payload.input_tokens);
@@ -600,8 +624,8 @@ impl Reader<'_> {
                 Some(self.itl_sum_us / u64::from(self.record.content_events - 1));
         }
         if self.record.outcome == Outcome::Ok
-            && self.text.is_empty()
-            && self.record.output_tokens == Some(0)
+            && !had_text
+            && self.record.output_tokens.unwrap_or(0) == 0
         {
             self.record.fail(
                 Outcome::Error,

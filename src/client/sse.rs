@@ -29,6 +29,10 @@ pub struct SseDecoder {
     buffer: Vec<u8>,
     /// Bytes of `buffer` already consumed.
     start: usize,
+    /// Bytes after `start` already searched for a line end: a long line arriving in
+    /// many chunks is scanned once, not once per chunk (which is quadratic in a line
+    /// the server makes as long as it likes).
+    scanned: usize,
     /// The previous chunk ended in `\r`: a `\n` opening the next one belongs to it.
     skip_lf: bool,
     at_stream_start: bool,
@@ -49,6 +53,7 @@ impl SseDecoder {
         SseDecoder {
             buffer: Vec::new(),
             start: 0,
+            scanned: 0,
             skip_lf: false,
             at_stream_start: true,
             data: String::new(),
@@ -87,15 +92,21 @@ impl SseDecoder {
                 self.at_stream_start = false;
             }
             let rest = &self.buffer[self.start..];
-            let Some(end) = rest.iter().position(|b| *b == b'\n' || *b == b'\r') else {
+            let Some(end) = rest[self.scanned..]
+                .iter()
+                .position(|b| *b == b'\n' || *b == b'\r')
+                .map(|at| at + self.scanned)
+            else {
                 if rest.len() + self.data.len() > self.max_event_bytes {
                     return Some(Err(SseError::TooLarge {
                         limit: self.max_event_bytes,
                     }));
                 }
+                self.scanned = rest.len();
                 self.compact();
                 return None;
             };
+            self.scanned = 0;
             let terminator = rest[end];
             let line_start = self.start;
             self.start += end + 1;
@@ -235,6 +246,23 @@ mod tests {
         let mut decoder = SseDecoder::default();
         decoder.feed(b"data: \xff\xfe\n\n");
         assert_eq!(decoder.next_event(), Some(Err(SseError::NotUtf8)));
+    }
+
+    #[test]
+    fn a_long_line_in_many_chunks_is_one_event() {
+        let mut decoder = SseDecoder::default();
+        let payload = "x".repeat(1 << 20);
+        let stream = format!("data: {payload}\n\n");
+        let mut events = Vec::new();
+        for chunk in stream.as_bytes().chunks(1 << 10) {
+            decoder.feed(chunk);
+            while let Some(event) = decoder.next_event() {
+                events.push(event.unwrap());
+            }
+        }
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].data.len(), payload.len());
+        assert!(!decoder.has_partial());
     }
 
     proptest! {

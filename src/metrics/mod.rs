@@ -272,7 +272,8 @@ pub struct Aggregator {
     pub windows: BTreeMap<u64, Window>,
     pub output_tokens: u64,
     pub input_tokens: u64,
-    pub estimated_token_records: u64,
+    /// Successful requests by where their output token count came from.
+    pub token_sources: std::collections::BTreeMap<TokenSource, u64>,
     pub preempted: u64,
     pub cached_prompt_tokens: u64,
     /// Prompt tokens of the measured requests whose server reported its timeline (and
@@ -432,8 +433,8 @@ impl Aggregator {
         self.output_tokens += tokens;
         self.input_tokens += u64::from(r.input_tokens.unwrap_or(0));
         window.output_tokens += tokens;
-        if r.token_source == Some(TokenSource::Estimated) {
-            self.estimated_token_records += 1;
+        if let Some(source) = r.token_source {
+            *self.token_sources.entry(source).or_default() += 1;
         }
         if let Some(ttft) = r.ttft_us() {
             d.ttft.saturating_record(ttft.max(1));

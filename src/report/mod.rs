@@ -229,6 +229,11 @@ pub struct Tokens {
     pub output: Dist,
     /// Requests whose output count is a local estimate (the server sent no usage).
     pub estimated_requests: u64,
+    /// Successful requests by where their output count came from: `usage`, `events`
+    /// (one token per event, seen over the run), `server_tokenizer`, `tokenizer` (the
+    /// one the spec named), `estimated`, `skipped` (over the count limit).
+    #[serde(default)]
+    pub sources: std::collections::BTreeMap<crate::record::TokenSource, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -439,7 +444,12 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
             output_total: agg.output_tokens,
             input: Dist::of(&d.input_tokens, 1.0),
             output: Dist::of(&d.output_tokens, 1.0),
-            estimated_requests: agg.estimated_token_records,
+            estimated_requests: agg
+                .token_sources
+                .get(&crate::record::TokenSource::Estimated)
+                .copied()
+                .unwrap_or(0),
+            sources: agg.token_sources.clone(),
         },
         errors: agg.failure_counts(),
         server: ServerSide {
@@ -649,6 +659,32 @@ pub fn render_header(h: &Header) -> String {
     out
 }
 
+/// Where output counts came from, when not all from the server's usage:
+/// ` (output counts: 30 by content events, 2 skipped as too long)`.
+pub fn token_sources_text(
+    sources: &std::collections::BTreeMap<crate::record::TokenSource, u64>,
+) -> String {
+    use crate::record::TokenSource::*;
+    if sources.keys().all(|s| *s == Usage) {
+        return String::new();
+    }
+    let parts: Vec<String> = sources
+        .iter()
+        .map(|(source, n)| {
+            let how = match source {
+                Usage => "from the server's usage",
+                Events => "by content events (one token each)",
+                ServerTokenizer => "by the server's /tokenize",
+                Tokenizer => "by the named tokenizer",
+                Estimated => "estimated locally (the server sent no usage)",
+                Skipped => "not counted (over limits.max_local_count_bytes)",
+            };
+            format!("{n} {how}")
+        })
+        .collect();
+    format!(" (output counts: {})", parts.join(", "))
+}
+
 /// The terminal summary, printed under the header once the run has ended.
 pub fn render_terminal(s: &Summary) -> String {
     let mut out = String::new();
@@ -751,18 +787,14 @@ pub fn render_terminal(s: &Summary) -> String {
         }
     }
     let t = &s.tokens;
-    let estimated = if t.estimated_requests > 0 {
-        format!(
-            " ({} requests estimated locally: the server sent no usage)",
-            t.estimated_requests
-        )
-    } else {
-        String::new()
-    };
-    if t.output_total > 0 {
+    if t.output_total > 0 || !t.sources.is_empty() {
         line(format!(
-            "  tokens: input {} (mean {:.1}) · output {} (mean {:.1}){estimated}",
-            t.input_total, t.input.mean, t.output_total, t.output.mean
+            "  tokens: input {} (mean {:.1}) · output {} (mean {:.1}){}",
+            t.input_total,
+            t.input.mean,
+            t.output_total,
+            t.output.mean,
+            token_sources_text(&t.sources)
         ));
     }
     if s.server.ttft_client_overhead_ms.count > 0 {

@@ -75,7 +75,7 @@ impl FlowRuntime {
                         extra_body: body.clone(),
                         timeouts: scenario.timeouts,
                         max_response_bytes: MAX_JSON_BYTES,
-                        tokenizer: service.tokenizer.clone(),
+                        counting: service.counting.clone(),
                     },
                 );
             }
@@ -744,7 +744,7 @@ async fn chat(session: &mut Session<'_>, step: &Step, follow_up: Option<Vec<Valu
     let input_tokens = messages
         .iter()
         .filter_map(|m| m["content"].as_str())
-        .map(|t| target.tokenizer.count(t) as u32)
+        .map(|t| target.counting.tokenizer.count(t) as u32)
         .sum();
     let payload = Payload {
         prompt: PromptBody::Messages(messages.clone()),

@@ -117,7 +117,7 @@ enum Target {
 }
 
 fn build_target(scenario: &Scenario, base_url: &str, model: &str) -> Result<Target> {
-    let max_response_bytes = 64 << 20;
+    let max_response_bytes = scenario.max_response_bytes;
     Ok(match &scenario.workload {
         Workload::Llm {
             api,
@@ -143,7 +143,7 @@ fn build_target(scenario: &Scenario, base_url: &str, model: &str) -> Result<Targ
                 extra_body: extra_body.clone(),
                 timeouts: scenario.timeouts,
                 max_response_bytes,
-                tokenizer: scenario.service.tokenizer.clone(),
+                counting: scenario.service.counting.clone(),
             };
             Target::Llm {
                 target,
@@ -737,9 +737,16 @@ fn admit(
     })
 }
 
-/// Sends an admitted request and emits its record, whatever happens; returns its
-/// outcome, when it ended and, for a successful LLM request, the answer's text.
-async fn execute(shared: &Shared, admitted: Admitted) -> (Outcome, u64, Option<String>) {
+/// How a request ended, for whoever waits on it (a closed loop's slot, a session).
+struct Ended {
+    outcome: Outcome,
+    done_us: u64,
+    /// A successful LLM request's answer, with its length in tokens when known.
+    answer: Option<(String, Option<u32>)>,
+}
+
+/// Sends an admitted request and emits its record, whatever happens.
+async fn execute(shared: &Shared, admitted: Admitted) -> Ended {
     let Admitted {
         mut record,
         seq,
@@ -783,7 +790,11 @@ async fn execute(shared: &Shared, admitted: Admitted) -> (Outcome, u64, Option<S
         }
     };
     drop(_permits);
-    let ended = (record.outcome, record.done_us(), answer);
+    let ended = Ended {
+        outcome: record.outcome,
+        done_us: record.done_us(),
+        answer: answer.map(|text| (text, record.output_tokens)),
+    };
     shared.emit(record);
     ended
 }
@@ -868,7 +879,7 @@ async fn run_session(
     stop: &CancellationToken,
 ) -> SessionRun {
     let plan = shared.scenario.session.expect("called for sessions");
-    let Target::Llm { target, prompts } = &shared.target else {
+    let Target::Llm { prompts, .. } = &shared.target else {
         unreachable!("sessions need a chat service, checked when the spec was read")
     };
     // Held for the whole conversation: a stage's cap counts sessions.
@@ -923,10 +934,15 @@ async fn run_session(
             trace_id: trace_id.clone(),
             snapshot: snapshot.clone(),
         });
-        let (outcome, done_us, answer) = execute(shared, admitted).await;
-        run.requests.push((intended_us, outcome, done_us));
-        let Some(answer) = answer else { break };
-        history_tokens += target.tokenizer.count(&answer) as u32;
+        let ended = execute(shared, admitted).await;
+        run.requests
+            .push((intended_us, ended.outcome, ended.done_us));
+        let Some((answer, tokens)) = ended.answer else {
+            break;
+        };
+        // The server's count (or the run's own); an answer too long to count adds
+        // about a token per 4 bytes.
+        history_tokens += tokens.unwrap_or(answer.len() as u32 / 4);
         history.push(serde_json::json!({"role": "assistant", "content": answer}));
         if turn < turns && !plan.think_time.is_zero() {
             tokio::select! {
@@ -1007,8 +1023,8 @@ async fn run_closed(
                     let seq = shared.take_seq();
                     let (outcome, done_us) = match admit(&shared, index, intended, seq, None) {
                         Some(admitted) => {
-                            let (outcome, done_us, _) = execute(&shared, admitted).await;
-                            (outcome, done_us)
+                            let ended = execute(&shared, admitted).await;
+                            (ended.outcome, ended.done_us)
                         }
                         None => (Outcome::Dropped, intended_us),
                     };

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use error::{SpecError, SpecErrors};
-pub use values::Dur;
+pub use values::{Dur, Size};
 
 /// The API version this build reads.
 pub const API_VERSION: &str = "redline.dev/v1alpha1";
@@ -89,6 +89,9 @@ pub struct InferenceSpec {
     /// Client-side time limits of every request.
     #[serde(default)]
     pub timeouts: TimeoutsSpec,
+    /// Client-side size limits: what a server may make the client read and count.
+    #[serde(default)]
+    pub limits: LimitsSpec,
     /// Most requests in flight at once; a request whose time comes while the client is
     /// at the limit is recorded as `dropped` (default 10000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,6 +161,11 @@ pub struct ServiceSpec {
     /// directory holding it, for exact counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<String>,
+    /// Count every answer locally, also when the server reports usage (the local count
+    /// goes beside the server's in the records, to check a tokenizer against it).
+    /// Otherwise only answers the server gives no count for are counted.
+    #[serde(default)]
+    pub always_count_locally: bool,
     /// Qdrant collection (`api: qdrant`, default `docs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collection: Option<String>,
@@ -583,6 +591,20 @@ pub struct TimeoutsSpec {
     /// Send to last byte (default 600s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<Dur>,
+}
+
+/// Client-side size limits, so no answer costs the client more than it can afford.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSpec {
+    /// Largest response (a whole body, or one stream event) read; a larger one fails
+    /// as `too_large` (default 64MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_response_bytes: Option<Size>,
+    /// Largest answer counted locally when the server reports no usage; past it the
+    /// record's `token_source` is `skipped`, with the reason (default 2MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_local_count_bytes: Option<Size>,
 }
 
 /// The 1-based line of the top-level `key` in document `index` (0 when not found).
