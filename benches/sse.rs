@@ -1,5 +1,7 @@
 //! The SSE decoder on a realistic chat stream: one token per event, fed as the network
-//! delivers it (whole events, and the same stream cut into 7-byte pieces).
+//! delivers it (whole events, and the same stream cut into 7-byte pieces); and on a
+//! hostile one, a single 5 MiB event arriving in 16 KiB reads, whose cost must stay
+//! linear (a rescan per read made it quadratic).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use redline::client::sse::SseDecoder;
@@ -37,5 +39,26 @@ fn decode(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decode);
+fn hostile(c: &mut Criterion) {
+    let bytes = format!("data: {}\n\n", "a".repeat(5 << 20)).into_bytes();
+    let mut group = c.benchmark_group("sse_hostile");
+    group.throughput(Throughput::Bytes(bytes.len() as u64));
+    group.sample_size(20);
+    group.bench_function("one_5MiB_event_in_16KiB_reads", |b| {
+        b.iter(|| {
+            let mut decoder = SseDecoder::new(16 << 20);
+            let mut events = 0;
+            for chunk in bytes.chunks(16 << 10) {
+                decoder.feed(chunk);
+                while let Some(event) = decoder.next_event() {
+                    events += usize::from(event.is_ok());
+                }
+            }
+            assert_eq!(events, 1);
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decode, hostile);
 criterion_main!(benches);

@@ -12,10 +12,34 @@ use tiktoken_rs::CoreBPE;
 pub enum LocalTokenizer {
     /// The simulator's tokenizer: exact against `url: embedded`.
     Sim,
-    /// An OpenAI BPE (the ranks ship inside the `tiktoken-rs` crate: no download).
-    Bpe(&'static CoreBPE, &'static str),
+    /// An OpenAI BPE (the ranks ship inside the `tiktoken-rs` crate: no download),
+    /// parsed at its first count: a run whose server reports usage never pays for it.
+    Bpe(&'static LazyBpe),
     /// A Hugging Face `tokenizer.json`: the served model's own, so counts are exact.
     HuggingFace(Arc<HuggingFaceTokenizer>),
+}
+
+/// A BPE whose ranks are parsed when first used.
+pub struct LazyBpe {
+    name: &'static str,
+    make: fn() -> anyhow::Result<CoreBPE>,
+    cell: OnceLock<CoreBPE>,
+}
+
+impl LazyBpe {
+    const fn new(name: &'static str, make: fn() -> anyhow::Result<CoreBPE>) -> LazyBpe {
+        LazyBpe {
+            name,
+            make,
+            cell: OnceLock::new(),
+        }
+    }
+
+    fn get(&self) -> &CoreBPE {
+        // The ranks are compiled into the binary; failing to parse them is a bug.
+        self.cell
+            .get_or_init(|| (self.make)().expect("bundled BPE ranks parse"))
+    }
 }
 
 /// A loaded `tokenizer.json` and the path it came from.
@@ -37,21 +61,12 @@ impl LocalTokenizer {
     /// A tokenizer by name (loading, once, the BPE ranks it needs), or a path to a
     /// Hugging Face `tokenizer.json` or the model directory holding one.
     pub fn by_name(name: &str) -> Result<LocalTokenizer, String> {
-        static CL100K: OnceLock<CoreBPE> = OnceLock::new();
-        static O200K: OnceLock<CoreBPE> = OnceLock::new();
-        let load = |cell: &'static OnceLock<CoreBPE>,
-                    make: fn() -> anyhow::Result<CoreBPE>,
-                    name: &'static str| {
-            // The ranks are compiled into the binary; failing to parse them is a bug.
-            LocalTokenizer::Bpe(
-                cell.get_or_init(|| make().expect("bundled BPE ranks parse")),
-                name,
-            )
-        };
+        static CL100K: LazyBpe = LazyBpe::new("cl100k_base", tiktoken_rs::cl100k_base);
+        static O200K: LazyBpe = LazyBpe::new("o200k_base", tiktoken_rs::o200k_base);
         match name {
             "sim" => Ok(LocalTokenizer::Sim),
-            "cl100k_base" => Ok(load(&CL100K, tiktoken_rs::cl100k_base, "cl100k_base")),
-            "o200k_base" => Ok(load(&O200K, tiktoken_rs::o200k_base, "o200k_base")),
+            "cl100k_base" => Ok(LocalTokenizer::Bpe(&CL100K)),
+            "o200k_base" => Ok(LocalTokenizer::Bpe(&O200K)),
             path if path.ends_with(".json") || Path::new(path).is_dir() => {
                 LocalTokenizer::from_file(Path::new(path))
             }
@@ -82,7 +97,7 @@ impl LocalTokenizer {
     pub fn name(&self) -> &str {
         match self {
             LocalTokenizer::Sim => "sim",
-            LocalTokenizer::Bpe(_, name) => name,
+            LocalTokenizer::Bpe(bpe) => bpe.name,
             LocalTokenizer::HuggingFace(hf) => &hf.path,
         }
     }
@@ -103,7 +118,7 @@ impl LocalTokenizer {
     fn count_part(&self, text: &str) -> usize {
         match self {
             LocalTokenizer::Sim => crate::tokenize::count(text),
-            LocalTokenizer::Bpe(bpe, _) => bpe.encode_ordinary(text).len(),
+            LocalTokenizer::Bpe(bpe) => bpe.get().encode_ordinary(text).len(),
             // Without special tokens, like the BPEs: the text's own tokens. Encoding
             // fails only for a tokenizer.json that pads or truncates to an impossible
             // length; counting such text as no tokens would hide it, so the simulator's

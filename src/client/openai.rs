@@ -162,7 +162,7 @@ pub async fn call(
         record,
         first_deadline,
         total_deadline,
-        text: String::new(),
+        other: String::new(),
         answer: String::new(),
         tool_calls: Vec::new(),
         last_content: None,
@@ -199,8 +199,9 @@ struct Reader<'a> {
     record: &'a mut Record,
     first_deadline: Instant,
     total_deadline: Instant,
-    /// Everything generated, for counting tokens: answer, reasoning, tool arguments.
-    text: String,
+    /// What was generated besides the answer, for counting tokens: reasoning, tool
+    /// arguments. (Kept apart so a long answer is copied once, not twice.)
+    other: String,
     /// The answer's content alone.
     answer: String,
     tool_calls: Vec<ToolCallParts>,
@@ -513,13 +514,11 @@ impl Reader<'_> {
         }
         let mut content = Content::default();
         if let Some(text) = choice.text.as_deref().filter(|t| !t.is_empty()) {
-            self.text.push_str(text);
             self.answer.push_str(text);
             content.answer = true;
         }
         if let Some(message) = choice.delta.as_ref().or(choice.message.as_ref()) {
             if let Some(text) = message.content.as_deref().filter(|t| !t.is_empty()) {
-                self.text.push_str(text);
                 self.answer.push_str(text);
                 content.answer = true;
             }
@@ -528,7 +527,7 @@ impl Reader<'_> {
                 .flatten()
             {
                 if !reasoning.is_empty() {
-                    self.text.push_str(reasoning);
+                    self.other.push_str(reasoning);
                     content.reasoning = true;
                 }
             }
@@ -551,7 +550,7 @@ impl Reader<'_> {
                     if let Some(arguments) =
                         call.pointer("/function/arguments").and_then(Value::as_str)
                     {
-                        self.text.push_str(arguments);
+                        self.other.push_str(arguments);
                         assembled.arguments.push_str(arguments);
                     }
                 }
@@ -587,11 +586,11 @@ impl Reader<'_> {
 
     async fn finish(&mut self, payload: &Payload) {
         self.record.max_tokens = payload.max_tokens;
-        let had_text = !self.text.is_empty();
+        let had_text = !(self.answer.is_empty() && self.other.is_empty());
         let counting = &self.target.counting;
         let wanted = self.record.output_tokens.is_none() || counting.always;
         if self.record.outcome == Outcome::Ok && wanted {
-            let text = std::mem::take(&mut self.text);
+            let text = [self.answer.as_str(), self.other.as_str()].concat();
             let bytes = text.len();
             match counting.count(text).await {
                 Some(local) => {

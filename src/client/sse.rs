@@ -92,10 +92,8 @@ impl SseDecoder {
                 self.at_stream_start = false;
             }
             let rest = &self.buffer[self.start..];
-            let Some(end) = rest[self.scanned..]
-                .iter()
-                .position(|b| *b == b'\n' || *b == b'\r')
-                .map(|at| at + self.scanned)
+            let Some(end) =
+                memchr::memchr2(b'\n', b'\r', &rest[self.scanned..]).map(|at| at + self.scanned)
             else {
                 if rest.len() + self.data.len() > self.max_event_bytes {
                     return Some(Err(SseError::TooLarge {
