@@ -43,7 +43,8 @@ pub struct Service {
     pub endpoint: Endpoint,
     /// `None` only for an embedded simulator (its own model name is used).
     pub model: Option<String>,
-    pub api_key: Option<String>,
+    /// `Bearer <key>`, marked sensitive (never printed, never recorded).
+    pub api_key: Option<HeaderValue>,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub http2: bool,
     /// Certificates for an https service (none: the system's roots).
@@ -719,20 +720,7 @@ fn http_request_from_spec(r: &HttpRequestSpec, problem: &mut Problem) -> Option<
             None,
         );
     }
-    let mut headers = Vec::new();
-    for (k, v) in &r.headers {
-        match (
-            HeaderName::try_from(k.as_str()),
-            HeaderValue::try_from(v.as_str()),
-        ) {
-            (Ok(k), Ok(v)) => headers.push((k, v)),
-            _ => problem(
-                &format!("{path}.headers.{k}"),
-                "is not a valid HTTP header".into(),
-                None,
-            ),
-        }
-    }
+    let headers = headers_from_spec(&r.headers, path, problem);
     Some(HttpRequest {
         method: method?,
         path: r.path.clone(),
@@ -841,34 +829,11 @@ fn service_from_spec(
             Some("name the served model, as GET /v1/models lists it".into()),
         );
     }
-    let api_key = match &s.api_key_env {
-        Some(var) => match std::env::var(var) {
-            Ok(key) => Some(key),
-            Err(_) => {
-                problem(
-                    &format!("{path}.api_key_env"),
-                    format!("environment variable `{var}` is not set"),
-                    Some(format!("export {var}=… before the run")),
-                );
-                None
-            }
-        },
-        None => None,
-    };
-    let mut headers = Vec::new();
-    for (k, v) in &s.headers {
-        match (
-            HeaderName::try_from(k.as_str()),
-            HeaderValue::try_from(v.as_str()),
-        ) {
-            (Ok(k), Ok(v)) => headers.push((k, v)),
-            _ => problem(
-                &format!("{path}.headers.{k}"),
-                "is not a valid HTTP header".into(),
-                None,
-            ),
-        }
-    }
+    let api_key = s
+        .api_key_env
+        .as_deref()
+        .and_then(|var| api_key_from_env(var, &format!("{path}.api_key_env"), problem));
+    let headers = headers_from_spec(&s.headers, &path, problem);
     let default_tokenizer = if s.url == "embedded" {
         "sim"
     } else {
@@ -946,6 +911,85 @@ fn tls_from_spec(
                 .map(Some)
         }
     }
+}
+
+/// Extra request headers, checked once. Their values are marked sensitive: they often
+/// carry credentials (`x-api-key`), and nothing redline prints or records shows them.
+fn headers_from_spec(
+    headers: &BTreeMap<String, String>,
+    path: &str,
+    problem: &mut Problem,
+) -> Vec<(HeaderName, HeaderValue)> {
+    let mut valid = Vec::new();
+    for (k, v) in headers {
+        let at = format!("{path}.headers.{k}");
+        let Ok(name) = HeaderName::try_from(k.as_str()) else {
+            problem(
+                &at,
+                format!("`{k}` is not an HTTP header name"),
+                Some("use letters, digits and `-`, e.g. `x-api-key`".into()),
+            );
+            continue;
+        };
+        match HeaderValue::try_from(v.as_str()) {
+            Ok(mut value) => {
+                value.set_sensitive(true);
+                valid.push((name, value));
+            }
+            Err(_) => problem(
+                &at,
+                "its value holds a control character (a newline?), which no header can carry"
+                    .into(),
+                Some("remove it from the value".into()),
+            ),
+        }
+    }
+    valid
+}
+
+/// The `Authorization` value of the key in environment variable `var`, checked once
+/// here: a key that cannot go in a header (a trailing newline from `echo`, say) is a
+/// spec error naming the variable, not a failure of every request.
+fn api_key_from_env(var: &str, at: &str, problem: &mut Problem) -> Option<HeaderValue> {
+    let key = match std::env::var(var) {
+        Ok(key) => key,
+        Err(std::env::VarError::NotPresent) => {
+            problem(
+                at,
+                format!("environment variable `{var}` is not set"),
+                Some(format!("export {var}=… before the run")),
+            );
+            return None;
+        }
+        Err(std::env::VarError::NotUnicode(_)) => {
+            problem(
+                at,
+                format!("environment variable `{var}` is not valid UTF-8"),
+                None,
+            );
+            return None;
+        }
+    };
+    let mut value = match HeaderValue::try_from(format!("Bearer {key}")) {
+        Ok(value) => value,
+        Err(_) => {
+            let what = match key.chars().find(|c| c.is_control()) {
+                Some('\n') => "a newline".to_owned(),
+                Some(c) => format!("the control character U+{:04X}", c as u32),
+                None => "a character an HTTP header cannot carry".to_owned(),
+            };
+            problem(
+                at,
+                format!("the key in `{var}` holds {what}, so it cannot be sent as a header"),
+                Some(format!(
+                    "set it without it, e.g. `export {var}=\"$(printf %s \"${var}\" | tr -d '\\r\\n')\"`"
+                )),
+            );
+            return None;
+        }
+    };
+    value.set_sensitive(true);
+    Some(value)
 }
 
 type StageProblem = (&'static str, String, Option<String>);

@@ -323,3 +323,31 @@ fn exit_1_when_requests_fail_and_no_slo_is_set() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A key with a trailing newline (`export KEY=$(cat key.txt)`) once made every request
+/// panic on building its header. It is a spec error now, naming the variable, and the
+/// key itself is never printed.
+#[test]
+fn an_api_key_that_cannot_be_a_header_is_a_spec_error_naming_the_variable() {
+    let out = Command::new(env!("CARGO_BIN_EXE_redline"))
+        .args([
+            "run",
+            "--url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--requests",
+            "1",
+        ])
+        .args(["--api-key-env", "REDLINE_TEST_KEY"])
+        .env("REDLINE_TEST_KEY", "sk-secret-123\n")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr,
+        "1 problem in the spec:\ncommand line: --api-key-env: the key in `REDLINE_TEST_KEY` holds a newline, so it cannot be sent as a header\n  fix: set it without it, e.g. `export REDLINE_TEST_KEY=\"$(printf %s \"$REDLINE_TEST_KEY\" | tr -d '\\r\\n')\"`\n"
+    );
+    assert!(!stderr.contains("sk-secret"));
+}

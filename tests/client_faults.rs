@@ -105,7 +105,7 @@ async fn run_with(script: Vec<Act>, stream: bool, change: impl FnOnce(&mut LlmTa
         model: "m".into(),
         stream,
         include_usage: true,
-        api_key: Some("sk-secret".into()),
+        api_key: Some(hyper::header::HeaderValue::from_static("Bearer sk-secret")),
         headers: Vec::new(),
         extra_body: serde_json::Map::new(),
         timeouts,

@@ -307,3 +307,18 @@ fn flow_steps_name_their_problems() {
          test.yaml:14:7: spec.payloadTemplate.flow[3]: the step names 2 kinds\n  fix: write each step as one of `- embed: {…}`, `- search: {…}`, `- chat: {…}`, `- tool: {…}`, `- http: {…}`\n"
     );
 }
+
+#[test]
+fn a_header_that_http_cannot_carry_is_named_with_its_fault() {
+    let text = spec(
+        "  services:\n    llm:\n      url: embedded\n      headers: { \"x api key\": v, x-api-key: \"secret\\n\" }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 10, output_tokens: 5 } }\n  load:\n    - { rate: 5, duration: 1s }\n",
+    );
+    assert_eq!(
+        errors(&text),
+        "2 problems in the spec:\n\
+         test.yaml:8:7: spec.services.llm.headers.x api key: `x api key` is not an HTTP header name\n  \
+         fix: use letters, digits and `-`, e.g. `x-api-key`\n\
+         test.yaml:8:34: spec.services.llm.headers.x-api-key: its value holds a control character (a newline?), which no header can carry\n  \
+         fix: remove it from the value\n"
+    );
+}

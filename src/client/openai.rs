@@ -36,8 +36,8 @@ pub struct LlmTarget {
     pub stream: bool,
     /// Ask for `usage` in the stream (`stream_options.include_usage`).
     pub include_usage: bool,
-    /// Sent as `Authorization: Bearer …`; never recorded.
-    pub api_key: Option<String>,
+    /// `Authorization: Bearer …` (sensitive); never recorded.
+    pub api_key: Option<HeaderValue>,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// Merged into every request body (e.g. `temperature`, `ignore_eos`).
     pub extra_body: serde_json::Map<String, Value>,
@@ -103,7 +103,7 @@ impl LlmTarget {
     fn request(&self, payload: &Payload) -> Request<Full<Bytes>> {
         let mut builder = Request::post(self.uri.clone()).header(CONTENT_TYPE, "application/json");
         if let Some(key) = &self.api_key {
-            builder = builder.header(AUTHORIZATION, format!("Bearer {key}"));
+            builder = builder.header(AUTHORIZATION, key);
         }
         for (name, value) in &self.headers {
             builder = builder.header(name, value);

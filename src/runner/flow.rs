@@ -133,7 +133,7 @@ impl FlowRuntime {
             .header("traceparent", traceparent)
             .header(&BAGGAGE, &self.baggage);
         if let Some(key) = &flow_service.api_key {
-            builder = builder.header(AUTHORIZATION, format!("Bearer {key}"));
+            builder = builder.header(AUTHORIZATION, key);
         }
         for (name, value) in &flow_service.headers {
             builder = builder.header(name, value);

@@ -154,9 +154,7 @@ fn build_target(scenario: &Scenario, base_url: &str, model: &str) -> Result<Targ
             let mut headers = scenario.service.headers.clone();
             headers.extend(request.headers.iter().cloned());
             if let Some(key) = &scenario.service.api_key {
-                let value = HeaderValue::try_from(format!("Bearer {key}"))
-                    .context("the API key is not a valid header value")?;
-                headers.push((AUTHORIZATION, value));
+                headers.push((AUTHORIZATION, key.clone()));
             }
             Target::Http(HttpTarget {
                 uri: format!("{base_url}{}", request.path)
