@@ -829,3 +829,57 @@ async fn a_progress_reader_that_holds_on_does_not_stop_the_run() {
     lingering.abort();
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Ctrl-C in a closed-loop stage once waited for every slot's request to finish on its
+/// own (40 s on a llama.cpp server, past a 5 s drain_timeout); open loops kept it. Now
+/// one drain watchdog ends every wait of the run: closed loops, sweep points, sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_in_a_closed_loop_keeps_the_drain_timeout() {
+    let sim = common::sim(common::Profile::tiny()).await;
+    let base = sim.base_url();
+    // The engine stalls for 30 s: every slot's request hangs, as on a busy server.
+    let stalled = common::post(
+        &common::client(),
+        format!("{base}/redline/stall"),
+        serde_json::json!({"ms": 30_000}),
+    )
+    .await;
+    assert_eq!(stalled.status, 200);
+    for load in [
+        "    - { concurrency: 4, duration: 60s }\n",
+        "    - { sweep: { rates: 2, throughput_concurrency: 4 }, duration: 20s }\n",
+    ] {
+        let s = scenario(&format!(
+            "  services:\n    llm: {{ url: \"{base}\", model: sim-tiny }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 16, output_tokens: 8 }} }}\n  drain_timeout: 500ms\n  load:\n{load}"
+        ));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let dir = temp_dir("closed-drain");
+        let options = redline::runner::RunOptions {
+            records_path: dir.join("records.jsonl"),
+            progress: None,
+            on_start: None,
+            metrics_listener: None,
+            otlp_endpoint: None,
+            otlp_tls: None,
+            collect: None,
+        };
+        let started = std::time::Instant::now();
+        let stopper = {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                stop.cancel();
+            })
+        };
+        let result = redline::runner::run(s, options, stop).await.unwrap();
+        let took = started.elapsed();
+        stopper.await.unwrap();
+        // Stop at 1 s + the 500 ms drain; the bound leaves room for a busy machine.
+        assert!(took < Duration::from_secs(5), "{load}: the run took {took:?} after a stop at 1 s");
+        let counts = result.aggregator.counts;
+        assert!(counts.balanced());
+        assert!(counts.cancelled >= 1, "{load}: {counts:?}");
+        assert!(result.interrupted);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -452,6 +452,21 @@ pub async fn run(
         None => None,
     };
 
+    // One drain for every wait of the run (open-loop tasks, closed-loop slots, sweep
+    // points, sessions): a stop gives in-flight requests the drain timeout, then the
+    // abort token ends them.
+    let drain_watch = tokio::spawn({
+        let (stop, abort, drain) = (
+            stop.clone(),
+            shared.abort.clone(),
+            shared.scenario.drain_timeout,
+        );
+        async move {
+            stop.cancelled().await;
+            tokio::time::sleep(drain).await;
+            abort.cancel();
+        }
+    });
     let mut tasks = JoinSet::new();
     let mut stage_start = Duration::ZERO;
     let mut executed = Vec::new();
@@ -489,20 +504,10 @@ pub async fn run(
         stage_start = stage_end;
     }
 
-    // Drain: requests finish on their own unless a stop came; then they get the drain
-    // timeout, and are cancelled (each task records that) when it runs out.
-    let drained = async { while tasks.join_next().await.is_some() {} };
-    tokio::pin!(drained);
-    tokio::select! {
-        _ = &mut drained => {}
-        _ = async {
-            stop.cancelled().await;
-            tokio::time::sleep(shared.scenario.drain_timeout).await;
-        } => {
-            shared.abort.cancel();
-            drained.await;
-        }
-    }
+    // Requests finish on their own; after a stop, the drain watchdog cancels what is
+    // still in flight once the drain timeout runs out (each task records that).
+    while tasks.join_next().await.is_some() {}
+    drain_watch.abort();
     let elapsed = clock.start().elapsed();
     scrape_stop.cancel();
     let server_metrics = match scraper {
