@@ -97,6 +97,7 @@ pub struct Scenario {
     pub warmup: Duration,
     pub cooldown: Duration,
     pub timeouts: Timeouts,
+    pub trace_ids: crate::spec::TraceIds,
     /// Largest response read (`limits.max_response_bytes`).
     pub max_response_bytes: usize,
     pub max_in_flight: u32,
@@ -481,6 +482,7 @@ impl Scenario {
             warmup: spec.warmup.0,
             cooldown: spec.cooldown.0,
             timeouts,
+            trace_ids: spec.trace_ids,
             max_response_bytes: spec
                 .limits
                 .max_response_bytes

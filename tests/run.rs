@@ -883,3 +883,32 @@ async fn a_stop_in_a_closed_loop_keeps_the_drain_timeout() {
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
+
+/// Every seed-0 run once sent the same `traceparent`s, so runs collided in Jaeger and
+/// Tempo. Trace IDs are now new to each run, span IDs still from the seed (the chaos
+/// proxy's fault decisions key on them); `trace_ids: seeded` replays the IDs exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_runs_of_one_seed_never_share_a_trace_unless_seeded() {
+    let ids = |extra: &'static str, name: &'static str| async move {
+        let s = scenario(&format!(
+            "{extra}  services:\n    llm: {{ url: embedded, profile: tiny }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 8, output_tokens: 2 }} }}\n  load:\n    - {{ concurrency: 1, requests: 5 }}\n"
+        ));
+        let (_, mut records) = run_to_records(s, name).await;
+        records.sort_by_key(|r| r.seq);
+        records
+            .into_iter()
+            .map(|r| {
+                let tp = r.traceparent.unwrap();
+                let parts: Vec<&str> = tp.split('-').collect();
+                (parts[1].to_owned(), parts[2].to_owned())
+            })
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (ids("", "trace-a").await, ids("", "trace-b").await);
+    for ((trace_a, span_a), (trace_b, span_b)) in a.iter().zip(&b) {
+        assert_ne!(trace_a, trace_b, "two runs, two traces");
+        assert_eq!(span_a, span_b, "span IDs from the seed");
+    }
+    let seeded = "  trace_ids: seeded\n";
+    assert_eq!(ids(seeded, "trace-c").await, ids(seeded, "trace-d").await);
+}

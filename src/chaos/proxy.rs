@@ -37,6 +37,18 @@ const LONGEST_HANG: Duration = Duration::from_secs(600);
 /// How long the proxy waits for a connection (and TLS handshake) to its upstream.
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What a request's fault rolls are keyed on: the parent span ID of its
+/// `traceparent` (`00-<trace-id>-<parent-id>-<flags>`), which redline draws from the
+/// seed and the request's position; its trace ID is new to each run. So a run
+/// replays with its faults, and two runs never share a trace. A header of another
+/// shape is keyed whole.
+fn roll_key(traceparent: &[u8]) -> &[u8] {
+    match traceparent.split(|b| *b == b'-').nth(2) {
+        Some(span) if span.len() == 16 => span,
+        _ => traceparent,
+    }
+}
+
 /// Counters of the proxy as a whole.
 #[derive(Debug, Default)]
 pub struct ProxyCounters {
@@ -127,7 +139,7 @@ impl Chaos {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let (mut head, body) = request.into_parts();
         let key = match head.headers.get("traceparent") {
-            Some(tp) => fnv(tp.as_bytes()),
+            Some(tp) => fnv(roll_key(tp.as_bytes())),
             None => mix_seed(&[0x006b_6579, self.next_key.fetch_add(1, Ordering::Relaxed)]),
         };
         let mut decided: Vec<(String, Action)> = match self.header_faults(&mut head.headers) {

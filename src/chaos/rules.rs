@@ -1,7 +1,7 @@
 //! Validated fault rules: matching, the time window and budget, and the per-request
-//! roll. Rolls are seeded by the rule, the run's seed and the request's own key (its
-//! `traceparent` when it has one), so the same requests get the same faults whatever
-//! order they arrive in and whichever connection carries them.
+//! roll. Rolls are seeded by the rule, the run's seed and the request's own key (the
+//! span ID of its `traceparent` when it has one), so the same requests get the same
+//! faults whatever order they arrive in and whichever connection carries them.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -699,6 +699,7 @@ fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<SpecFile> {
             warmup: Dur::default(),
             cooldown: Dur::default(),
             timeouts: Default::default(),
+            trace_ids: Default::default(),
             limits: Default::default(),
             max_in_flight: None,
             drain_timeout: None,

@@ -415,7 +415,7 @@ pub(super) async fn run_flow(
     let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
     let seed = shared.scenario.seed;
     let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x464c_4f57, id]));
-    let trace_id = new_trace_id(&mut rng);
+    let trace_id = new_trace_id(&mut rng, shared.trace_key);
     let prompt = match prompts.payload(seed, id).prompt {
         PromptBody::Text(text) => text,
         PromptBody::Messages(messages) => messages

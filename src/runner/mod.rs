@@ -44,6 +44,7 @@ use crate::pacer::Pacer;
 use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage};
 use crate::report::ProxyCounts;
 use crate::scenario::{Endpoint, Scenario, Service, Workload};
+use crate::spec::TraceIds;
 use crate::schedule::{ExecutedStage, OpenArrivals, Stage, SweepRole, sweep_rates};
 use crate::scrape::ServerMetrics;
 use crate::sim::text::mix_seed;
@@ -189,6 +190,8 @@ struct Shared {
     next_seq: AtomicU64,
     /// The next session's id.
     next_session: AtomicU64,
+    /// Mixed into trace IDs: the run's ID, or zero for `trace_ids: seeded`.
+    trace_key: u64,
 }
 
 impl Shared {
@@ -298,7 +301,8 @@ pub async fn run(
     let request_base = base_through(&scenario.service.name, base_url.clone());
     // W3C baggage on every request: which run and scenario sent it, so the services'
     // own spans and logs can be told apart by run.
-    let baggage = baggage_of(&scenario.name);
+    let run_id = new_run_id();
+    let baggage = baggage_of(run_id, &scenario.name);
     let mut scenario = scenario;
     scenario
         .service
@@ -425,6 +429,10 @@ pub async fn run(
         progress: options.progress.unwrap_or_default(),
         next_seq: AtomicU64::new(0),
         next_session: AtomicU64::new(0),
+        trace_key: match scenario.trace_ids {
+            TraceIds::PerRun => run_id,
+            TraceIds::Seeded => 0,
+        },
         clock,
         records,
         scenario,
@@ -763,7 +771,7 @@ async fn execute(shared: &Shared, admitted: Admitted) -> Ended {
                     payload.unwrap_or_else(|| prompts.payload(shared.scenario.seed, seq));
                 let traceparent = payload
                     .traceparent
-                    .get_or_insert_with(|| traceparent_of(shared.scenario.seed, seq));
+                    .get_or_insert_with(|| traceparent_of(shared.trace_key, shared.scenario.seed, seq));
                 record.traceparent = Some(traceparent.clone());
                 record.prefix = payload.prefix;
                 openai::call(&shared.http, target, &payload, shared.clock, &mut record)
@@ -771,7 +779,7 @@ async fn execute(shared: &Shared, admitted: Admitted) -> Ended {
                     .map(|answer| answer.text)
             }
             Target::Http(target) => {
-                let traceparent = traceparent_of(shared.scenario.seed, seq);
+                let traceparent = traceparent_of(shared.trace_key, shared.scenario.seed, seq);
                 record.traceparent = Some(traceparent.clone());
                 http::call(
                     &shared.http,
@@ -891,7 +899,7 @@ async fn run_session(
     let seed = shared.scenario.seed;
     let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x5345_5353, id]));
     let turns = plan.turns.sample(&mut rng);
-    let trace_id = new_trace_id(&mut rng);
+    let trace_id = new_trace_id(&mut rng, shared.trace_key);
     let snapshot = format!("{}@seed={seed}", shared.scenario.name);
     let mut history: Vec<serde_json::Value> = Vec::new();
     let mut history_tokens = 0u32;

@@ -130,13 +130,16 @@ pub(super) fn proxy_counts(service: &str, proxy: &RunningProxy) -> ProxyCounts {
 pub(super) static BAGGAGE: hyper::header::HeaderName =
     hyper::header::HeaderName::from_static("baggage");
 
-/// `redline.run_id=…,redline.scenario=…`: a run ID new to each run (not from the
-/// seed: two runs of one spec are two runs), and the scenario's name.
-pub(super) fn baggage_of(scenario: &str) -> HeaderValue {
+/// A number new to each run (not from the seed: two runs of one spec are two runs).
+pub(super) fn new_run_id() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let run_id = mix_seed(&[nanos, u64::from(std::process::id())]);
+    mix_seed(&[nanos, u64::from(std::process::id())])
+}
+
+/// `redline.run_id=…,redline.scenario=…`: the run's ID and the scenario's name.
+pub(super) fn baggage_of(run_id: u64, scenario: &str) -> HeaderValue {
     let scenario = crate::chaos::proxy::baggage_value(scenario);
     HeaderValue::try_from(format!(
         "redline.run_id={run_id:016x},redline.scenario={scenario}"
@@ -144,19 +147,23 @@ pub(super) fn baggage_of(scenario: &str) -> HeaderValue {
     .expect("percent-encoded ASCII is a valid header value")
 }
 
-/// A W3C trace ID: 16 random bytes, not all zero.
-pub(super) fn new_trace_id(rng: &mut ChaCha8Rng) -> String {
+/// A W3C trace ID: 16 bytes from the seeded `rng`, the high half mixed with the run's
+/// `trace_key` (zero when a spec asks for seeded trace IDs), not all zero.
+pub(super) fn new_trace_id(rng: &mut ChaCha8Rng, trace_key: u64) -> String {
     format!(
         "{:016x}{:016x}",
-        rng.random::<u64>() | 1,
+        (rng.random::<u64>() ^ trace_key) | 1,
         rng.random::<u64>()
     )
 }
 
-/// A W3C `traceparent` for a request outside a session: a trace of its own, drawn
-/// from the seed and its position, so the same spec sends the same IDs.
-pub(super) fn traceparent_of(seed: u64, seq: u64) -> String {
-    let high = mix_seed(&[seed, seq, 0x7472_6163]) | 1;
+/// A W3C `traceparent` for a request outside a session: a trace of its own. Its span
+/// ID comes from the seed and its position alone, so the chaos proxy's seeded fault
+/// decisions (keyed by it) replay whatever the trace ID; the trace ID is new to the
+/// run unless `trace_key` is zero (`trace_ids: seeded`), so runs never collide in a
+/// trace store.
+pub(super) fn traceparent_of(trace_key: u64, seed: u64, seq: u64) -> String {
+    let high = (mix_seed(&[seed, seq, 0x7472_6163]) ^ trace_key) | 1;
     let low = mix_seed(&[seed, seq, 0x6563_6172]);
     let span = mix_seed(&[seed, seq, 0x7370_616e]) | 1;
     format!("00-{high:016x}{low:016x}-{span:016x}-01")

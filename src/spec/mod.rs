@@ -86,6 +86,12 @@ pub struct InferenceSpec {
     /// Likewise for the last `cooldown` of the schedule.
     #[serde(default)]
     pub cooldown: Dur,
+    /// `per_run` (default): every run's trace IDs are its own, so runs never collide
+    /// in Jaeger or Tempo; `seeded`: the same spec and seed send the same IDs, to
+    /// replay a run exactly. (Span IDs, which the chaos proxy's fault decisions key on,
+    /// come from the seed either way.)
+    #[serde(default)]
+    pub trace_ids: TraceIds,
     /// Client-side time limits of every request.
     #[serde(default)]
     pub timeouts: TimeoutsSpec,
@@ -591,6 +597,17 @@ pub struct TimeoutsSpec {
     /// Send to last byte (default 600s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<Dur>,
+}
+
+/// Whose trace IDs a run's requests carry.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceIds {
+    #[default]
+    PerRun,
+    Seeded,
 }
 
 /// Client-side size limits, so no answer costs the client more than it can afford.
