@@ -329,7 +329,9 @@ pub struct SimArgs {
 pub struct RunArgs {
     /// The spec file (YAML). Without it, the shorthands below describe the test.
     pub spec: Option<PathBuf>,
-    /// Output directory for records.jsonl and summary.json [default: out/NAME].
+    /// Output folder for records.jsonl, summary.json and junit.xml; an earlier run's
+    /// files there are removed first [default: a new out/NAME/<UTC time>, with
+    /// out/NAME/latest pointing at it].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Print no progress line (it is printed only on a terminal anyway).
@@ -736,12 +738,16 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             }
         },
     };
-    let dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("out").join(&scenario.name));
-    std::fs::create_dir_all(&dir)
-        .with_context(|| format!("cannot create the output directory {}", dir.display()))?;
+    let run_dir = crate::report::outputs::prepare(args.out.as_deref(), Path::new("out"), &scenario.name)
+        .with_context(|| format!("cannot make the output folder for {}", scenario.name))?;
+    if !run_dir.replaced.is_empty() {
+        errln!(
+            "redline: {} held an earlier run's {}: removed",
+            run_dir.path.display(),
+            run_dir.replaced.join(", ")
+        );
+    }
+    let dir = run_dir.path.clone();
     let metrics_listener = match args.metrics_addr {
         Some(addr) if !addr.ip().is_loopback() => bail!(
             "refusing to serve metrics on {addr}: the run's metrics bind loopback; put a scraper or a reverse proxy beside it"
@@ -835,9 +841,13 @@ async fn run_command(args: RunArgs) -> Result<i32> {
         .context("cannot write summary.json")?;
     out(&render_terminal(&summary));
     outln!(
-        "  records: {}  summary: {}",
+        "  records: {}  summary: {}{}",
         dir.join("records.jsonl").display(),
-        dir.join("summary.json").display()
+        dir.join("summary.json").display(),
+        run_dir
+            .latest
+            .as_ref()
+            .map_or(String::new(), |l| format!("  (also {})", l.display()))
     );
     if let Some(verdicts) = &verdicts {
         let path = dir.join("junit.xml");

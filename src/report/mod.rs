@@ -2,6 +2,7 @@
 //! terminal table rendered from it. Rendering is pure; callers write the bytes.
 
 mod chain;
+pub mod outputs;
 
 use serde::{Deserialize, Serialize};
 
