@@ -30,6 +30,8 @@ pub struct Options {
     pub max_input_tokens: u32,
     pub skip_invalid: bool,
     pub tokenizer: LocalTokenizer,
+    /// The answer budget of records that carry no `max_tokens` of their own.
+    pub default_max_tokens: Option<crate::workload::Length>,
 }
 
 /// What was read, for the report.
@@ -42,6 +44,10 @@ pub struct DatasetInfo {
     pub used: u64,
     pub skipped_invalid: u64,
     pub outside_length: u64,
+    /// Records sent without a `max_tokens` (none of their own, and no `output_tokens`
+    /// given): the server decides how long those answers are.
+    #[serde(default)]
+    pub without_max_tokens: u64,
 }
 
 /// A loaded dataset and the order to send it in.
@@ -49,6 +55,7 @@ pub struct DatasetInfo {
 pub struct Dataset {
     entries: Vec<Payload>,
     order: DatasetOrder,
+    default_max_tokens: Option<crate::workload::Length>,
     pub info: DatasetInfo,
 }
 
@@ -74,7 +81,14 @@ impl Dataset {
                 (a * (index % n) + b) % n
             }
         };
-        self.entries[position as usize].clone()
+        let mut payload = self.entries[position as usize].clone();
+        if payload.max_tokens.is_none()
+            && let Some(length) = &self.default_max_tokens
+        {
+            let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x4453_4d54, index]));
+            payload.max_tokens = Some(length.sample(&mut rng));
+        }
+        payload
     }
 }
 
@@ -221,6 +235,11 @@ pub fn load(path: &Path, order: DatasetOrder, options: &Options) -> Result<Datas
             options.max_input_tokens
         ));
     }
+    let without_max_tokens = if options.default_max_tokens.is_some() {
+        0
+    } else {
+        kept.iter().filter(|p| p.max_tokens.is_none()).count() as u64
+    };
     Ok(Dataset {
         info: DatasetInfo {
             file: path.display().to_string(),
@@ -228,9 +247,11 @@ pub fn load(path: &Path, order: DatasetOrder, options: &Options) -> Result<Datas
             used: kept.len() as u64,
             skipped_invalid: skipped,
             outside_length: outside,
+            without_max_tokens,
         },
         entries: kept,
         order,
+        default_max_tokens: options.default_max_tokens,
     })
 }
 

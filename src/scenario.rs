@@ -527,6 +527,12 @@ impl Scenario {
                     s.name
                 )
             })
+            .chain(self.dataset_info().filter(|d| d.without_max_tokens > 0).map(|d| {
+                format!(
+                    "{} of the {} prompts of {} carry no max_tokens: the server decides how long those answers are (set `output_tokens` on the dataset, or --output-tokens)",
+                    d.without_max_tokens, d.used, d.file
+                )
+            }))
             .collect()
     }
 
@@ -648,6 +654,7 @@ fn prompts_from_spec(
                 max_input_tokens: u32::MAX,
                 skip_invalid: false,
                 tokenizer,
+                default_max_tokens: None,
             };
             crate::dataset::load(&relative(path), DatasetOrder::Sequential, &options)
                 .map(PromptSource::Dataset)
@@ -676,7 +683,18 @@ fn prompts_from_spec(
                 );
                 return None;
             }
+            let default_max_tokens = match &d.output_tokens {
+                Some(spec) => Some(
+                    Length::from_spec(spec)
+                        .map_err(|e| {
+                            problem("spec.payloadTemplate.prompts.dataset.output_tokens", e, None)
+                        })
+                        .ok()?,
+                ),
+                None => None,
+            };
             let options = crate::dataset::Options {
+                default_max_tokens,
                 format,
                 prompt_column: d.prompt_column.clone().unwrap_or_else(|| "prompt".into()),
                 max_tokens_column: d.max_tokens_column.clone(),

@@ -351,3 +351,37 @@ fn an_api_key_that_cannot_be_a_header_is_a_spec_error_naming_the_variable() {
     );
     assert!(!stderr.contains("sk-secret"));
 }
+
+/// `--prompts FILE --output-tokens 32` once sent no `max_tokens` at all: on llama.cpp
+/// one answer ran 965 tokens for ten minutes. Records without their own max_tokens now
+/// get --output-tokens; the simulator's count of what it generated is the proof.
+#[test]
+fn prompts_file_sends_output_tokens_as_max_tokens() {
+    let dir = std::env::temp_dir().join(format!("redline-prompts-max-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prompts = dir.join("prompts.jsonl");
+    std::fs::write(
+        &prompts,
+        "{\"prompt\": \"Tell me a long story about load testing.\"}\n{\"prompt\": \"And another.\", \"max_tokens\": 2}\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let (code, stdout, stderr) = redline(&[
+        "run", "--url", "embedded", "--prompts", prompts.to_str().unwrap(), "--output-tokens", "3",
+        "--requests", "6", "--out", out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(out.join("records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 6);
+    for r in &records {
+        let asked = if r["seq"].as_u64().unwrap() % 2 == 0 { 3 } else { 2 };
+        assert_eq!(r["max_tokens"], asked, "{r}");
+        assert_eq!(r["server"]["completion_tokens"], asked, "the server generated what was asked: {r}");
+        assert_eq!(r["finish_reason"], "length");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -14,7 +14,7 @@ use crate::runner::{RunOptions, run as run_scenario};
 use crate::scenario::Scenario;
 use crate::spec::{
     self, ApiKind, Dur, InferenceSpec, LengthSpec, Metadata, PayloadTemplate, PromptsSpec,
-    ServiceSpec, SpecErrors, SpecFile, StageSpec, SweepSpec, SyntheticSpec, TlsSpec,
+    ServiceSpec, SpecErrors, SpecFile, StageSpec, SweepSpec, SyntheticSpec, TlsSpec, DatasetSpec, DatasetFormat,
 };
 use crate::tokenizer::LocalTokenizer;
 
@@ -423,7 +423,8 @@ pub struct RunArgs {
     /// Shorthand: prompt length in tokens.
     #[arg(long, default_value_t = 256, help_heading = "Shorthands")]
     pub input_tokens: u32,
-    /// Shorthand: answer length in tokens (max_tokens).
+    /// Shorthand: answer length in tokens (max_tokens); with --prompts, for records that
+    /// carry no max_tokens of their own.
     #[arg(long, default_value_t = 128, help_heading = "Shorthands")]
     pub output_tokens: u32,
     /// Shorthand: a JSONL file of prompts instead of synthetic ones.
@@ -604,7 +605,7 @@ fn flag_for(path: &str) -> Option<&'static str> {
         "spec.services.llm.tokenizer" => "--tokenizer",
         "spec.payloadTemplate.prompts.synthetic.input_tokens" => "--input-tokens",
         "spec.payloadTemplate.prompts.synthetic.output_tokens" => "--output-tokens",
-        "spec.payloadTemplate.prompts.file" => "--prompts",
+        "spec.payloadTemplate.prompts.file" | "spec.payloadTemplate.prompts.dataset.file" => "--prompts",
         _ => return None,
     })
 }
@@ -635,10 +636,21 @@ fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<SpecFile> {
         throughput_concurrency: args.throughput_concurrency,
     });
     let prompts = match &args.prompts {
+        // Each record's own max_tokens, else --output-tokens: never the server's default.
         Some(path) => PromptsSpec {
-            file: Some(std::path::absolute(path)?),
+            dataset: Some(DatasetSpec {
+                file: std::path::absolute(path)?,
+                format: Some(DatasetFormat::Jsonl),
+                prompt_column: None,
+                max_tokens_column: None,
+                order: Default::default(),
+                min_input_tokens: None,
+                max_input_tokens: None,
+                skip_invalid: false,
+                output_tokens: Some(LengthSpec::Fixed(args.output_tokens)),
+            }),
             synthetic: None,
-            dataset: None,
+            file: None,
             templates: None,
         },
         None => PromptsSpec {

@@ -406,6 +406,11 @@ pub struct DatasetSpec {
     /// the report).
     #[serde(default)]
     pub skip_invalid: bool,
+    /// The answer budget (`max_tokens`) of records that carry none of their own;
+    /// without it such records send no `max_tokens` and the server decides (llama.cpp
+    /// generates until its context is full).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<LengthSpec>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
