@@ -318,6 +318,7 @@ mod tests {
             max_input_tokens: 1_000,
             skip_invalid: false,
             tokenizer: LocalTokenizer::Sim,
+            default_max_tokens: None,
         }
     }
 

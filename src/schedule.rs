@@ -90,6 +90,8 @@ pub struct ExecutedStage {
     /// The open-loop rate it was meant to send at (none for closed loops and ramps).
     pub offered_rate: Option<f64>,
     pub sweep: Option<SweepRole>,
+    /// What its rate and concurrency count.
+    pub unit: Unit,
 }
 
 impl ExecutedStage {
@@ -106,6 +108,7 @@ impl ExecutedStage {
             description: stage.describe(unit),
             offered_rate,
             sweep,
+            unit,
         }
     }
 }

@@ -31,6 +31,15 @@ pub enum Length {
 }
 
 impl Length {
+    /// `4`, `2–6`, `normal(256, σ 64)`: for what `validate` prints.
+    pub fn describe(&self) -> String {
+        match *self {
+            Length::Fixed(n) => n.to_string(),
+            Length::Uniform { min, max } => format!("{min}–{max}"),
+            Length::Normal { mean, stddev, .. } => format!("normal({mean}, σ {stddev})"),
+        }
+    }
+
     /// Validates a spec length; the error says what is wrong with it.
     pub fn from_spec(spec: &LengthSpec) -> Result<Length, String> {
         match *spec {

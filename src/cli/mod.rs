@@ -560,6 +560,34 @@ fn validate(path: &std::path::Path) -> Result<i32> {
             for (i, stage) in scenario.stages.iter().enumerate() {
                 outln!("  stage {i}: {}", stage.describe(scenario.unit()));
             }
+            match scenario.planned_duration() {
+                Some(planned) => outln!("  planned: {:.1}s", planned.as_secs_f64()),
+                None => outln!("  planned: bounded by request counts, not time"),
+            }
+            if let Some(session) = &scenario.session {
+                outln!(
+                    "  sessions: {} turns each, {:?} think time; rates count sessions",
+                    session.turns.describe(),
+                    session.think_time
+                );
+            }
+            if let Some(slos) = &scenario.slos {
+                outln!(
+                    "  SLOs ({:.0}% one-sided bounds{}):",
+                    slos.confidence * 100.0,
+                    if slos.abort_on_fail {
+                        format!("; abort_on_fail after {:?}", slos.delay)
+                    } else {
+                        String::new()
+                    }
+                );
+                for slo in &slos.slos {
+                    outln!("    {} {}", slo.name, slo.expression);
+                }
+            }
+            for warning in scenario.warnings() {
+                outln!("  note: {warning}");
+            }
             if let Some(flow) = &scenario.flow {
                 let steps: Vec<String> = flow
                     .steps

@@ -153,8 +153,12 @@ pub struct StageSummary {
     pub description: String,
     /// Its part in a sweep.
     pub sweep: Option<SweepRole>,
-    /// Requests per second it was meant to send (open loop at a fixed rate).
+    /// Requests (or sessions) per second it was meant to start (open loop at a fixed
+    /// rate).
     pub offered_rate_per_s: Option<f64>,
+    /// The offered rate counts sessions (flows, conversations), each several requests.
+    #[serde(default)]
+    pub offered_sessions: bool,
     /// Successes per second, from its first intended start to its last completion.
     pub achieved_rate_per_s: f64,
     pub output_tokens_per_s: f64,
@@ -282,6 +286,7 @@ fn stage_summary(stage: &ExecutedStage, stats: Option<&StageStats>, goodput: boo
         description: stage.description.clone(),
         sweep: stage.sweep,
         offered_rate_per_s: stage.offered_rate,
+        offered_sessions: stage.unit == crate::schedule::Unit::Sessions,
         achieved_rate_per_s: per_s(st.counts.ok),
         output_tokens_per_s: per_s(st.output_tokens),
         goodput_per_s: goodput.then(|| per_s(st.good)),
@@ -565,6 +570,29 @@ fn render_verdicts(verdicts: &[Verdict], aborted: Option<&Aborted>, line: &mut i
     }
 }
 
+/// What one open-loop stage offered against what succeeded, and whether the server
+/// kept up (a multi-stage run has this in its stage table).
+fn render_offered(stage: &StageSummary, line: &mut impl FnMut(String)) {
+    let Some(offered) = stage.offered_rate_per_s else {
+        return;
+    };
+    let achieved = stage.achieved_rate_per_s;
+    if stage.offered_sessions {
+        line(format!(
+            "  offered {offered:.2} sessions/s (each several requests) · {achieved:.2} requests/s succeeded"
+        ));
+    } else {
+        let behind = if achieved < offered * 0.9 {
+            " — the server did not keep up"
+        } else {
+            ""
+        };
+        line(format!(
+            "  offered {offered:.2} req/s · achieved {achieved:.2} req/s ok{behind}"
+        ));
+    }
+}
+
 /// The per-stage table, and a sweep's knee.
 fn render_stages(s: &Summary, line: &mut impl FnMut(String)) {
     line(String::new());
@@ -762,6 +790,8 @@ pub fn render_terminal(s: &Summary) -> String {
     }
     if s.stages.len() > 1 {
         render_stages(s, &mut line);
+    } else if let Some(stage) = s.stages.first() {
+        render_offered(stage, &mut line);
     }
     line(String::new());
     line(format!(

@@ -519,12 +519,18 @@ impl SloSet {
                 let bound = stats::upper_rank(n, q, c)
                     .map(|k| h.value_at_quantile(k as f64 / n as f64) as f64 / 1e3);
                 let (outcome, further) = decided(bad, n, allowed, true, c);
-                let note = bound.is_none().then(|| {
-                    format!(
+                // Without an upper bound a pass cannot be proven; a breach still can
+                // be, from the samples over the threshold, and the note says which.
+                let note = bound.is_none().then(|| match outcome {
+                    Outcome::Fail => format!(
+                        "{bad} of {n} samples over the threshold prove the breach; too few to bound the p{} itself",
+                        q * 100.0
+                    ),
+                    _ => format!(
                         "{n} samples are too few to bound a p{} at {:.0}%",
                         q * 100.0,
                         c * 100.0
-                    )
+                    ),
                 });
                 verdict(outcome, Some(observed), bound, "ms", n, further, note)
             }
@@ -819,6 +825,23 @@ mod tests {
                 .unwrap()
                 .outcome,
             Outcome::Fail
+        );
+    }
+
+    /// 13 samples cannot bound a p99, but 13 of 13 over the threshold prove a breach:
+    /// a FAIL beside "too few samples to bound a p99" read as a contradiction.
+    #[test]
+    fn a_breach_proven_by_few_samples_says_so() {
+        let s = set("ttft: { p99: \"<= 10ms\" }\n");
+        let mut agg = Aggregator::default();
+        for i in 0..13 {
+            agg.add(&ok(i, 50));
+        }
+        let v = &s.evaluate(&agg)[0];
+        assert_eq!((v.outcome, v.bound), (Outcome::Fail, None));
+        assert_eq!(
+            v.note.as_deref(),
+            Some("13 of 13 samples over the threshold prove the breach; too few to bound the p99 itself")
         );
     }
 
