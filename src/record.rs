@@ -297,8 +297,9 @@ pub struct Record {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerTruth>,
     /// Gaps between consecutive content events, microseconds: pooled into the ITL
-    /// histogram by the collector, not written to the records file.
-    #[serde(skip)]
+    /// histogram, and written, so `redline check` judges pooled ITL on the same samples
+    /// as the run did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub itl_us: Vec<u32>,
 }
 

@@ -687,7 +687,11 @@ fn prompts_from_spec(
                 Some(spec) => Some(
                     Length::from_spec(spec)
                         .map_err(|e| {
-                            problem("spec.payloadTemplate.prompts.dataset.output_tokens", e, None)
+                            problem(
+                                "spec.payloadTemplate.prompts.dataset.output_tokens",
+                                e,
+                                None,
+                            )
                         })
                         .ok()?,
                 ),

@@ -367,8 +367,17 @@ fn prompts_file_sends_output_tokens_as_max_tokens() {
     .unwrap();
     let out = dir.join("out");
     let (code, stdout, stderr) = redline(&[
-        "run", "--url", "embedded", "--prompts", prompts.to_str().unwrap(), "--output-tokens", "3",
-        "--requests", "6", "--out", out.to_str().unwrap(),
+        "run",
+        "--url",
+        "embedded",
+        "--prompts",
+        prompts.to_str().unwrap(),
+        "--output-tokens",
+        "3",
+        "--requests",
+        "6",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let records: Vec<serde_json::Value> = std::fs::read_to_string(out.join("records.jsonl"))
@@ -378,10 +387,72 @@ fn prompts_file_sends_output_tokens_as_max_tokens() {
         .collect();
     assert_eq!(records.len(), 6);
     for r in &records {
-        let asked = if r["seq"].as_u64().unwrap() % 2 == 0 { 3 } else { 2 };
+        let asked = if r["seq"].as_u64().unwrap() % 2 == 0 {
+            3
+        } else {
+            2
+        };
         assert_eq!(r["max_tokens"], asked, "{r}");
-        assert_eq!(r["server"]["completion_tokens"], asked, "the server generated what was asked: {r}");
+        assert_eq!(
+            r["server"]["completion_tokens"], asked,
+            "the server generated what was asked: {r}"
+        );
         assert_eq!(r["finish_reason"], "length");
     }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `redline check` once judged a run's records differently from the run itself: pooled
+/// ITL was not in the records ("not proven: no measured samples"). Every verdict row of
+/// `check` on the same records and spec now equals the run's.
+#[test]
+fn check_judges_the_records_as_the_live_run_did() {
+    let dir = std::env::temp_dir().join(format!("redline-check-same-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("gate.yaml");
+    std::fs::write(
+        &spec,
+        "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: { name: same }\nspec:\n  services:\n    llm: { url: embedded, profile: tiny }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 32, output_tokens: 16 } }\n  load:\n    - { concurrency: 4, requests: 120 }\n---\napiVersion: redline.dev/v1alpha1\nkind: ScaleSpec\nmetadata: { name: same }\nspec:\n  sloThresholds:\n    itl: { p50: \"< 40ms\" }\n    tpot: { p95: \"< 60ms\" }\n    ttft: { p99: \"<= 2s\" }\n    pass_rate: \">= 90%\"\n    output_throughput: \">= 1 tok/s\"\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let (code, live, _) = redline(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{live}");
+    let (code, checked, _) = redline(&[
+        "check",
+        out.join("records.jsonl").to_str().unwrap(),
+        "--spec",
+        spec.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{checked}");
+    let rows = |text: &str| -> Vec<String> {
+        [
+            "itl.p50",
+            "tpot.p95",
+            "ttft.p99",
+            "pass_rate",
+            "output_throughput",
+        ]
+        .iter()
+        .map(|slo| {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(slo))
+                .unwrap_or_else(|| panic!("no {slo} in {text}"))
+                .to_owned()
+        })
+        .collect()
+    };
+    assert_eq!(rows(&checked), rows(&live));
+    assert!(rows(&checked)[0].contains("pass"), "{checked}");
+    assert!(
+        checked.starts_with("redline check · same · 120 records of "),
+        "{checked}"
+    );
+    assert!(!checked.contains("(0.0s)"), "{checked}");
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -875,7 +875,10 @@ async fn a_stop_in_a_closed_loop_keeps_the_drain_timeout() {
         let took = started.elapsed();
         stopper.await.unwrap();
         // Stop at 1 s + the 500 ms drain; the bound leaves room for a busy machine.
-        assert!(took < Duration::from_secs(5), "{load}: the run took {took:?} after a stop at 1 s");
+        assert!(
+            took < Duration::from_secs(5),
+            "{load}: the run took {took:?} after a stop at 1 s"
+        );
         let counts = result.aggregator.counts;
         assert!(counts.balanced());
         assert!(counts.cancelled >= 1, "{load}: {counts:?}");

@@ -13,8 +13,9 @@ use crate::report::{RunInfo, render_header, render_json, render_terminal, summar
 use crate::runner::{RunOptions, run as run_scenario};
 use crate::scenario::Scenario;
 use crate::spec::{
-    self, ApiKind, Dur, InferenceSpec, LengthSpec, Metadata, PayloadTemplate, PromptsSpec,
-    ServiceSpec, SpecErrors, SpecFile, StageSpec, SweepSpec, SyntheticSpec, TlsSpec, DatasetSpec, DatasetFormat,
+    self, ApiKind, DatasetFormat, DatasetSpec, Dur, InferenceSpec, LengthSpec, Metadata,
+    PayloadTemplate, PromptsSpec, ServiceSpec, SpecErrors, SpecFile, StageSpec, SweepSpec,
+    SyntheticSpec, TlsSpec,
 };
 use crate::tokenizer::LocalTokenizer;
 
@@ -633,7 +634,9 @@ fn flag_for(path: &str) -> Option<&'static str> {
         "spec.services.llm.tokenizer" => "--tokenizer",
         "spec.payloadTemplate.prompts.synthetic.input_tokens" => "--input-tokens",
         "spec.payloadTemplate.prompts.synthetic.output_tokens" => "--output-tokens",
-        "spec.payloadTemplate.prompts.file" | "spec.payloadTemplate.prompts.dataset.file" => "--prompts",
+        "spec.payloadTemplate.prompts.file" | "spec.payloadTemplate.prompts.dataset.file" => {
+            "--prompts"
+        }
         _ => return None,
     })
 }
@@ -778,8 +781,9 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             }
         },
     };
-    let run_dir = crate::report::outputs::prepare(args.out.as_deref(), Path::new("out"), &scenario.name)
-        .with_context(|| format!("cannot make the output folder for {}", scenario.name))?;
+    let run_dir =
+        crate::report::outputs::prepare(args.out.as_deref(), Path::new("out"), &scenario.name)
+            .with_context(|| format!("cannot make the output folder for {}", scenario.name))?;
     if !run_dir.replaced.is_empty() {
         errln!(
             "redline: {} held an earlier run's {}: removed",

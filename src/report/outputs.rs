@@ -82,7 +82,10 @@ fn link_latest(latest: &Path, target: &Path) -> std::io::Result<()> {
     let name = target.file_name().expect("a run folder has a name");
     // A link left by an earlier run is replaced; anything else named `latest` is not
     // ours to remove.
-    if latest.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+    if latest
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+    {
         std::fs::remove_file(latest)?;
     }
     std::os::unix::fs::symlink(name, latest)
@@ -102,10 +105,16 @@ mod tests {
         let root = std::env::temp_dir().join(format!("redline-outputs-{}", std::process::id()));
         let first = prepare(None, &root, "quickstart").unwrap();
         let second = prepare(None, &root, "quickstart").unwrap();
-        assert_ne!(first.path, second.path, "runs in the same second get their own");
+        assert_ne!(
+            first.path, second.path,
+            "runs in the same second get their own"
+        );
         assert!(first.path.starts_with(root.join("quickstart")));
         let latest = second.latest.unwrap();
-        assert_eq!(std::fs::canonicalize(&latest).unwrap(), std::fs::canonicalize(&second.path).unwrap());
+        assert_eq!(
+            std::fs::canonicalize(&latest).unwrap(),
+            std::fs::canonicalize(&second.path).unwrap()
+        );
 
         let reused = root.join("mine");
         std::fs::create_dir_all(reused.join("collect")).unwrap();
@@ -114,7 +123,10 @@ mod tests {
         let dir = prepare(Some(&reused), &root, "ignored").unwrap();
         assert_eq!(dir.replaced, ["junit.xml", "collect"]);
         assert!(!reused.join("junit.xml").exists() && !reused.join("collect").exists());
-        assert!(reused.join("notes.txt").exists(), "only redline's own files go");
+        assert!(
+            reused.join("notes.txt").exists(),
+            "only redline's own files go"
+        );
         std::fs::remove_dir_all(root).unwrap();
     }
 

@@ -44,12 +44,12 @@ use crate::pacer::Pacer;
 use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage};
 use crate::report::ProxyCounts;
 use crate::scenario::{Endpoint, Scenario, Service, Workload};
-use crate::spec::TraceIds;
 use crate::schedule::{ExecutedStage, OpenArrivals, Stage, SweepRole, sweep_rates};
 use crate::scrape::ServerMetrics;
 use crate::sim::text::mix_seed;
 use crate::sim::{EmbeddedSim, Profile, SimConfig};
 use crate::slo::{Aborted, SloSet};
+use crate::spec::TraceIds;
 use crate::workload::PromptSource;
 use hyper::header::{AUTHORIZATION, HeaderValue};
 
@@ -769,9 +769,9 @@ async fn execute(shared: &Shared, admitted: Admitted) -> Ended {
             Target::Llm { target, prompts } => {
                 let mut payload =
                     payload.unwrap_or_else(|| prompts.payload(shared.scenario.seed, seq));
-                let traceparent = payload
-                    .traceparent
-                    .get_or_insert_with(|| traceparent_of(shared.trace_key, shared.scenario.seed, seq));
+                let traceparent = payload.traceparent.get_or_insert_with(|| {
+                    traceparent_of(shared.trace_key, shared.scenario.seed, seq)
+                });
                 record.traceparent = Some(traceparent.clone());
                 record.prefix = payload.prefix;
                 openai::call(&shared.http, target, &payload, shared.clock, &mut record)

@@ -841,7 +841,9 @@ mod tests {
         assert_eq!((v.outcome, v.bound), (Outcome::Fail, None));
         assert_eq!(
             v.note.as_deref(),
-            Some("13 of 13 samples over the threshold prove the breach; too few to bound the p99 itself")
+            Some(
+                "13 of 13 samples over the threshold prove the breach; too few to bound the p99 itself"
+            )
         );
     }
 
