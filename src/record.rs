@@ -94,6 +94,48 @@ pub enum TokenSource {
     Skipped,
 }
 
+impl TokenSource {
+    /// How a count of this source was made, for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TokenSource::Usage => "from the server's usage",
+            TokenSource::Events => "by content events (one token each)",
+            TokenSource::ServerTokenizer => "by the server's /tokenize",
+            TokenSource::Tokenizer => "by the named tokenizer",
+            TokenSource::Estimated => "estimated locally (the server sent no usage)",
+            TokenSource::Skipped => "not counted (over limits.max_local_count_bytes)",
+        }
+    }
+}
+
+/// `30 by content events (one token each), 2 not counted (…)`: where the output
+/// counts came from, when not all from the server's usage.
+pub fn describe_sources(sources: &std::collections::BTreeMap<TokenSource, u64>) -> Option<String> {
+    if sources.keys().all(|s| *s == TokenSource::Usage) {
+        return None;
+    }
+    let parts: Vec<String> = sources
+        .iter()
+        .map(|(source, n)| format!("{n} {}", source.describe()))
+        .collect();
+    Some(parts.join(", "))
+}
+
+/// How the output counts of answers without `usage` were settled at the end of a
+/// run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TokenSettlement {
+    /// Answers the server gave no count for.
+    pub uncounted: u64,
+    /// The source their counts came from in the end.
+    pub source: TokenSource,
+    /// Answers cut by `max_tokens` whose event count matched it, and did not.
+    pub events_agree: u64,
+    pub events_disagree: u64,
+    /// The server's tokenizer endpoint, when one was found and used.
+    pub server_tokenizer: Option<String>,
+}
+
 /// The simulator's (or any server's) own account of the request, when it sent one.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerTruth {
@@ -301,6 +343,11 @@ pub struct Record {
     /// as the run did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub itl_us: Vec<u32>,
+    /// The generated text of an answer the server gave no count for, until the
+    /// collector takes it (to count with the server's tokenizer after the run). Never
+    /// written.
+    #[serde(skip)]
+    pub answer: Option<String>,
 }
 
 impl Record {
@@ -341,6 +388,7 @@ impl Record {
             finish_reason: None,
             server: None,
             itl_us: Vec::new(),
+            answer: None,
         }
     }
 

@@ -151,20 +151,22 @@ pub const DEFAULT_MAX_COUNT_BYTES: usize = 2 << 20;
 
 impl TokenCounting {
     /// Counts the text, off the async worker threads when it is long enough to hold
-    /// one up; `None` when it is over [`TokenCounting::max_bytes`].
-    pub async fn count(&self, text: String) -> Option<usize> {
+    /// one up; `None` when it is over [`TokenCounting::max_bytes`]. The text comes back.
+    pub async fn count(&self, text: String) -> (Option<usize>, String) {
         /// Texts up to this size cost at most ~0.5 ms to count, even hostile ones.
         const INLINE_BYTES: usize = 4 << 10;
         if text.len() > self.max_bytes {
-            return None;
+            return (None, text);
         }
         if text.len() <= INLINE_BYTES {
-            return Some(self.tokenizer.count(&text));
+            return (Some(self.tokenizer.count(&text)), text);
         }
         let tokenizer = self.tokenizer.clone();
-        tokio::task::spawn_blocking(move || tokenizer.count(&text))
-            .await
-            .ok()
+        match tokio::task::spawn_blocking(move || (tokenizer.count(&text), text)).await {
+            Ok((n, text)) => (Some(n), text),
+            // The counting thread cannot panic on text; if it did, say "not counted".
+            Err(_) => (None, String::new()),
+        }
     }
 }
 

@@ -915,3 +915,84 @@ async fn two_runs_of_one_seed_never_share_a_trace_unless_seeded() {
     let seeded = "  trace_ids: seeded\n";
     assert_eq!(ids(seeded, "trace-c").await, ids(seeded, "trace-d").await);
 }
+
+/// A llama.cpp-like server: no usage in streams, one token per event, one request at
+/// a time, a /tokenize endpoint. A fast profile of it, written for the test.
+fn llamacpp_like(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut profile = common::Profile::tiny();
+    profile.name = "llamacpp-fast".into();
+    profile.max_num_seqs = 1;
+    profile.server = redline::sim::profile::ServerKind::Llamacpp;
+    let path = dir.join("llamacpp-fast.yaml");
+    std::fs::write(&path, yaml_serde::to_string(&profile).unwrap()).unwrap();
+    path
+}
+
+/// Without usage, the default estimate (cl100k_base) was ±20 % off what llama.cpp
+/// generated (36.9 tokens where it made 32). Now a run that sees one token per event
+/// (answers cut by max_tokens had exactly that many events) counts events, and one
+/// that cannot see it asks the server's own tokenizer after the run: both exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_usage_the_counts_are_exact_and_say_where_they_came_from() {
+    let dir = temp_dir("no-usage");
+    let profile = llamacpp_like(&dir);
+    let sim = redline::sim::EmbeddedSim::start(redline::sim::SimConfig {
+        profile: redline::sim::Profile::load(profile.to_str().unwrap()).unwrap(),
+        model: None,
+        seed: 0,
+        tiers: Default::default(),
+    })
+    .await
+    .unwrap();
+    let url = sim.base_url();
+    // Short budgets: most answers are cut by max_tokens (evidence). Prompts with no
+    // max_tokens: each answer stops by itself (8–64 tokens in this profile), so there
+    // is no evidence, and only the server's /tokenize can say.
+    let prompts = dir.join("prompts.jsonl");
+    std::fs::write(
+        &prompts,
+        "{\"prompt\": \"one\"}\n{\"prompt\": \"two three\"}\n",
+    )
+    .unwrap();
+    for (prompts, source) in [
+        (
+            "{ synthetic: { input_tokens: 16, output_tokens: { min: 4, max: 12 } } }".to_owned(),
+            redline::record::TokenSource::Events,
+        ),
+        (
+            format!("{{ file: \"{}\" }}", prompts.display()),
+            redline::record::TokenSource::ServerTokenizer,
+        ),
+    ] {
+        let s = scenario(&format!(
+            "  services:\n    llm: {{ url: \"{url}\", model: sim-tiny }}\n  payloadTemplate:\n    prompts: {prompts}\n  load:\n    - {{ concurrency: 2, requests: 30 }}\n"
+        ));
+        let (result, records) = run_to_records(s, "no-usage-run").await;
+        assert_eq!(result.aggregator.counts.ok, 30);
+        for r in &records {
+            let truth = r.server.expect("the simulator's own count");
+            assert_eq!(r.token_source, Some(source), "{r:?}");
+            assert_eq!(
+                r.output_tokens,
+                Some(truth.completion_tokens),
+                "exact: {r:?}"
+            );
+        }
+        let settled = result
+            .token_settlement
+            .clone()
+            .expect("answers came without usage");
+        assert_eq!((settled.uncounted, settled.source), (30, source));
+        let summary = summary_of(&result);
+        assert_eq!(summary.tokens.sources[&source], 30);
+        let expected: u64 = records
+            .iter()
+            .map(|r| u64::from(r.server.unwrap().completion_tokens))
+            .sum();
+        assert_eq!(
+            summary.tokens.output_total, expected,
+            "the statistics were rebuilt"
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

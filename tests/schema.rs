@@ -117,6 +117,13 @@ async fn real_output_validates_against_the_committed_schemas() {
             }),
             proxies: result.proxies.clone(),
             traces: Some(trace_report(&dir)),
+            token_settlement: Some(redline::record::TokenSettlement {
+                uncounted: 3,
+                source: redline::record::TokenSource::ServerTokenizer,
+                events_agree: 0,
+                events_disagree: 1,
+                server_tokenizer: Some("http://127.0.0.1:8080/tokenize".into()),
+            }),
         },
     );
     let faults = summary.faults.as_ref().expect("the spec has faults");

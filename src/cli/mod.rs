@@ -879,6 +879,7 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             aborted: result.aborted.clone(),
             proxies: result.proxies.clone(),
             traces: result.traces.clone(),
+            token_settlement: result.token_settlement.clone(),
         },
     );
     std::fs::write(dir.join("summary.json"), render_json(&summary))
@@ -1021,6 +1022,7 @@ async fn check(
             aborted: None,
             proxies: Vec::new(),
             traces: None,
+            token_settlement: None,
         },
     );
     out(&render_terminal(&summary));

@@ -6,6 +6,7 @@ pub mod json;
 pub mod openai;
 pub mod sse;
 pub mod tls;
+pub mod tokenize;
 
 use std::time::{Duration, Instant};
 

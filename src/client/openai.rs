@@ -592,7 +592,13 @@ impl Reader<'_> {
         if self.record.outcome == Outcome::Ok && wanted {
             let text = [self.answer.as_str(), self.other.as_str()].concat();
             let bytes = text.len();
-            match counting.count(text).await {
+            let (counted, text) = counting.count(text).await;
+            if self.record.output_tokens.is_none() && counted.is_some() {
+                // Kept for the end of the run, when a better count may be had (the
+                // server's own tokenizer).
+                self.record.answer = Some(text);
+            }
+            match counted {
                 Some(local) => {
                     let local = local as u32;
                     self.record.output_tokens_local = Some(local);

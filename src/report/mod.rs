@@ -239,6 +239,9 @@ pub struct Tokens {
     /// one the spec named), `estimated`, `skipped` (over the count limit).
     #[serde(default)]
     pub sources: std::collections::BTreeMap<crate::record::TokenSource, u64>,
+    /// How the counts of answers without usage were settled at the end of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settlement: Option<crate::record::TokenSettlement>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -275,6 +278,8 @@ pub struct RunInfo<'a> {
     pub proxies: Vec<ProxyCounts>,
     /// The collected spans' graph and join, when the run collected them.
     pub traces: Option<crate::graph::TraceReport>,
+    /// How the counts of answers without usage were settled.
+    pub token_settlement: Option<crate::record::TokenSettlement>,
 }
 
 fn stage_summary(stage: &ExecutedStage, stats: Option<&StageStats>, goodput: bool) -> StageSummary {
@@ -456,6 +461,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
                 .copied()
                 .unwrap_or(0),
             sources: agg.token_sources.clone(),
+            settlement: info.token_settlement,
         },
         errors: agg.failure_counts(),
         server: ServerSide {
@@ -688,30 +694,36 @@ pub fn render_header(h: &Header) -> String {
     out
 }
 
-/// Where output counts came from, when not all from the server's usage:
-/// ` (output counts: 30 by content events, 2 skipped as too long)`.
-pub fn token_sources_text(
+/// ` (output counts: 30 by content events (one token each))`, when not all came from
+/// the server's usage.
+fn token_sources_text(
     sources: &std::collections::BTreeMap<crate::record::TokenSource, u64>,
 ) -> String {
+    crate::record::describe_sources(sources)
+        .map_or(String::new(), |s| format!(" (output counts: {s})"))
+}
+
+/// How the counts of answers without usage were settled, in a line.
+fn settlement_text(s: &crate::record::TokenSettlement) -> String {
     use crate::record::TokenSource::*;
-    if sources.keys().all(|s| *s == Usage) {
-        return String::new();
-    }
-    let parts: Vec<String> = sources
-        .iter()
-        .map(|(source, n)| {
-            let how = match source {
-                Usage => "from the server's usage",
-                Events => "by content events (one token each)",
-                ServerTokenizer => "by the server's /tokenize",
-                Tokenizer => "by the named tokenizer",
-                Estimated => "estimated locally (the server sent no usage)",
-                Skipped => "not counted (over limits.max_local_count_bytes)",
-            };
-            format!("{n} {how}")
-        })
-        .collect();
-    format!(" (output counts: {})", parts.join(", "))
+    let evidence = format!(
+        "{} of the answers cut by max_tokens had exactly max_tokens content events, {} did not",
+        s.events_agree, s.events_disagree
+    );
+    let how = match s.source {
+        Events => format!("counted by their content events, one token each ({evidence})"),
+        ServerTokenizer => format!(
+            "counted by the server's tokenizer at {} after the run",
+            s.server_tokenizer.as_deref().unwrap_or("?")
+        ),
+        _ => format!(
+            "counted locally: no one-token-per-event evidence ({evidence}) and no server tokenizer found"
+        ),
+    };
+    format!(
+        "  token counts: {} answers came without usage; {how}",
+        s.uncounted
+    )
 }
 
 /// The terminal summary, printed under the header once the run has ended.
@@ -828,6 +840,9 @@ pub fn render_terminal(s: &Summary) -> String {
             token_sources_text(&t.sources)
         ));
     }
+    if let Some(settled) = &t.settlement {
+        line(settlement_text(settled));
+    }
     if s.server.ttft_client_overhead_ms.count > 0 {
         let o = &s.server.ttft_client_overhead_ms;
         line(format!(
@@ -935,6 +950,7 @@ mod tests {
             description: String::new(),
             sweep: Some(role),
             offered_rate_per_s: rate,
+            offered_sessions: false,
             achieved_rate_per_s: 0.0,
             output_tokens_per_s: 0.0,
             goodput_per_s: None,

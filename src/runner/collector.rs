@@ -55,7 +55,8 @@ pub(super) async fn collect(
     faults: Vec<Arc<FaultLog>>,
     live: Option<Arc<LiveMetrics>>,
     mut spans: Option<SpanSink>,
-) -> Result<(Aggregator, Option<Aborted>)> {
+) -> Result<(Aggregator, Option<Aborted>, tokens::TokenEvidence)> {
+    let mut evidence = tokens::TokenEvidence::default();
     let mut flush = tokio::time::interval(Duration::from_millis(200));
     let mut judge = tokio::time::interval(Duration::from_secs(1));
     // Client metrics go out as cumulative snapshots every 10 s, and once at the end.
@@ -78,6 +79,7 @@ pub(super) async fn collect(
                         record.faults = injected;
                     }
                 }
+                evidence.observe(&mut record);
                 serde_json::to_writer(&mut out, &record)?;
                 if let Some(live) = &live {
                     live.observe(&record);
@@ -117,5 +119,5 @@ pub(super) async fn collect(
     if let Some(sink) = &spans {
         sink.send_metrics();
     }
-    Ok((aggregator, aborted))
+    Ok((aggregator, aborted, evidence))
 }

@@ -14,6 +14,7 @@ mod collector;
 mod flow;
 mod progress;
 mod services;
+mod tokens;
 
 pub use progress::{Progress, ProgressSnapshot, StageStatus};
 
@@ -41,7 +42,7 @@ use crate::client::{HttpClient, RunClock};
 use crate::live::LiveMetrics;
 use crate::metrics::Aggregator;
 use crate::pacer::Pacer;
-use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage};
+use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage, TokenSource};
 use crate::report::ProxyCounts;
 use crate::scenario::{Endpoint, Scenario, Service, Workload};
 use crate::schedule::{ExecutedStage, OpenArrivals, Stage, SweepRole, sweep_rates};
@@ -88,6 +89,8 @@ pub struct CollectOptions {
 /// What a run leaves behind.
 pub struct RunResult {
     pub aggregator: Aggregator,
+    /// How the counts of answers without usage were settled, when there were any.
+    pub token_settlement: Option<crate::record::TokenSettlement>,
     pub interrupted: bool,
     /// What a reader must know before trusting the figures.
     pub warnings: Vec<String>,
@@ -526,13 +529,31 @@ pub async fn run(
     // still holds a share of the run, and check that each scheduled request has its
     // one record.
     let _ = shared.records.send(Inbox::Close);
-    let (aggregator, aborted) = collector.await.context("the record collector failed")??;
+    let (aggregator, aborted, evidence) =
+        collector.await.context("the record collector failed")??;
     let (scheduled, recorded) = shared.progress.balance();
     if scheduled != recorded {
         anyhow::bail!(
             "internal error: {scheduled} requests were scheduled but {recorded} have a record"
         );
     }
+    let token_settlement = tokens::settle(
+        evidence,
+        &options.records_path,
+        &shared.http,
+        &base_url,
+        &model,
+    )
+    .await?;
+    let aggregator = match &token_settlement {
+        // The counts changed: the statistics are rebuilt from the settled records.
+        Some(s) if matches!(s.source, TokenSource::Events | TokenSource::ServerTokenizer) => {
+            let mut rebuilt = Aggregator::for_scenario(&shared.scenario);
+            crate::record::read_records(&options.records_path, None, |r| rebuilt.add(&r))?;
+            rebuilt
+        }
+        _ => aggregator,
+    };
     live_stop.cancel();
     let otlp = match exporter {
         Some(exporter) => Some(exporter.await.context("the span exporter failed")?),
@@ -565,6 +586,7 @@ pub async fn run(
     }
     Ok(RunResult {
         aggregator,
+        token_settlement,
         warnings: shared.scenario.warnings(),
         interrupted: stop.is_cancelled() && aborted.is_none(),
         aborted,

@@ -338,7 +338,9 @@ fn plan(
         prompt,
         generator,
         stream: sampling.stream,
-        include_usage: sampling.stream_options.is_some_and(|o| o.include_usage),
+        // llama.cpp sends no usage in streams, whatever the request asks.
+        include_usage: sampling.stream_options.is_some_and(|o| o.include_usage)
+            && cx.profile.server != crate::sim::profile::ServerKind::Llamacpp,
         tool_call,
     })
 }

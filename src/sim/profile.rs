@@ -54,6 +54,22 @@ pub struct Profile {
     /// Embedding endpoint latency: per input token, microseconds.
     #[serde(default)]
     pub embedding_per_token_us: f64,
+    /// Which real server's API quirks to reproduce.
+    #[serde(default)]
+    pub server: ServerKind,
+}
+
+/// The API behaviour of a simulated server, beside its engine model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerKind {
+    /// vLLM's: `usage` in streams when asked (`stream_options.include_usage`).
+    #[default]
+    Vllm,
+    /// llama.cpp's (and llama-cpp-python's): no `usage` in streams whatever is asked,
+    /// and the server's tokenizer at `POST /tokenize` (`{"content"}`) and
+    /// `POST /extras/tokenize` (`{"input"}`), answering `{"tokens": [...]}`.
+    Llamacpp,
 }
 
 /// Coefficients of the step-time model; every term is documented on [`Profile`].
@@ -114,7 +130,7 @@ pub enum ProfileError {
 }
 
 /// Names of the built-in profiles.
-pub const BUILTIN_NAMES: &[&str] = &["7b", "tiny"];
+pub const BUILTIN_NAMES: &[&str] = &["7b", "tiny", "llamacpp"];
 
 fn default_block_size() -> u32 {
     16
@@ -150,6 +166,35 @@ impl Profile {
             embedding_dim: default_embedding_dim(),
             embedding_base_ms: 4.0,
             embedding_per_token_us: 20.0,
+            server: ServerKind::Vllm,
+        }
+    }
+
+    /// llama.cpp's server with a small model on a CPU (PEERS.md: Gemma 3 270M on two
+    /// cores): one request at a time, ~60 output tokens/s, ~250 ms to prefill a
+    /// 64-token prompt, no usage in streams, a `/tokenize` endpoint.
+    pub fn llamacpp() -> Profile {
+        Profile {
+            name: "llamacpp".into(),
+            model: "sim-llamacpp".into(),
+            block_size: 16,
+            num_blocks: 256,
+            max_num_seqs: 1,
+            max_num_batched_tokens: 4_096,
+            max_model_len: 4_096,
+            step: StepCost {
+                base_ms: 16.0,
+                per_prefill_token_us: 3_700.0,
+                per_prefill_seq_ms: 0.0,
+                prefill_attention_ms: 0.0,
+                per_decode_seq_us: 0.0,
+                per_decode_kctx_us: 10.0,
+            },
+            natural_length: default_natural_length(),
+            embedding_dim: default_embedding_dim(),
+            embedding_base_ms: 4.0,
+            embedding_per_token_us: 20.0,
+            server: ServerKind::Llamacpp,
         }
     }
 
@@ -175,6 +220,7 @@ impl Profile {
             embedding_dim: default_embedding_dim(),
             embedding_base_ms: 0.5,
             embedding_per_token_us: 1.0,
+            server: ServerKind::Vllm,
         }
     }
 
@@ -183,6 +229,7 @@ impl Profile {
         let profile = match name_or_path {
             "7b" => Profile::seven_b(),
             "tiny" => Profile::tiny(),
+            "llamacpp" => Profile::llamacpp(),
             path if Path::new(path).is_file() => {
                 let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
                     path: path.into(),
@@ -275,7 +322,7 @@ mod tests {
         let err = Profile::load("13b").unwrap_err().to_string();
         assert_eq!(
             err,
-            "unknown profile `13b`: choose from 7b, tiny, or give a path to a YAML/JSON profile file"
+            "unknown profile `13b`: choose from 7b, tiny, llamacpp, or give a path to a YAML/JSON profile file"
         );
     }
 

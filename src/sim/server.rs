@@ -120,7 +120,17 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/tools/{name}", post(tiers::tool))
         .route("/redline/tiers", get(tiers::counts))
         .with_state(state.tiers.clone());
-    Router::new()
+    let llamacpp = state.profile.server == super::profile::ServerKind::Llamacpp;
+    let router = Router::new();
+    // llama.cpp's server and llama-cpp-python's: the server's own tokenizer.
+    let router = if llamacpp {
+        router
+            .route("/tokenize", post(tokenize))
+            .route("/extras/tokenize", post(tokenize))
+    } else {
+        router
+    };
+    router
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
         .route("/v1/embeddings", post(embeddings))
@@ -245,6 +255,27 @@ async fn chat_completions(State(state): State<Arc<SimState>>, body: Bytes) -> Re
     let plan =
         openai::parse(&body).and_then(|request| openai::plan_chat(request, &state.context()));
     answer(state, plan, Api::Chat, arrival_ns, request_hash(&body)).await
+}
+
+/// `POST /tokenize {"content": …}` (llama.cpp) or `/extras/tokenize {"input": …}`
+/// (llama-cpp-python): `{"tokens": [ids]}` by the simulator's tokenizer.
+async fn tokenize(body: Bytes) -> Response {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            &serde_json::json!({"error": "not JSON"}),
+        );
+    };
+    let Some(text) = value["content"].as_str().or(value["input"].as_str()) else {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            &serde_json::json!({"error": "needs `content` (or `input`)"}),
+        );
+    };
+    let tokens: Vec<u32> = crate::tokenize::Pieces::new(text)
+        .map(crate::tokenize::piece_id)
+        .collect();
+    json_response(StatusCode::OK, &serde_json::json!({ "tokens": tokens }))
 }
 
 /// FNV-1a of a request body: ground truth of exactly what arrived, so two runs can be

@@ -460,7 +460,20 @@ impl SloSet {
     ) -> Vec<Verdict> {
         self.slos
             .iter()
-            .map(|slo| self.judge(slo, agg, scraped_hit_rate))
+            .map(|slo| {
+                let mut verdict = self.judge(slo, agg, scraped_hit_rate);
+                // A figure made of token counts says where the counts came from, when
+                // not all were the server's own usage.
+                if matches!(slo.metric.as_str(), "tpot" | "output_throughput")
+                    && let Some(sources) = crate::record::describe_sources(&agg.token_sources)
+                {
+                    verdict.note = Some(match verdict.note.take() {
+                        Some(note) => format!("{note}; output counts: {sources}"),
+                        None => format!("output counts: {sources}"),
+                    });
+                }
+                verdict
+            })
             .collect()
     }
 

@@ -236,6 +236,7 @@ pub fn summary_of(result: &RunResult) -> redline::report::Summary {
             aborted: None,
             proxies: result.proxies.clone(),
             traces: result.traces.clone(),
+            token_settlement: result.token_settlement.clone(),
         },
     )
 }
