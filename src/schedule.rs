@@ -127,13 +127,25 @@ pub enum SweepRole {
     Rate,
 }
 
-/// The `rates` open-loop rates of a sweep, evenly spaced strictly between the
-/// synchronous and the throughput point's achieved rates.
+/// A throughput point that completes less than this many times the synchronous
+/// point's rate shows a server that does not scale with concurrency.
+pub const SCALING_FACTOR: f64 = 1.1;
+
+/// The `rates` open-loop rates of a sweep, in ascending order: evenly spaced strictly
+/// between the synchronous and the throughput point's achieved rates. When the
+/// server does not scale with concurrency (it serves one request at a time, as
+/// llama.cpp does, or one already saturates it), the two are about equal and their
+/// order is luck: the rates then span half to all of the higher one, where the knee
+/// of such a server lies.
 pub fn sweep_rates(synchronous: f64, throughput: f64, rates: u32) -> Vec<f64> {
-    let step = (throughput - synchronous) / f64::from(rates + 1);
-    (1..=rates)
-        .map(|k| synchronous + step * f64::from(k))
-        .collect()
+    let (low, high) = (synchronous.min(throughput), synchronous.max(throughput));
+    if high < low * SCALING_FACTOR {
+        return (1..=rates)
+            .map(|k| high * (0.5 + 0.5 * f64::from(k) / f64::from(rates)))
+            .collect();
+    }
+    let step = (high - low) / f64::from(rates + 1);
+    (1..=rates).map(|k| low + step * f64::from(k)).collect()
 }
 
 impl Stage {
@@ -342,6 +354,14 @@ mod tests {
     fn sweep_rates_are_evenly_spaced_strictly_between_the_bounds() {
         assert_eq!(sweep_rates(2.0, 10.0, 3), [4.0, 6.0, 8.0]);
         assert_eq!(sweep_rates(1.0, 4.0, 2), [2.0, 3.0]);
+        // A serial server: the throughput point below the synchronous one. Ascending,
+        // from half the higher rate to all of it.
+        assert_eq!(sweep_rates(0.72, 0.70, 2), [0.54, 0.72]);
+        let near: Vec<f64> = sweep_rates(2.0, 2.1, 4)
+            .iter()
+            .map(|r| (r * 1e4).round() / 1e4)
+            .collect();
+        assert_eq!(near, [1.3125, 1.575, 1.8375, 2.1]);
     }
 
     #[test]

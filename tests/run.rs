@@ -995,3 +995,41 @@ async fn without_usage_the_counts_are_exact_and_say_where_they_came_from() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// On a server that serves one request at a time, the throughput point once came out
+/// below the synchronous one, the rates between ran in descending order and the knee
+/// was luck. The sweep now says the server does not scale and runs its rates upwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_of_a_serial_server_says_it_does_not_scale() {
+    let _serial = TIMING.lock().await;
+    let dir = temp_dir("serial-sweep");
+    let profile = llamacpp_like(&dir);
+    let s = scenario(&format!(
+        "  services:\n    llm: {{ url: embedded, profile: \"{}\" }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 16, output_tokens: 24 }} }}\n  load:\n    - {{ sweep: {{ rates: 3, throughput_concurrency: 8 }}, requests: 16 }}\n",
+        profile.display()
+    ));
+    let (result, _) = run_to_records(s, "serial-sweep-run").await;
+    let summary = summary_of(&result);
+    let sweep = summary.sweep.expect("a sweep");
+    assert!(
+        !sweep.scales,
+        "{:?}",
+        summary
+            .stages
+            .iter()
+            .map(|s| s.achieved_rate_per_s)
+            .collect::<Vec<_>>()
+    );
+    let rates: Vec<f64> = summary
+        .stages
+        .iter()
+        .filter(|s| s.sweep == Some(SweepRole::Rate))
+        .map(|s| s.offered_rate_per_s.unwrap())
+        .collect();
+    assert_eq!(rates.len(), 3);
+    assert!(
+        rates.windows(2).all(|w| w[0] < w[1]),
+        "ascending: {rates:?}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -187,6 +187,15 @@ pub struct SweepSummary {
     pub highest_rate_per_s: f64,
     /// The rule a point had to pass to count as sustained.
     pub rule: String,
+    /// The throughput point completed at least [`crate::schedule::SCALING_FACTOR`]
+    /// times the synchronous point's rate: the server scales with concurrency. When
+    /// not, the rates ran from half to all of the higher of the two.
+    #[serde(default = "scales_default")]
+    pub scales: bool,
+}
+
+fn scales_default() -> bool {
+    true
 }
 
 /// Without per-request SLOs, a rate point is sustained when its median latency from
@@ -321,6 +330,9 @@ fn sweep_summary(stages: &[StageSummary]) -> Option<SweepSummary> {
     let synchronous = stages
         .iter()
         .find(|s| s.sweep == Some(SweepRole::Synchronous))?;
+    let throughput = stages
+        .iter()
+        .find(|s| s.sweep == Some(SweepRole::Throughput));
     let streams = synchronous.ttft_ms.count > 0;
     let latency = |s: &StageSummary| {
         if streams {
@@ -358,10 +370,12 @@ fn sweep_summary(stages: &[StageSummary]) -> Option<SweepSummary> {
         .filter(|(_, s)| s.sweep == Some(SweepRole::Rate))
         .collect();
     let rate = |s: &StageSummary| s.offered_rate_per_s.unwrap_or(0.0);
-    let knee = rates
-        .iter()
-        .filter(|(_, s)| sustained(s))
-        .max_by(|a, b| rate(a.1).total_cmp(&rate(b.1)));
+    // The knee is the highest rate below the first one not sustained: a higher point
+    // that passed after a lower one failed was luck (a light Poisson draw), not
+    // capacity.
+    let mut ascending = rates.clone();
+    ascending.sort_by(|a, b| rate(a.1).total_cmp(&rate(b.1)));
+    let knee = ascending.iter().take_while(|(_, s)| sustained(s)).last();
     let highest = rates.iter().map(|(_, s)| rate(s)).fold(0.0, f64::max);
     Some(SweepSummary {
         knee_stage: knee.map(|(i, _)| *i),
@@ -369,6 +383,10 @@ fn sweep_summary(stages: &[StageSummary]) -> Option<SweepSummary> {
         every_rate_sustained: !rates.is_empty() && rates.iter().all(|(_, s)| sustained(s)),
         highest_rate_per_s: highest,
         rule,
+        scales: throughput.is_none_or(|t| {
+            t.achieved_rate_per_s
+                >= synchronous.achieved_rate_per_s * crate::schedule::SCALING_FACTOR
+        }),
     })
 }
 
@@ -643,6 +661,19 @@ fn render_stages(s: &Summary, line: &mut impl FnMut(String)) {
         ));
     }
     if let Some(sweep) = &s.sweep {
+        if !sweep.scales {
+            let rate_of = |role| {
+                s.stages
+                    .iter()
+                    .find(|st| st.sweep == Some(role))
+                    .map_or(0.0, |st| st.achieved_rate_per_s)
+            };
+            line(format!(
+                "  the server does not scale with concurrency: the throughput point completed {:.2} req/s, one at a time {:.2} — it serves one request at a time (llama.cpp does), or one saturates it; the rates ran from half to all of the higher",
+                rate_of(SweepRole::Throughput),
+                rate_of(SweepRole::Synchronous)
+            ));
+        }
         match sweep.knee_rate_per_s {
             Some(rate) if sweep.every_rate_sustained => line(format!(
                 "  knee: at or above {rate:.2} req/s — every rate point was sustained ({}); the throughput point reached {:.2}",
@@ -997,6 +1028,29 @@ mod tests {
         assert_eq!(sweep_summary(&none).unwrap().knee_stage, None);
         // Not a sweep: no verdict.
         assert_eq!(sweep_summary(&stages[2..]), None);
+    }
+
+    /// On a serial llama.cpp server the knee once landed on a point whose Poisson draw
+    /// happened to be light, above one that had queued.
+    #[test]
+    fn a_lucky_point_above_a_failed_one_is_not_the_knee() {
+        let mut stages = vec![
+            point(SweepRole::Synchronous, None, 250.0, 10, 0),
+            point(SweepRole::Throughput, None, 9000.0, 10, 0),
+            point(SweepRole::Rate, Some(0.54), 260.0, 16, 0),
+            point(SweepRole::Rate, Some(0.63), 4000.0, 19, 0),
+            point(SweepRole::Rate, Some(0.72), 300.0, 14, 0),
+        ];
+        stages[0].achieved_rate_per_s = 0.72;
+        stages[1].achieved_rate_per_s = 0.70;
+        let sweep = sweep_summary(&stages).unwrap();
+        assert_eq!(sweep.knee_rate_per_s, Some(0.54));
+        assert!(
+            !sweep.scales,
+            "16 sessions completed less than one at a time"
+        );
+        stages[1].achieved_rate_per_s = 5.0;
+        assert!(sweep_summary(&stages).unwrap().scales);
     }
 
     #[test]
