@@ -456,3 +456,60 @@ fn check_judges_the_records_as_the_live_run_did() {
     assert!(!checked.contains("(0.0s)"), "{checked}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// What a user once could not see: a single open-loop stage printed no offered against
+/// achieved (2.0 against 0.98 req/s sat only in summary.json), session rates were
+/// labelled req/s, and `validate` showed neither the SLOs nor the sessions it parsed.
+#[test]
+fn offered_against_achieved_units_and_what_validate_parsed_are_shown() {
+    let (code, stdout, _) = redline(&[
+        "run",
+        "--url",
+        "embedded",
+        "--profile",
+        "llamacpp",
+        "--rate",
+        "6",
+        "--duration",
+        "2s",
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "16",
+        "--out",
+        std::env::temp_dir()
+            .join(format!("redline-offered-{}", std::process::id()))
+            .to_str()
+            .unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("offered 6.00 req/s"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains("the server did not keep up"), "{line}");
+    let (code, stdout, _) = redline(&[
+        "validate",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/examples/sessions.yaml"),
+    ]);
+    assert_eq!(code, Some(0));
+    assert!(
+        stdout.contains("open loop, poisson 2 sessions/s, 20.0s"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  sessions: 2–6 turns each, 500ms think time"),
+        "{stdout}"
+    );
+    let (_, stdout, _) = redline(&[
+        "validate",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/examples/redlines.yaml"),
+    ]);
+    assert!(
+        stdout.contains(
+            "  SLOs (95% one-sided bounds):\n    pass_rate >= 99.995%\n    ttft.p99 <= 350ms"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  planned: 20.0s"), "{stdout}");
+}
