@@ -331,11 +331,11 @@ pub struct RunArgs {
     /// The spec file (YAML). Without it, the shorthands below describe the test.
     pub spec: Option<PathBuf>,
     /// Output folder for records.jsonl, summary.json and junit.xml; an earlier run's
-    /// files there are removed first [default: a new out/NAME/<UTC time>, with
-    /// out/NAME/latest pointing at it].
+    /// files there are removed first. By default each run gets a new folder,
+    /// `out/NAME/<UTC time>`, with `out/NAME/latest` pointing at it.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Print no progress line (it is printed only on a terminal anyway).
+    /// Draw no progress bar (it is drawn only on a terminal anyway).
     #[arg(long)]
     pub quiet: bool,
     /// Treat an SLO that is `not_proven` (too little data to decide) as failed.
