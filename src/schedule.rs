@@ -75,7 +75,7 @@ pub enum Stage {
     },
     /// A trace's requests at its own times (divided by `speed`).
     Replay {
-        trace: std::sync::Arc<Vec<crate::replay::TraceEntry>>,
+        trace: std::sync::Arc<Vec<crate::workload::replay::TraceEntry>>,
         speed: f64,
         block_tokens: u32,
         /// Shown in reports.

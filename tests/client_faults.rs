@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
-use redline::client::openai::{Api, LlmTarget, Payload, PromptBody, call};
+use redline::client::openai::{Api, LlmTarget, call};
 use redline::client::{RunClock, Timeouts, http_client};
 use redline::record::{Outcome, Phase, Record, Stage, TokenSource};
+use redline::workload::payload::{Payload, PromptBody};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 

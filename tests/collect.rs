@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::Request;
-use redline::collect::{Collector, MAX_BODY_BYTES, app};
+use redline::trace::receiver::{Collector, MAX_BODY_BYTES, app};
 
 #[tokio::test]
 async fn malformed_and_oversized_exports_are_rejected_and_counted() {

@@ -363,10 +363,12 @@ async fn exported_spans_graph_the_flow_topology() {
     .await;
     let dir = temp_dir("flow-otlp");
     let collector =
-        std::sync::Arc::new(redline::collect::Collector::create(&dir, 100_000).unwrap());
+        std::sync::Arc::new(redline::trace::receiver::Collector::create(&dir, 100_000).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let collect_addr = listener.local_addr().unwrap();
-    tokio::spawn(axum::serve(listener, redline::collect::app(collector.clone())).into_future());
+    tokio::spawn(
+        axum::serve(listener, redline::trace::receiver::app(collector.clone())).into_future(),
+    );
     let url = sim.base_url();
     // The corpus is embedded on the first search: pay for it before the run.
     common::post(
@@ -409,8 +411,8 @@ async fn exported_spans_graph_the_flow_topology() {
     );
 
     let text = std::fs::read_to_string(&collector.path).unwrap();
-    let spans = redline::graph::parse_spans(&text).unwrap();
-    let graph = redline::graph::build(&spans);
+    let spans = redline::trace::graph::parse_spans(&text).unwrap();
+    let graph = redline::trace::graph::build(&spans);
     let count = |kind: &str| {
         records
             .iter()

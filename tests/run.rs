@@ -490,7 +490,7 @@ async fn a_hugging_face_tokenizer_counts_what_the_server_did_not_report() {
     let file = dir.join("tokenizer.json");
     std::fs::write(
         &file,
-        redline::tokenize::huggingface_tokenizer_json().to_string(),
+        redline::tokenizer::sim::huggingface_tokenizer_json().to_string(),
     )
     .unwrap();
     let s = scenario(&format!(
@@ -526,9 +526,9 @@ async fn prompts_from_learned_templates_are_what_the_server_receives() {
     let dir = temp_dir("templates");
     let log = dir.join("log.jsonl");
     let mut out = std::io::BufWriter::new(std::fs::File::create(&log).unwrap());
-    redline::datagen::synth::write_log(&mut out, 3_000, 5).unwrap();
+    redline::workload::datagen::synth::write_log(&mut out, 3_000, 5).unwrap();
     drop(out);
-    let options = redline::datagen::Options {
+    let options = redline::workload::datagen::Options {
         k: 8,
         field: None,
         min_length: 4,
@@ -540,9 +540,9 @@ async fn prompts_from_learned_templates_are_what_the_server_receives() {
         tokenizer: redline::tokenizer::LocalTokenizer::by_name("sim").unwrap(),
         read: None,
     };
-    let (file, _) = redline::datagen::learn(&log, &options).unwrap();
+    let (file, _) = redline::workload::datagen::learn(&log, &options).unwrap();
     let templates = dir.join("templates.yaml");
-    redline::datagen::write(&file, &templates).unwrap();
+    redline::workload::datagen::write(&file, &templates).unwrap();
     let spec = |seed: u64| {
         scenario(&format!(
             "  seed: {seed}\n  services:\n    llm: {{ url: embedded, profile: tiny, api: completions }}\n  payloadTemplate:\n    include_usage: false\n    prompts: {{ templates: {{ file: \"{}\", output_tokens: 8 }} }}\n  load:\n    - {{ concurrency: 4, requests: 60 }}\n",

@@ -37,7 +37,7 @@ fn assert_valid(schema: &Value, instance: &Value, what: &str) {
 }
 
 /// A server span for the run's first traced request, joined to the records.
-fn trace_report(dir: &std::path::Path) -> redline::graph::TraceReport {
+fn trace_report(dir: &std::path::Path) -> redline::trace::graph::TraceReport {
     let text = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
     let records: Vec<redline::record::Record> = text
         .lines()
@@ -52,11 +52,11 @@ fn trace_report(dir: &std::path::Path) -> redline::graph::TraceReport {
         "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "llm"}}]},
         "scopeSpans": [{"spans": [{"traceId": parts[1], "spanId": "00000000000000aa", "parentSpanId": parts[2],
             "name": "generate", "startTimeUnixNano": "1000", "endTimeUnixNano": "2001000"}]}]}]});
-    let spans = redline::graph::parse_spans(&export.to_string()).unwrap();
-    let report = redline::graph::TraceReport {
-        graph: redline::graph::build(&spans),
-        join: redline::graph::join(&spans, &records),
-        receiver: Some(redline::graph::ReceiverCounts {
+    let spans = redline::trace::graph::parse_spans(&export.to_string()).unwrap();
+    let report = redline::trace::graph::TraceReport {
+        graph: redline::trace::graph::build(&spans),
+        join: redline::trace::graph::join(&spans, &records),
+        receiver: Some(redline::trace::graph::ReceiverCounts {
             requests: 1,
             spans_stored: 1,
             spans_dropped: 0,

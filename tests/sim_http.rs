@@ -294,7 +294,7 @@ async fn stop_sequences_and_length_limits_end_answers() {
         .unwrap()
         .to_owned();
     // Stop at the 10th word: the answer is the text before it.
-    let words: Vec<&str> = redline::tokenize::Pieces::new(&text).collect();
+    let words: Vec<&str> = redline::tokenizer::sim::Pieces::new(&text).collect();
     let stop = words[9];
     let cut = ask(json!({"stop": [stop]})).await;
     assert_eq!(cut.body["choices"][0]["finish_reason"], "stop");
@@ -430,7 +430,7 @@ async fn embeddings_have_meaningful_similarity_in_float_and_base64() {
         })
         .collect();
     assert_eq!(vectors[0].len(), 256);
-    let cos = redline::sim::embed::cosine;
+    let cos = redline::vector::cosine;
     assert!(cos(&vectors[0], &vectors[1]) > 0.9);
     assert!(cos(&vectors[0], &vectors[2]) < 0.3);
 

@@ -8,9 +8,9 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{run_to_records, scenario, summary_of, temp_dir};
+use redline::net::ServerTls;
+use redline::net::tls::{Ca, Validity};
 use redline::record::{Outcome, Record, Stage};
-use redline::serve::ServerTls;
-use redline::serve::tls::{Ca, Validity};
 use redline::sim::{EmbeddedSim, Profile, SimConfig};
 
 /// A simulator over TLS with `cert`/`key`, requiring client certificates from
@@ -18,7 +18,7 @@ use redline::sim::{EmbeddedSim, Profile, SimConfig};
 async fn tls_sim(cert: &str, key: &str, client_ca: Option<&Ca>) -> EmbeddedSim {
     let client_roots = client_ca.map(|ca| {
         let path = write(&temp_dir("tls-client-ca"), "client-ca.pem", ca.cert_pem());
-        redline::serve::tls::roots_from_file(&path).unwrap()
+        redline::net::tls::roots_from_file(&path).unwrap()
     });
     let tls = ServerTls::from_pem(cert, key, client_roots).unwrap();
     let config = SimConfig {

@@ -52,7 +52,7 @@ pub struct ProxyConfig {
     pub allow_header_faults: bool,
     pub log: Arc<FaultLog>,
     /// Terminate TLS from clients with this.
-    pub tls: Option<crate::serve::ServerTls>,
+    pub tls: Option<crate::net::ServerTls>,
     /// Certificates for an https upstream (re-encrypting); none: the system's roots.
     pub upstream_tls: Option<crate::client::tls::TlsSettings>,
 }
@@ -127,7 +127,7 @@ impl Drop for RunningProxy {
 /// moment to finish.
 pub async fn serve(
     listener: TcpListener,
-    tls: Option<crate::serve::ServerTls>,
+    tls: Option<crate::net::ServerTls>,
     chaos: Arc<Chaos>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
@@ -137,7 +137,7 @@ pub async fn serve(
         service_fn(move |request| chaos.clone().handle(request))
     };
     // Held (`timeout`) requests would keep a graceful shutdown waiting for ever.
-    crate::serve::accept_loop(
+    crate::net::accept_loop(
         listener,
         tls,
         ConnectionBuilder::new(TokioExecutor::new()),
@@ -246,6 +246,24 @@ pub fn located(path: &str, text: &str, problems: Vec<Problem>) -> SpecErrors {
             })
             .collect(),
     )
+}
+
+/// What the chaos proxy counted on its side.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct ProxyCounts {
+    /// The service it stood in front of.
+    pub service: String,
+    /// Where it listened, and its admin API.
+    pub addr: String,
+    pub admin_addr: Option<String>,
+    pub connections: u64,
+    pub requests: u64,
+    /// Requests the upstream did not answer (the proxy answered 502).
+    pub upstream_errors: u64,
+    /// Injections no record claimed.
+    pub unclaimed_faults: u64,
+    /// Per rule: (name, fault, requests matched, faults injected).
+    pub rules: Vec<(String, String, u64, u64)>,
 }
 
 #[cfg(test)]

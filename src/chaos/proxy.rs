@@ -22,7 +22,7 @@ use super::log::{FaultLog, RequestId};
 use super::rules::{AbortHow, Action, Rule};
 use super::shape::Shaping;
 use crate::record::{FAULT_HEADER, InjectedFault};
-use crate::sim::text::mix_seed;
+use crate::seed::{fnv64, mix_seed};
 use crate::spec::faults::DelayAt;
 
 pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
@@ -139,7 +139,7 @@ impl Chaos {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let (mut head, body) = request.into_parts();
         let key = match head.headers.get("traceparent") {
-            Some(tp) => fnv(roll_key(tp.as_bytes())),
+            Some(tp) => fnv64(roll_key(tp.as_bytes())),
             None => mix_seed(&[0x006b_6579, self.next_key.fetch_add(1, Ordering::Relaxed)]),
         };
         let mut decided: Vec<(String, Action)> = match self.header_faults(&mut head.headers) {
@@ -614,12 +614,6 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
         headers.remove(name);
     }
     headers.remove("keep-alive");
-}
-
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
 
-use crate::sim::text::mix_seed;
+use crate::seed::mix_seed;
 use crate::spec::faults::{AbortSpec, DelayAt, DelaySpec, FaultRuleSpec, MatchSpec};
 
 /// One problem with a rule: the field path (under the caller's prefix), what is
@@ -523,9 +523,7 @@ fn ms_duration(ms: f64) -> Duration {
 }
 
 fn name_hash(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    crate::seed::fnv64(name.as_bytes())
 }
 
 fn delay_dist(

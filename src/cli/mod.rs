@@ -166,13 +166,13 @@ pub struct ServerTlsArgs {
 
 impl ServerTlsArgs {
     /// The server's TLS, when asked for.
-    pub fn load(&self) -> Result<Option<crate::serve::ServerTls>> {
+    pub fn load(&self) -> Result<Option<crate::net::ServerTls>> {
         let client_ca = self.tls_client_ca.as_deref();
         match (&self.tls_cert, &self.tls_key, &self.tls_self_signed) {
             (Some(cert), Some(key), _) => {
-                crate::serve::ServerTls::from_files(cert, key, client_ca).map(Some)
+                crate::net::ServerTls::from_files(cert, key, client_ca).map(Some)
             }
-            (_, _, Some(ca)) => crate::serve::ServerTls::self_signed(ca, client_ca).map(Some),
+            (_, _, Some(ca)) => crate::net::ServerTls::self_signed(ca, client_ca).map(Some),
             _ if client_ca.is_some() => {
                 bail!("--tls-client-ca needs --tls-cert and --tls-key, or --tls-self-signed")
             }
@@ -946,7 +946,7 @@ async fn read_run(
         .len();
     let drawer =
         progress::wanted(quiet).then(|| progress::Drawer::for_bytes("reading", read.clone(), size));
-    let mut aggregator = crate::metrics::Aggregator::for_scenario(scenario);
+    let mut aggregator = scenario.aggregator();
     let (path_owned, counter) = (path.to_owned(), read.clone());
     let reading = tokio::task::spawn_blocking(move || {
         let mut span: Option<(u64, u64)> = None;
@@ -1051,14 +1051,16 @@ async fn datagen(args: DatagenArgs) -> Result<i32> {
             std::fs::File::create(&path)
                 .with_context(|| format!("cannot create {}", path.display()))?,
         );
-        let counts = crate::datagen::synth::write_log(&mut out, lines, args.seed)?;
+        let counts = crate::workload::datagen::synth::write_log(&mut out, lines, args.seed)?;
         std::io::Write::flush(&mut out)?;
         outln!(
             "{}: {lines} prompts from {} families",
             path.display(),
             counts.len()
         );
-        for ((share, template, _), count) in crate::datagen::synth::FAMILIES.iter().zip(counts) {
+        for ((share, template, _), count) in
+            crate::workload::datagen::synth::FAMILIES.iter().zip(counts)
+        {
             outln!(
                 "  {count:>9}  ({:>4.1}% planned)  {template}",
                 share * 100.0
@@ -1084,7 +1086,7 @@ async fn datagen(args: DatagenArgs) -> Result<i32> {
         return Ok(exit::USAGE);
     }
     let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let options = crate::datagen::Options {
+    let options = crate::workload::datagen::Options {
         k: args.k,
         field: args.field.clone(),
         min_length: args.min_length,
@@ -1102,7 +1104,8 @@ async fn datagen(args: DatagenArgs) -> Result<i32> {
         progress::wanted(args.quiet).then(|| progress::Drawer::for_bytes("learning", read, size));
     let log_path = log.clone();
     let learned =
-        tokio::task::spawn_blocking(move || crate::datagen::learn(&log_path, &options)).await;
+        tokio::task::spawn_blocking(move || crate::workload::datagen::learn(&log_path, &options))
+            .await;
     if let Some(drawer) = drawer {
         drawer.finish().await;
     }
@@ -1113,7 +1116,7 @@ async fn datagen(args: DatagenArgs) -> Result<i32> {
             return Ok(exit::USAGE);
         }
     };
-    crate::datagen::write(&file, &args.out)
+    crate::workload::datagen::write(&file, &args.out)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     let s = &file.source;
     outln!(
@@ -1203,19 +1206,19 @@ fn graph(
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("cannot read {}", file.display()))?;
         spans.extend(
-            crate::graph::parse_spans(&text)
+            crate::trace::graph::parse_spans(&text)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?,
         );
     }
     if spans.is_empty() {
         bail!("{} holds no spans", input.display());
     }
-    let graph = crate::graph::build(&spans);
+    let graph = crate::trace::graph::build(&spans);
     let join = match records {
         Some(path) => {
             let mut records = Vec::new();
             crate::record::read_records(path, None, |r| records.push(r))?;
-            let join = crate::graph::join(&spans, &records);
+            let join = crate::trace::graph::join(&spans, &records);
             errln!(
                 "redline graph: {} of {} traced requests joined to server spans; {} traces no record started",
                 join.joined,
@@ -1230,8 +1233,8 @@ fn graph(
         GraphFormat::Json => {
             serde_json::to_string_pretty(&serde_json::json!({"graph": graph, "join": join}))? + "\n"
         }
-        GraphFormat::Dot => crate::graph::render_dot(&graph),
-        GraphFormat::Mermaid => crate::graph::render_mermaid(&graph),
+        GraphFormat::Dot => crate::trace::graph::render_dot(&graph),
+        GraphFormat::Mermaid => crate::trace::graph::render_mermaid(&graph),
     };
     match out {
         Some(path) => std::fs::write(path, rendered)

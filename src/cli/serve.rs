@@ -21,7 +21,7 @@ pub(super) fn write_tokenizer(dir: &Path) -> Result<()> {
     for (name, value) in [
         (
             "tokenizer.json",
-            crate::tokenize::huggingface_tokenizer_json(),
+            crate::tokenizer::sim::huggingface_tokenizer_json(),
         ),
         ("tokenizer_config.json", config),
     ] {
@@ -206,7 +206,7 @@ pub(super) async fn collect(
         );
     }
     let collector = std::sync::Arc::new(
-        crate::collect::Collector::create(out, max_spans)
+        crate::trace::receiver::Collector::create(out, max_spans)
             .with_context(|| format!("cannot write to {}", out.display()))?,
     );
     let tls = tls.load()?;
@@ -219,8 +219,8 @@ pub(super) async fn collect(
         listener.local_addr()?,
         collector.path.display()
     );
-    let app = crate::collect::app(collector.clone());
-    crate::serve::accept_loop(
+    let app = crate::trace::receiver::app(collector.clone());
+    crate::net::accept_loop(
         listener,
         tls,
         hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new()),

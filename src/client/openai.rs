@@ -18,6 +18,7 @@ use super::{HttpClient, RunClock, Timeouts, classify_send_error};
 
 use crate::record::{Outcome, Record, ServerTruth, Stage, TokenSource};
 use crate::tokenizer::TokenCounting;
+use crate::workload::payload::{Payload, PromptBody};
 
 /// Which OpenAI API to call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,25 +47,6 @@ pub struct LlmTarget {
     pub max_response_bytes: usize,
     /// Counts the output when the server sends no usage (or always, when asked).
     pub counting: TokenCounting,
-}
-
-/// What one request sends.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PromptBody {
-    Text(String),
-    Messages(Vec<Value>),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Payload {
-    pub prompt: PromptBody,
-    pub max_tokens: Option<u32>,
-    /// Prompt tokens by the local tokenizer, for when the server reports none.
-    pub input_tokens: u32,
-    /// W3C `traceparent` of the request, for requests that belong to a session.
-    pub traceparent: Option<String>,
-    /// The shared prefix the prompt begins with (synthetic prefix workloads).
-    pub prefix: Option<crate::record::PrefixMark>,
 }
 
 impl LlmTarget {

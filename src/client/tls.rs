@@ -24,6 +24,8 @@ use rustls::{
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
+use crate::net::tls::provider;
+
 /// What a spec or the command line says about a service's TLS.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TlsOptions {
@@ -164,13 +166,6 @@ impl Alpn {
             Alpn::Http2 => b"h2",
         }
     }
-}
-
-pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    static PROVIDER: OnceLock<Arc<rustls::crypto::CryptoProvider>> = OnceLock::new();
-    PROVIDER
-        .get_or_init(|| Arc::new(rustls::crypto::ring::default_provider()))
-        .clone()
 }
 
 /// The system's root certificates, read once. A certificate the store cannot parse

@@ -4,12 +4,10 @@
 //! and assertions on each step's output. The runner drives the steps.
 //!
 //! # Layout
-//! - [`plan`] — the validated flow and its templates
 //! - [`search`] — Qdrant's REST API and PostgreSQL + pgvector
 //! - [`recall`] — recall@k against a ground-truth file
 //! - [`assert`](mod@assert) — checks on step outputs
 
 pub mod assert;
-pub mod plan;
 pub mod recall;
 pub mod search;

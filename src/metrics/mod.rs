@@ -350,15 +350,6 @@ impl Aggregator {
         }
     }
 
-    /// An aggregator for a scenario: its goodput SLOs and its recall bar.
-    pub fn for_scenario(scenario: &crate::scenario::Scenario) -> Aggregator {
-        let mut aggregator = Aggregator::new(scenario.goodput);
-        if let Some(threshold) = scenario.flow.as_ref().and_then(|f| f.recall_threshold()) {
-            aggregator.flow.recall_threshold = threshold;
-        }
-        aggregator
-    }
-
     /// Takes one record into the statistics.
     pub fn add(&mut self, r: &Record) {
         self.counts.bump(r.outcome);

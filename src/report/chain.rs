@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::chaos::ProxyCounts;
 use crate::metrics::{Dist, FaultTally};
 
 /// Flow sessions (measured phase).
@@ -131,24 +132,6 @@ pub(super) fn flow_summary(tally: &crate::metrics::flow::FlowTally) -> Option<Fl
             success_rate: tally.tool_ok as f64 / tally.tool_calls as f64,
         }),
     })
-}
-
-/// What the chaos proxy counted on its side.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ProxyCounts {
-    /// The service it stood in front of.
-    pub service: String,
-    /// Where it listened, and its admin API.
-    pub addr: String,
-    pub admin_addr: Option<String>,
-    pub connections: u64,
-    pub requests: u64,
-    /// Requests the upstream did not answer (the proxy answered 502).
-    pub upstream_errors: u64,
-    /// Injections no record claimed.
-    pub unclaimed_faults: u64,
-    /// Per rule: (name, fault, requests matched, faults injected).
-    pub rules: Vec<(String, String, u64, u64)>,
 }
 
 /// Injected faults against outcomes.
@@ -285,7 +268,7 @@ pub(super) fn render_flow(f: &FlowSummary, line: &mut impl FnMut(String)) {
     }
 }
 
-pub(super) fn render_traces(t: &crate::graph::TraceReport, line: &mut impl FnMut(String)) {
+pub(super) fn render_traces(t: &crate::trace::graph::TraceReport, line: &mut impl FnMut(String)) {
     let g = &t.graph;
     line(format!(
         "  traces: {} spans in {} traces · {} nodes, {} edges · {} of {} requests joined to server spans",

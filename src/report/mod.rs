@@ -7,16 +7,17 @@ pub mod outputs;
 use serde::{Deserialize, Serialize};
 
 pub use chain::{
-    FallbackCount, FaultRuleSummary, FaultsSummary, FlowSummary, ProxyCounts, RecallSummary,
-    SessionCounts, StepSummary, ToolCalls,
+    FallbackCount, FaultRuleSummary, FaultsSummary, FlowSummary, RecallSummary, SessionCounts,
+    StepSummary, ToolCalls,
 };
 use chain::{faults_summary, flow_summary};
 
-use crate::dataset::DatasetInfo;
+use crate::chaos::ProxyCounts;
 use crate::metrics::{Aggregator, Counts, Dist, FailureCount, RequestSlo, StageStats, Window};
+use crate::prometheus::scrape::ServerMetrics;
 use crate::schedule::{ExecutedStage, SweepRole};
-use crate::scrape::ServerMetrics;
 use crate::slo::{Aborted, Outcome, Verdict};
+use crate::workload::dataset::DatasetInfo;
 
 /// Version of the summary's shape; bumped when a field changes meaning.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -57,7 +58,7 @@ pub struct Summary {
     /// The spans collected during the run (`--collect`): the dependency graph and,
     /// per step, client time against server span time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traces: Option<crate::graph::TraceReport>,
+    pub traces: Option<crate::trace::graph::TraceReport>,
     /// The gate: one verdict per SLO of the spec's `sloThresholds`.
     pub verdicts: Option<Vec<Verdict>>,
     /// Without SLOs, the bound a run's failures must stay within not to fail (exit 1).
@@ -286,7 +287,7 @@ pub struct RunInfo<'a> {
     /// The chaos proxies' own counts, when the run put any in front of its services.
     pub proxies: Vec<ProxyCounts>,
     /// The collected spans' graph and join, when the run collected them.
-    pub traces: Option<crate::graph::TraceReport>,
+    pub traces: Option<crate::trace::graph::TraceReport>,
     /// How the counts of answers without usage were settled.
     pub token_settlement: Option<crate::record::TokenSettlement>,
 }
@@ -696,22 +697,8 @@ fn render_stages(s: &Summary, line: &mut impl FnMut(String)) {
     line("  (TTFT here is from the intended start; ms)".into());
 }
 
-/// What a run is about to do, printed before it starts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Header {
-    pub name: String,
-    pub target: String,
-    pub model: String,
-    /// One line per stage of the spec.
-    pub stages: Vec<String>,
-    /// How long the schedule runs, when every stage is bounded in time.
-    pub planned: Option<std::time::Duration>,
-    /// Things to know before reading the figures (e.g. certificates not verified).
-    pub notes: Vec<String>,
-}
-
 /// The lines printed before a run starts: the target, the stages, the planned time.
-pub fn render_header(h: &Header) -> String {
+pub fn render_header(h: &crate::runner::Header) -> String {
     let mut out = format!("redline · {} → {} ({})\n", h.name, h.target, h.model);
     for (i, stage) in h.stages.iter().enumerate() {
         out.push_str(&format!("  stage {i}: {stage}\n"));
@@ -882,7 +869,7 @@ pub fn render_terminal(s: &Summary) -> String {
         ));
     }
     if let Some(m) = &s.server_metrics {
-        let max = |f: fn(&crate::scrape::ServerSample) -> Option<f64>| {
+        let max = |f: fn(&crate::prometheus::scrape::ServerSample) -> Option<f64>| {
             m.samples
                 .iter()
                 .filter_map(f)

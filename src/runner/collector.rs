@@ -6,12 +6,12 @@ use super::*;
 
 /// Where the collector sends spans for the OTLP exporter.
 pub(super) struct SpanSink {
-    pub(super) sender: mpsc::UnboundedSender<crate::otlp::Export>,
+    pub(super) sender: mpsc::UnboundedSender<crate::trace::export::Export>,
     pub(super) model: String,
     pub(super) scenario: String,
     /// The run's start in Unix nanoseconds.
     pub(super) origin_ns: u64,
-    pub(super) metrics: crate::otlp::metrics::ClientMetrics,
+    pub(super) metrics: crate::trace::genai::ClientMetrics,
 }
 
 impl SpanSink {
@@ -24,7 +24,9 @@ impl SpanSink {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         let snapshot = self.metrics.export(&self.scenario, self.origin_ns, now_ns);
-        let _ = self.sender.send(crate::otlp::Export::Metrics(snapshot));
+        let _ = self
+            .sender
+            .send(crate::trace::export::Export::Metrics(snapshot));
     }
 }
 
@@ -85,10 +87,10 @@ pub(super) async fn collect(
                     live.observe(&record);
                 }
                 if let Some(sink) = &mut spans {
-                    for span in crate::otlp::spans_of(&record, &sink.model, sink.origin_ns) {
+                    for span in crate::trace::export::spans_of(&record, &sink.model, sink.origin_ns) {
                         // The exporter outlives the collector; a send error would mean
                         // it panicked, and the run's records are still whole.
-                        let _ = sink.sender.send(crate::otlp::Export::Span(Box::new(span)));
+                        let _ = sink.sender.send(crate::trace::export::Export::Span(Box::new(span)));
                     }
                     sink.metrics.observe(&record, &sink.model);
                 }

@@ -17,11 +17,11 @@ use crate::client::Timeouts;
 use crate::client::json::{self as json_client, JsonAnswer};
 use crate::client::openai::Answer;
 use crate::flow::assert::{Output, lexical_similarity, similarity_verdict};
-use crate::flow::plan::{FlowPlan, Step, StepKind};
 use crate::flow::search::{Hit, PgTable, qdrant_body, qdrant_hits};
 use crate::record::{FallbackReason, SessionEnd, SessionOutcome, StepMark};
-use crate::sim::embed::cosine;
+use crate::scenario::flow::{FlowPlan, Step, StepKind};
 use crate::spec::ApiKind;
+use crate::vector::cosine;
 
 /// Largest JSON answer a step reads.
 const MAX_JSON_BYTES: usize = 64 << 20;
@@ -386,10 +386,7 @@ pub fn tool_call_hash(name: &str, arguments: &Value) -> String {
         }
     }
     let text = format!("{name}\u{0}{}", canonical(arguments));
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("{hash:016x}")
+    format!("{:016x}", crate::seed::fnv64(text.as_bytes()))
 }
 
 /// Runs one flow session; returns each request's (intended, outcome, end).

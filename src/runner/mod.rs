@@ -35,27 +35,42 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::chaos::ProxyCounts;
 use crate::chaos::{FaultLog, ProxyConfig, Rule, RunningProxy, upstream_uri};
 use crate::client::http::{self, HttpTarget};
-use crate::client::openai::{self, Api, LlmTarget, Payload, PromptBody};
+use crate::client::openai::{self, Api, LlmTarget};
 use crate::client::{HttpClient, RunClock};
-use crate::live::LiveMetrics;
 use crate::metrics::Aggregator;
 use crate::pacer::Pacer;
+use crate::prometheus::live::LiveMetrics;
+use crate::prometheus::scrape::ServerMetrics;
 use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage, TokenSource};
-use crate::report::ProxyCounts;
 use crate::scenario::{Endpoint, Scenario, Service, Workload};
 use crate::schedule::{ExecutedStage, OpenArrivals, Stage, SweepRole, sweep_rates};
-use crate::scrape::ServerMetrics;
-use crate::sim::text::mix_seed;
+use crate::seed::mix_seed;
 use crate::sim::{EmbeddedSim, Profile, SimConfig};
 use crate::slo::{Aborted, SloSet};
 use crate::spec::TraceIds;
 use crate::workload::PromptSource;
+use crate::workload::payload::{Payload, PromptBody};
 use hyper::header::{AUTHORIZATION, HeaderValue};
 
 /// What to do once a run's services are up: print its header, say.
-pub type OnStart = Box<dyn FnOnce(&crate::report::Header) + Send>;
+/// What a run is about to do, printed before it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    pub name: String,
+    pub target: String,
+    pub model: String,
+    /// One line per stage of the spec.
+    pub stages: Vec<String>,
+    /// How long the schedule runs, when every stage is bounded in time.
+    pub planned: Option<std::time::Duration>,
+    /// Things to know before reading the figures (e.g. certificates not verified).
+    pub notes: Vec<String>,
+}
+
+pub type OnStart = Box<dyn FnOnce(&Header) + Send>;
 
 /// How a run is carried out, beyond the scenario.
 pub struct RunOptions {
@@ -106,9 +121,9 @@ pub struct RunResult {
     /// The chaos proxies' counts, by service, when the spec had faults.
     pub proxies: Vec<ProxyCounts>,
     /// What the OTLP exporter sent, when the run exported its spans.
-    pub otlp: Option<crate::otlp::ExportCounts>,
+    pub otlp: Option<crate::trace::export::ExportCounts>,
     /// The collected spans' graph and their join to the records (`--collect`).
-    pub traces: Option<crate::graph::TraceReport>,
+    pub traces: Option<crate::trace::graph::TraceReport>,
 }
 
 /// What a request is sent to, with everything it needs.
@@ -348,9 +363,11 @@ pub async fn run(
     let live = options.metrics_listener.map(|listener| {
         let metrics = Arc::new(LiveMetrics::new());
         let stopped = live_stop.clone();
-        tokio::spawn(crate::live::serve(listener, metrics.clone(), async move {
-            stopped.cancelled().await
-        }));
+        tokio::spawn(crate::prometheus::live::serve(
+            listener,
+            metrics.clone(),
+            async move { stopped.cancelled().await },
+        ));
         metrics
     });
     // A trace receiver for the services' spans (and, unless told otherwise, redline's).
@@ -359,7 +376,7 @@ pub async fn run(
     let collecting = match options.collect {
         Some(collect) => {
             let collector = Arc::new(
-                crate::collect::Collector::create(&collect.dir, 5_000_000)
+                crate::trace::receiver::Collector::create(&collect.dir, 5_000_000)
                     .with_context(|| format!("cannot write to {}", collect.dir.display()))?,
             );
             let addr = collect.listener.local_addr()?;
@@ -369,9 +386,12 @@ pub async fn run(
             otlp_endpoint.get_or_insert(format!("http://{addr}/v1/traces").parse()?);
             let stopped = collect_stop.clone();
             let server = tokio::spawn(
-                axum::serve(collect.listener, crate::collect::app(collector.clone()))
-                    .with_graceful_shutdown(async move { stopped.cancelled().await })
-                    .into_future(),
+                axum::serve(
+                    collect.listener,
+                    crate::trace::receiver::app(collector.clone()),
+                )
+                .with_graceful_shutdown(async move { stopped.cancelled().await })
+                .into_future(),
             );
             Some((collector, server, collect.grace))
         }
@@ -380,7 +400,7 @@ pub async fn run(
     let (span_sender, exporter) = match otlp_endpoint {
         Some(endpoint) => {
             let (sender, spans) = mpsc::unbounded_channel();
-            let exporter = tokio::spawn(crate::otlp::export(
+            let exporter = tokio::spawn(crate::trace::export::export(
                 crate::client::http_client_with(
                     &scenario.timeouts,
                     false,
@@ -415,7 +435,7 @@ pub async fn run(
     let collector = tokio::spawn(collect(
         inbox,
         std::io::BufWriter::new(file),
-        Aggregator::for_scenario(&scenario),
+        scenario.aggregator(),
         gate,
         proxies.values().map(|p| p.chaos.log.clone()).collect(),
         live,
@@ -452,7 +472,7 @@ pub async fn run(
                 .unwrap_or_else(|| format!("{base_url}/metrics"))
                 .parse()
                 .context("building the metrics URL")?;
-            Some(tokio::spawn(crate::scrape::scrape(
+            Some(tokio::spawn(crate::prometheus::scrape::scrape(
                 shared.http.clone(),
                 url,
                 *interval,
@@ -548,7 +568,7 @@ pub async fn run(
     let aggregator = match &token_settlement {
         // The counts changed: the statistics are rebuilt from the settled records.
         Some(s) if matches!(s.source, TokenSource::Events | TokenSource::ServerTokenizer) => {
-            let mut rebuilt = Aggregator::for_scenario(&shared.scenario);
+            let mut rebuilt = shared.scenario.aggregator();
             crate::record::read_records(&options.records_path, None, |r| rebuilt.add(&r))?;
             rebuilt
         }
@@ -633,7 +653,7 @@ async fn run_open(
         unreachable!("called for open stages")
     };
     let stage_cap = max_concurrency.map(|c| Arc::new(Semaphore::new(c as usize)));
-    let seed = crate::sim::text::mix_seed(&[shared.scenario.seed, 0x5343_4845, u64::from(index)]);
+    let seed = crate::seed::mix_seed(&[shared.scenario.seed, 0x5343_4845, u64::from(index)]);
     let mut last = stage_start;
     let mut pacer = Pacer::start(
         shared.clock.start() + stage_start,
@@ -717,7 +737,8 @@ async fn run_replay(
         let intended = stage_start + offset;
         last = intended;
         let seq = shared.take_seq();
-        let payload = crate::replay::payload(entry, *block_tokens, shared.scenario.seed, seq);
+        let payload =
+            crate::workload::replay::payload(entry, *block_tokens, shared.scenario.seed, seq);
         launch(shared, index, intended, seq, None, Some(payload), tasks);
         while tasks.try_join_next().is_some() {}
     }

@@ -9,16 +9,16 @@ use super::*;
 pub(super) fn trace_report(
     spans: &std::path::Path,
     records: &std::path::Path,
-) -> Result<crate::graph::TraceReport> {
+) -> Result<crate::trace::graph::TraceReport> {
     let text = std::fs::read_to_string(spans).unwrap_or_default();
-    let spans = crate::graph::parse_spans(&text)
+    let spans = crate::trace::graph::parse_spans(&text)
         .map_err(|e| anyhow::anyhow!("{}: {e}", spans.display()))?;
     let mut all = Vec::new();
     crate::record::read_records(records, None, |r| all.push(r))?;
     let records = all;
-    Ok(crate::graph::TraceReport {
-        graph: crate::graph::build(&spans),
-        join: crate::graph::join(&spans, &records),
+    Ok(crate::trace::graph::TraceReport {
+        graph: crate::trace::graph::build(&spans),
+        join: crate::trace::graph::join(&spans, &records),
         receiver: None,
     })
 }
@@ -29,8 +29,8 @@ pub(super) fn header_of(
     target: &str,
     model: &str,
     notes: Vec<String>,
-) -> crate::report::Header {
-    crate::report::Header {
+) -> super::Header {
+    super::Header {
         name: scenario.name.clone(),
         target: target.to_owned(),
         model: model.to_owned(),

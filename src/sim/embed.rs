@@ -2,6 +2,7 @@
 //! words and character trigrams into a signed vector, L2-normalised. Texts that share
 //! words and spellings have a high cosine similarity; unrelated texts are near
 //! orthogonal. No model weights, so it runs anywhere.
+use crate::seed::{Fnv64, mix_seed};
 
 /// Words too common to say anything about similarity; they count for little.
 const STOPWORDS: &[&str] = &[
@@ -37,36 +38,23 @@ pub fn embed(text: &str, dim: usize) -> Vec<f32> {
             }
         }
     }
-    let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        vector.iter_mut().for_each(|x| *x /= norm);
-    }
+    crate::vector::normalize(&mut vector);
     vector
 }
 
 fn add_feature(vector: &mut [f32], kind: u64, bytes: &[u8], weight: f32) {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ kind;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash = crate::sim::text::mix_seed(&[hash]);
+    let mut fnv = Fnv64::keyed(kind);
+    fnv.write(bytes);
+    let hash = mix_seed(&[fnv.finish()]);
     let bucket = (hash % vector.len() as u64) as usize;
     let sign = if hash >> 63 == 1 { -1.0 } else { 1.0 };
     vector[bucket] += sign * weight;
 }
 
-/// Cosine similarity of two vectors of the same length (0 when either is zero).
-pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let norms =
-        a.iter().map(|x| x * x).sum::<f32>().sqrt() * b.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norms == 0.0 { 0.0 } else { dot / norms }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vector::cosine;
 
     #[test]
     fn unit_length_deterministic_and_sized() {

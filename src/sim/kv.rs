@@ -14,18 +14,12 @@ pub type BlockId = u32;
 pub fn block_hash(parent: Option<u64>, tokens: &[u32]) -> u64 {
     // FNV-1a 64 over the parent hash and token ids: fast, deterministic, and collisions
     // only ever cost a simulated cache hit.
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut feed = |bytes: [u8; 8]| {
-        for byte in bytes {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
-    feed(parent.unwrap_or(0x5eed).to_le_bytes());
+    let mut hash = crate::seed::Fnv64::new();
+    hash.write(&parent.unwrap_or(0x5eed).to_le_bytes());
     for token in tokens {
-        feed(u64::from(*token).to_le_bytes());
+        hash.write(&u64::from(*token).to_le_bytes());
     }
-    hash
+    hash.finish()
 }
 
 #[derive(Debug, Clone, Default)]

@@ -7,8 +7,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::profile::Profile;
-use super::text::{AnswerLimits, Generator, ToolCall, mix_seed, prompt_seed, tool_arguments};
-use crate::tokenize;
+use super::text::{AnswerLimits, Generator, ToolCall, prompt_seed, tool_arguments};
+use crate::seed::mix_seed;
+use crate::tokenizer::sim as sim_tokenizer;
 
 /// An error as vLLM returns it: `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug, Clone, PartialEq)]
@@ -254,7 +255,7 @@ pub fn plan_chat(request: ChatRequest, cx: &Context) -> Result<Plan, ApiError> {
             "messages must contain at least one message",
         ));
     }
-    let prompt = tokenize::encode(&render_chat(&request.messages));
+    let prompt = sim_tokenizer::encode(&render_chat(&request.messages));
     let tool_call = choose_tool(&request, cx.server_seed)?;
     let max_tokens = request
         .sampling
@@ -265,8 +266,8 @@ pub fn plan_chat(request: ChatRequest, cx: &Context) -> Result<Plan, ApiError> {
 
 pub fn plan_completion(request: CompletionRequest, cx: &Context) -> Result<Plan, ApiError> {
     let prompt = match request.prompt {
-        Prompt::Text(text) => tokenize::encode(&text),
-        Prompt::Texts(texts) if texts.len() == 1 => tokenize::encode(&texts[0]),
+        Prompt::Text(text) => sim_tokenizer::encode(&text),
+        Prompt::Texts(texts) if texts.len() == 1 => sim_tokenizer::encode(&texts[0]),
         Prompt::Texts(texts) => {
             return Err(ApiError::bad_request(format!(
                 "only one prompt per request is supported, got {}",
@@ -408,7 +409,7 @@ fn choose_tool(request: &ChatRequest, server_seed: u64) -> Result<Option<ToolCal
         }
     };
     Ok(chosen.map(|tool| {
-        let seed = mix_seed(&[server_seed, tokenize::piece_id(&last_user).into()]);
+        let seed = mix_seed(&[server_seed, sim_tokenizer::piece_id(&last_user).into()]);
         ToolCall {
             id: format!("chatcmpl-tool-{seed:016x}"),
             name: tool.function.name.clone(),
@@ -447,7 +448,7 @@ mod tests {
             content: Some(Content::Text("hello".into())),
             tool_calls: None,
         }]);
-        assert_eq!(plan.prompt, tokenize::encode(&text));
+        assert_eq!(plan.prompt, sim_tokenizer::encode(&text));
         assert_eq!(plan.generator.planned_length(), 3);
     }
 

@@ -32,7 +32,7 @@ fn request(id: u64, prompt: Vec<u32>, max_tokens: u32, arrival_ns: u64) -> NewRe
 /// A prompt of `len` tokens that shares nothing with other seeds' prompts.
 fn unique_prompt(seed: u64, len: usize) -> Vec<u32> {
     (0..len as u64)
-        .map(|i| crate::sim::text::mix_seed(&[seed, i]) as u32)
+        .map(|i| crate::seed::mix_seed(&[seed, i]) as u32)
         .collect()
 }
 

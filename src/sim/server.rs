@@ -28,7 +28,7 @@ use super::profile::Profile;
 use super::scheduler::Timeline;
 use super::text::FinishReason;
 use super::tiers::{self, TierConfig, Tiers};
-use crate::tokenize;
+use crate::tokenizer::sim as sim_tokenizer;
 
 /// How a simulator is set up.
 #[derive(Debug, Clone)]
@@ -152,7 +152,7 @@ const MAX_STREAMS_PER_CONNECTION: u32 = 16_384;
 /// until `shutdown` completes, then lets open connections finish.
 pub async fn serve(
     listener: TcpListener,
-    tls: Option<crate::serve::ServerTls>,
+    tls: Option<crate::net::ServerTls>,
     config: SimConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -163,7 +163,7 @@ pub async fn serve(
     builder
         .http2()
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
-    crate::serve::accept_loop(
+    crate::net::accept_loop(
         listener,
         tls,
         builder,
@@ -191,7 +191,7 @@ impl EmbeddedSim {
     /// Served over TLS when `tls` is given (`base_url` is then https).
     pub async fn start_with(
         config: SimConfig,
-        tls: Option<crate::serve::ServerTls>,
+        tls: Option<crate::net::ServerTls>,
     ) -> std::io::Result<EmbeddedSim> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
@@ -272,8 +272,8 @@ async fn tokenize(body: Bytes) -> Response {
             &serde_json::json!({"error": "needs `content` (or `input`)"}),
         );
     };
-    let tokens: Vec<u32> = crate::tokenize::Pieces::new(text)
-        .map(crate::tokenize::piece_id)
+    let tokens: Vec<u32> = crate::tokenizer::sim::Pieces::new(text)
+        .map(crate::tokenizer::sim::piece_id)
         .collect();
     json_response(StatusCode::OK, &serde_json::json!({ "tokens": tokens }))
 }
@@ -281,9 +281,7 @@ async fn tokenize(body: Bytes) -> Response {
 /// FNV-1a of a request body: ground truth of exactly what arrived, so two runs can be
 /// shown to have sent the same bytes.
 fn request_hash(body: &[u8]) -> u64 {
-    body.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    crate::seed::fnv64(body)
 }
 
 async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
@@ -593,7 +591,7 @@ async fn embeddings(State(state): State<Arc<SimState>>, body: Bytes) -> Response
             )));
         }
     };
-    let tokens: usize = texts.iter().map(|t| tokenize::count(t)).sum();
+    let tokens: usize = texts.iter().map(|t| sim_tokenizer::count(t)).sum();
     tokio::time::sleep(Duration::from_nanos(state.profile.embedding_nanos(tokens))).await;
     let data: Vec<Value> = texts
         .iter()

@@ -2,7 +2,7 @@
 //!
 //! An answer is a function of the prompt's tokens and a seed, so semantic checks have
 //! ground truth. Text answers are words from a fixed vocabulary, each one token for
-//! [`crate::tokenize`], so the requested length in tokens is exact. Stop strings are
+//! [`crate::tokenizer::sim`], so the requested length in tokens is exact. Stop strings are
 //! matched on text, and the text that could still become a stop string is held back
 //! until it cannot (as vLLM's detokenizer does), so a stop string never leaks out.
 
@@ -10,7 +10,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value};
 
-use crate::tokenize::{self, WORDS};
+use crate::seed::mix_seed;
+use crate::tokenizer::sim::{self as sim_tokenizer, WORDS};
 
 /// Why an answer ended, as OpenAI's `finish_reason`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,7 +117,7 @@ impl Generator {
 
     /// A tool call answer: the arguments streamed as tokens.
     pub fn tool_call(call: &ToolCall, limits: &AnswerLimits) -> Generator {
-        let pieces: Vec<String> = tokenize::Pieces::new(&call.arguments)
+        let pieces: Vec<String> = sim_tokenizer::Pieces::new(&call.arguments)
             .map(str::to_owned)
             .collect();
         let cap = limits.max_tokens.unwrap_or(u32::MAX).min(limits.room);
@@ -154,7 +155,7 @@ impl Generator {
                 .unwrap_or_default(),
             None => self.word(),
         };
-        let id = tokenize::piece_id(&piece);
+        let id = sim_tokenizer::piece_id(&piece);
         if self.stop.is_empty() {
             let finish = last.then_some(self.at_length);
             return Token {
@@ -224,16 +225,6 @@ impl Generator {
             .max()
             .unwrap_or(0)
     }
-}
-
-/// Mixes values into one seed (SplitMix64 finaliser over each value in turn).
-pub fn mix_seed(parts: &[u64]) -> u64 {
-    parts.iter().fold(0x9e37_79b9_7f4a_7c15, |acc, part| {
-        let mut z = acc ^ part.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    })
 }
 
 /// Seed of a prompt's answer: same prompt and seed, same answer.
@@ -324,7 +315,7 @@ mod tests {
     #[test]
     fn every_vocabulary_word_is_one_token() {
         for word in WORDS {
-            assert_eq!(tokenize::count(&format!(" {word}")), 1, "{word}");
+            assert_eq!(sim_tokenizer::count(&format!(" {word}")), 1, "{word}");
         }
     }
 
@@ -333,7 +324,7 @@ mod tests {
         let (text, ids, reason) = run(Generator::text(7, &limits(Some(100), &[])));
         assert_eq!(ids.len(), 100);
         assert_eq!(reason, FinishReason::Length);
-        assert_eq!(tokenize::encode(&text), ids);
+        assert_eq!(sim_tokenizer::encode(&text), ids);
     }
 
     #[test]
@@ -359,7 +350,7 @@ mod tests {
     fn stop_string_spanning_tokens_ends_the_answer_and_never_leaks() {
         let (full, _, _) = run(Generator::text(9, &limits(Some(60), &[])));
         // A stop string made of the end of the 5th word and the start of the 6th.
-        let words: Vec<&str> = tokenize::Pieces::new(&full).collect();
+        let words: Vec<&str> = sim_tokenizer::Pieces::new(&full).collect();
         let prefix: String = words[..5].concat();
         let stop = format!("{}{}", &words[4][words[4].len() - 2..], &words[5][..2]);
         let expected = &full[..full.find(&stop).unwrap()];

@@ -18,10 +18,11 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::embed::{cosine, embed};
-use super::text::mix_seed;
+use super::embed::embed;
+use crate::seed::mix_seed;
 pub use crate::spec::values::LatencySpec;
-use crate::tokenize::WORDS;
+use crate::tokenizer::sim::WORDS;
+use crate::vector::cosine;
 
 /// How the non-LLM tiers behave.
 #[derive(Debug, Clone, PartialEq)]

@@ -102,12 +102,7 @@ pub fn count(text: &str) -> usize {
 
 /// The id of one piece: FNV-1a over its bytes.
 pub fn piece_id(piece: &str) -> u32 {
-    let mut hash: u32 = 0x811c_9dc5;
-    for byte in piece.bytes() {
-        hash ^= u32::from(byte);
-        hash = hash.wrapping_mul(0x0100_0193);
-    }
-    hash
+    crate::seed::fnv32(piece.as_bytes())
 }
 
 /// Iterator over the pieces of a text.

@@ -4,7 +4,7 @@
 //! for clients to trust); optionally, client certificates required (mTLS).
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
@@ -79,7 +79,7 @@ impl ServerTls {
         key: PrivateKeyDer<'static>,
         client_roots: Option<RootCertStore>,
     ) -> Result<ServerTls> {
-        let provider = crate::client::tls::provider();
+        let provider = provider();
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()?;
         let builder = match client_roots {
@@ -179,4 +179,12 @@ impl Ca {
             key_pem: key.serialize_pem(),
         })
     }
+}
+
+/// The one crypto provider (ring) that redline's servers and clients share.
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    static PROVIDER: OnceLock<Arc<rustls::crypto::CryptoProvider>> = OnceLock::new();
+    PROVIDER
+        .get_or_init(|| Arc::new(rustls::crypto::ring::default_provider()))
+        .clone()
 }

@@ -49,19 +49,13 @@ fn terms(text: &str) -> HashMap<u32, f32> {
 
 /// FNV-1a over a kind byte and the parts, into [0, DIMS).
 fn feature(kind: u8, parts: &[&str]) -> u32 {
-    let mut hash: u32 = 0x811c_9dc5;
-    let mut eat = |byte: u8| {
-        hash ^= u32::from(byte);
-        hash = hash.wrapping_mul(0x0100_0193);
-    };
-    eat(kind);
+    let mut hash = crate::seed::Fnv32::new();
+    hash.write(&[kind]);
     for part in parts {
-        for byte in part.bytes() {
-            eat(byte);
-        }
-        eat(0);
+        hash.write(part.as_bytes());
+        hash.write(&[0]);
     }
-    hash % DIMS
+    hash.finish() % DIMS
 }
 
 /// Inverse document frequencies learned from a sample.

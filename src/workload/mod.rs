@@ -1,18 +1,29 @@
 //! Prompt sources: what request number `i` sends. A pure function of (seed, i), so the
 //! same spec and seed produce the same request stream.
+//!
+//! # Layout
+//! - [`payload`] — what one request sends
+//! - [`dataset`] — prompt datasets (JSONL, ShareGPT, CSV), checked and ordered
+//! - [`replay`] — timestamped request traces
+//! - [`datagen`] — synthetic corpora and prompts from templates
+
+pub mod datagen;
+pub mod dataset;
+pub mod payload;
+pub mod replay;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
 
-use crate::client::openai::{Payload, PromptBody};
-use crate::datagen::Generator;
-use crate::dataset::Dataset;
 use crate::record::PrefixMark;
-use crate::sim::text::mix_seed;
+use crate::seed::mix_seed;
 use crate::spec::LengthSpec;
-use crate::tokenize::WORDS;
 use crate::tokenizer::LocalTokenizer;
+use crate::tokenizer::sim::WORDS;
+use crate::workload::datagen::Generator;
+use crate::workload::dataset::Dataset;
+use crate::workload::payload::{Payload, PromptBody};
 
 /// A validated token-length distribution.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -212,7 +223,7 @@ pub fn words(rng: &mut ChaCha8Rng, n: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokenize;
+    use crate::tokenizer::sim as sim_tokenizer;
 
     #[test]
     fn synthetic_prompts_have_exact_lengths_and_are_reproducible() {
@@ -234,10 +245,10 @@ mod tests {
             let PromptBody::Text(text) = &payload.prompt else {
                 panic!()
             };
-            assert_eq!(tokenize::count(text) as u32, payload.input_tokens);
+            assert_eq!(sim_tokenizer::count(text) as u32, payload.input_tokens);
             assert!((20..=400).contains(&payload.input_tokens));
             assert!((10..=20).contains(&payload.max_tokens.unwrap()));
-            prefixes.insert(tokenize::encode(text)[..64].to_vec());
+            prefixes.insert(sim_tokenizer::encode(text)[..64].to_vec());
             assert_eq!(payload, source.payload(42, i));
         }
         assert_eq!(prefixes.len(), 3, "three shared prefixes in use");

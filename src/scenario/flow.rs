@@ -9,8 +9,8 @@ use std::time::Duration;
 use hyper::Method;
 use serde_json::{Value, json};
 
-use super::assert::Assertion;
-use super::recall::GroundTruth;
+use crate::flow::assert::Assertion;
+use crate::flow::recall::GroundTruth;
 use crate::scenario::{Endpoint, Service};
 use crate::sim::tiers::TierConfig;
 use crate::spec::error::nearest;
@@ -498,7 +498,7 @@ pub fn from_spec(
             }
         }
         if let Some(table) = &spec.pgvector
-            && let Err(e) = super::search::pg_query(table)
+            && let Err(e) = crate::flow::search::pg_query(table)
         {
             problem(&format!("spec.services.{name}.pgvector"), e, None);
         }

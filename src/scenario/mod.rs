@@ -2,8 +2,8 @@
 //! same spec types) means, checked once. Every problem is reported together, each with
 //! the file, line and field it comes from.
 
-use crate::flow::plan::FlowPlan;
-use crate::spec::faults::FaultRuleSpec;
+pub mod flow;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -17,9 +17,11 @@ use crate::client::Timeouts;
 use crate::client::openai::Api;
 use crate::client::tls::{TlsOptions, TlsSettings};
 use crate::metrics::RequestSlo;
+use crate::scenario::flow::FlowPlan;
 use crate::schedule::{Arrival, Stage, Unit};
 use crate::slo::SloSet;
 use crate::spec::error::locate;
+use crate::spec::faults::FaultRuleSpec;
 use crate::spec::{
     ApiKind, ArrivalKind, DatasetFormat, DatasetOrder, HttpRequestSpec, PromptsSpec, ServiceSpec,
     SpecError, SpecErrors, SpecFile, StageSpec,
@@ -128,6 +130,15 @@ pub struct SessionPlan {
 }
 
 impl Scenario {
+    /// An aggregator for this scenario: its goodput SLOs and its recall bar.
+    pub fn aggregator(&self) -> crate::metrics::Aggregator {
+        let mut aggregator = crate::metrics::Aggregator::new(self.goodput);
+        if let Some(threshold) = self.flow.as_ref().and_then(|f| f.recall_threshold()) {
+            aggregator.flow.recall_threshold = threshold;
+        }
+        aggregator
+    }
+
     /// Validates a parsed spec; `text` is the file's text, to locate problems.
     pub fn from_spec(file: &SpecFile, text: &str) -> Result<Scenario, SpecErrors> {
         let spec = &file.inference;
@@ -161,7 +172,7 @@ impl Scenario {
             .iter()
             .map(|s| (s.name.clone(), s.clone()))
             .collect();
-        let flow = crate::flow::plan::from_spec(
+        let flow = crate::scenario::flow::from_spec(
             &spec.payload_template,
             &spec.services,
             &resolved,
@@ -499,7 +510,7 @@ impl Scenario {
     }
 
     /// What the workload's dataset held, when it reads one.
-    pub fn dataset_info(&self) -> Option<crate::dataset::DatasetInfo> {
+    pub fn dataset_info(&self) -> Option<crate::workload::dataset::DatasetInfo> {
         match &self.workload {
             Workload::Llm {
                 prompts: PromptSource::Dataset(dataset),
@@ -583,7 +594,7 @@ fn prompts_from_spec(
             .join(path)
     };
     if let Some(t) = &prompts.templates {
-        let generator = crate::datagen::Generator::load(&relative(&t.file))
+        let generator = crate::workload::datagen::Generator::load(&relative(&t.file))
             .map_err(|e| problem("spec.payloadTemplate.prompts.templates.file", e, None))
             .ok();
         let output = Length::from_spec(&t.output_tokens)
@@ -646,7 +657,7 @@ fn prompts_from_spec(
         PromptsSpec {
             file: Some(path), ..
         } => {
-            let options = crate::dataset::Options {
+            let options = crate::workload::dataset::Options {
                 format: DatasetFormat::Jsonl,
                 prompt_column: "prompt".into(),
                 max_tokens_column: None,
@@ -656,7 +667,7 @@ fn prompts_from_spec(
                 tokenizer,
                 default_max_tokens: None,
             };
-            crate::dataset::load(&relative(path), DatasetOrder::Sequential, &options)
+            crate::workload::dataset::load(&relative(path), DatasetOrder::Sequential, &options)
                 .map(PromptSource::Dataset)
                 .map_err(|e| problem("spec.payloadTemplate.prompts.file", e, None))
                 .ok()
@@ -697,7 +708,7 @@ fn prompts_from_spec(
                 ),
                 None => None,
             };
-            let options = crate::dataset::Options {
+            let options = crate::workload::dataset::Options {
                 default_max_tokens,
                 format,
                 prompt_column: d.prompt_column.clone().unwrap_or_else(|| "prompt".into()),
@@ -707,7 +718,7 @@ fn prompts_from_spec(
                 skip_invalid: d.skip_invalid,
                 tokenizer,
             };
-            crate::dataset::load(&relative(&d.file), d.order, &options)
+            crate::workload::dataset::load(&relative(&d.file), d.order, &options)
                 .map(PromptSource::Dataset)
                 .map_err(|e| problem("spec.payloadTemplate.prompts.dataset.file", e, None))
                 .ok()
@@ -1060,7 +1071,7 @@ fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, StageProblem
         if block_tokens == 0 {
             return Err((".replay.block_tokens", "must be at least 1".into(), None));
         }
-        let trace = crate::replay::read(&spec_dir.join(&replay.file))
+        let trace = crate::workload::replay::read(&spec_dir.join(&replay.file))
             .map_err(|e| (".replay.file", e, None))?;
         return Ok(Stage::Replay {
             trace: std::sync::Arc::new(trace),

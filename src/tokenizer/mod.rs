@@ -1,6 +1,10 @@
 //! Local token counting, for when a server reports no `usage` (llama.cpp's streams) and
 //! for the lengths of dataset prompts. A count made here is an estimate unless the
 //! tokenizer is the server's own, so records mark it as such.
+//!
+//! [`sim`] is the simulator's own tokenizer, also exported as a `tokenizer.json`.
+
+pub mod sim;
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -117,7 +121,7 @@ impl LocalTokenizer {
 
     fn count_part(&self, text: &str) -> usize {
         match self {
-            LocalTokenizer::Sim => crate::tokenize::count(text),
+            LocalTokenizer::Sim => crate::tokenizer::sim::count(text),
             LocalTokenizer::Bpe(bpe) => bpe.get().encode_ordinary(text).len(),
             // Without special tokens, like the BPEs: the text's own tokens. Encoding
             // fails only for a tokenizer.json that pads or truncates to an impossible
@@ -126,7 +130,7 @@ impl LocalTokenizer {
             LocalTokenizer::HuggingFace(hf) => hf
                 .tokenizer
                 .encode(text, false)
-                .map_or_else(|_| crate::tokenize::count(text), |e| e.len()),
+                .map_or_else(|_| crate::tokenizer::sim::count(text), |e| e.len()),
         }
     }
 }
@@ -250,7 +254,7 @@ mod tests {
     fn synthetic_words_are_one_token_in_cl100k_too() {
         // So synthetic prompts have exact lengths for real servers with BPE tokenizers.
         let cl100k = LocalTokenizer::by_name("cl100k_base").unwrap();
-        let long: Vec<&str> = crate::tokenize::WORDS
+        let long: Vec<&str> = crate::tokenizer::sim::WORDS
             .iter()
             .copied()
             .filter(|w| cl100k.count(&format!(" {w}")) != 1)
@@ -265,7 +269,7 @@ mod tests {
         let file = dir.join("tokenizer.json");
         std::fs::write(
             &file,
-            crate::tokenize::huggingface_tokenizer_json().to_string(),
+            crate::tokenizer::sim::huggingface_tokenizer_json().to_string(),
         )
         .unwrap();
         // The simulator cuts long words every 8 bytes; cl100k_base does not.

@@ -13,10 +13,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::client::openai::{Payload, PromptBody};
-use crate::sim::text::mix_seed;
+use crate::seed::mix_seed;
 use crate::spec::{DatasetFormat, DatasetOrder};
 use crate::tokenizer::LocalTokenizer;
+use crate::workload::payload::{Payload, PromptBody};
 
 /// How to read a dataset.
 #[derive(Debug, Clone)]

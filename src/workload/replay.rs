@@ -11,8 +11,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
-use crate::client::openai::{Payload, PromptBody};
-use crate::sim::text::mix_seed;
+use crate::seed::mix_seed;
+use crate::workload::payload::{Payload, PromptBody};
 use crate::workload::words;
 
 /// One request of a trace.
@@ -133,7 +133,7 @@ mod tests {
         };
         let a = text(payload(&entry(40, &[7, 8]), 16, 1, 0));
         let b = text(payload(&entry(40, &[7, 9]), 16, 1, 1));
-        assert_eq!(crate::tokenize::count(&a), 40);
+        assert_eq!(crate::tokenizer::sim::count(&a), 40);
         let prefix = |t: &str| t.split(' ').take(17).collect::<Vec<_>>().join(" ");
         assert_eq!(prefix(&a), prefix(&b), "block 7 is the same text");
         assert_ne!(a, b);

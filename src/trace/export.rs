@@ -4,8 +4,6 @@
 //! per-request fields. Spans are built from the records as the collector writes them,
 //! so they say exactly what `records.jsonl` says.
 
-pub mod metrics;
-
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -45,7 +43,7 @@ pub mod attr {
     pub const REDLINE_TTFT_MS: &str = "redline.ttft_ms";
 }
 
-fn string(key: &str, value: impl Into<String>) -> KeyValue {
+pub(super) fn string(key: &str, value: impl Into<String>) -> KeyValue {
     KeyValue {
         key: key.into(),
         value: Some(AnyValue {
@@ -101,10 +99,9 @@ pub fn operation_of(record: &Record) -> &'static str {
 /// The span ID of a flow session's own span: derived from its trace ID, so its
 /// requests can name it as parent before the session ends.
 pub fn session_span_id(trace_id: &str) -> Vec<u8> {
-    let hash = trace_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    (hash | 1).to_be_bytes().to_vec()
+    (crate::seed::fnv64(trace_id.as_bytes()) | 1)
+        .to_be_bytes()
+        .to_vec()
 }
 
 /// The spans of one record: its request's, and its session's when it ends one.

@@ -13,7 +13,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
-use super::{attr, string};
+use super::export::{attr, string};
 use crate::record::{Outcome, Record};
 
 /// The semantic conventions' advised bucket bounds for durations, seconds.
@@ -77,7 +77,7 @@ impl ClientMetrics {
         let Some(e2e) = record.e2e_us() else {
             return;
         };
-        let operation = super::operation_of(record).to_owned();
+        let operation = super::export::operation_of(record).to_owned();
         let error = match record.outcome {
             Outcome::Ok => String::new(),
             _ => record

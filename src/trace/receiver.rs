@@ -39,8 +39,8 @@ pub struct CollectStats {
 }
 
 impl CollectStats {
-    pub fn counts(&self) -> crate::graph::ReceiverCounts {
-        crate::graph::ReceiverCounts {
+    pub fn counts(&self) -> crate::trace::graph::ReceiverCounts {
+        crate::trace::graph::ReceiverCounts {
             requests: self.requests.load(Ordering::Relaxed),
             spans_stored: self.spans_stored.load(Ordering::Relaxed),
             spans_dropped: self.spans_dropped.load(Ordering::Relaxed),
@@ -276,12 +276,12 @@ mod tests {
         );
 
         let text = std::fs::read_to_string(&collector.path).unwrap();
-        let spans = crate::graph::parse_spans(&text).unwrap();
+        let spans = crate::trace::graph::parse_spans(&text).unwrap();
         assert_eq!(spans.len(), 5);
         assert_eq!(spans[0].service, "rag");
         assert_eq!(spans[0].trace_id, "01".repeat(16));
         assert_eq!(spans[1].node(), "rag/retrieve");
-        let graph = crate::graph::build(&spans);
+        let graph = crate::trace::graph::build(&spans);
         assert_eq!(graph.edges.len(), 1, "children of op0, by operation");
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -1,0 +1,27 @@
+//! What one request sends: the prompt (text or chat messages), its length limits and
+//! the marks that travel with it. Made by the prompt sources, datasets and replays;
+//! turned into a request body by the protocol clients.
+
+use serde_json::Value;
+
+use crate::record::PrefixMark;
+
+/// What one request sends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptBody {
+    Text(String),
+    Messages(Vec<Value>),
+}
+
+/// One request's prompt and the marks that go with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Payload {
+    pub prompt: PromptBody,
+    pub max_tokens: Option<u32>,
+    /// Prompt tokens by the local tokenizer, for when the server reports none.
+    pub input_tokens: u32,
+    /// W3C `traceparent` of the request, for requests that belong to a session.
+    pub traceparent: Option<String>,
+    /// The shared prefix the prompt begins with (synthetic prefix workloads).
+    pub prefix: Option<PrefixMark>,
+}

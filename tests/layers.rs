@@ -1,0 +1,139 @@
+//! The layout's one rule, checked: `src/lib.rs` declares the top-level modules from
+//! the foundation up, and a module may name (through `crate::…`) only modules declared
+//! before it. A new import against the data path fails here with the file and the
+//! module it reached for.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The `pub mod` names of `src/lib.rs`, in order.
+fn declared_order(lib: &str) -> Vec<String> {
+    lib.lines()
+        .filter_map(|l| l.strip_prefix("pub mod "))
+        .map(|rest| rest.trim_end_matches(';').trim().to_owned())
+        .collect()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a file under `src/` belongs to (`src/a/b.rs` → `a`).
+fn owner(src: &Path, file: &Path) -> String {
+    let relative = file.strip_prefix(src).unwrap();
+    let first = relative.components().next().unwrap().as_os_str();
+    first.to_string_lossy().trim_end_matches(".rs").to_owned()
+}
+
+/// Every top-level module named after `crate::` in `code`, brace groups included
+/// (`crate::{a::X, b}` names `a` and `b`).
+fn referenced_modules(code: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        rest = &rest[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 1;
+            let end = group
+                .char_indices()
+                .find(|&(_, c)| {
+                    depth += match c {
+                        '{' => 1,
+                        '}' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .map_or(group.len(), |(i, _)| i);
+            let inner = &group[..end];
+            let mut level = 0;
+            let mut item_start = true;
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '{' => level += 1,
+                    '}' => level -= 1,
+                    ',' if level == 0 => item_start = true,
+                    c if item_start && level == 0 && (c.is_ascii_alphabetic() || c == '_') => {
+                        found.insert(identifier(&inner[i..]));
+                        item_start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            found.insert(identifier(rest));
+        }
+    }
+    found
+}
+
+fn identifier(text: &str) -> String {
+    text.chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// The file without its comment lines: doc links may point anywhere.
+fn code_of(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn no_module_imports_from_a_module_above_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let order = declared_order(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
+    assert!(order.len() > 10, "lib.rs declares its modules: {order:?}");
+    let rank = |m: &str| order.iter().position(|o| o == m);
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut wrong = Vec::new();
+    for file in files {
+        let module = owner(&src, &file);
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let Some(own) = rank(&module) else {
+            wrong.push(format!(
+                "{}: module `{module}` is not declared in lib.rs",
+                file.display()
+            ));
+            continue;
+        };
+        let code = code_of(&std::fs::read_to_string(&file).unwrap());
+        for used in referenced_modules(&code) {
+            match rank(&used) {
+                Some(r) if r > own => wrong.push(format!(
+                    "{}: `{module}` uses `crate::{used}`, declared after it in lib.rs",
+                    file.display()
+                )),
+                None if used != module => wrong.push(format!(
+                    "{}: `crate::{used}` is not a module",
+                    file.display()
+                )),
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the layers:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_sees_paths_and_brace_groups() {
+    let code = "use crate::a::X;\nuse crate::{b::Y, c::{D, E}, f};\nlet x = crate::g::h();";
+    let found: Vec<String> = referenced_modules(code).into_iter().collect();
+    assert_eq!(found, ["a", "b", "c", "f", "g"]);
+}
