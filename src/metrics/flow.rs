@@ -9,7 +9,7 @@ use super::{Counts, histogram};
 use crate::record::{Outcome, Phase, Record, SessionOutcome};
 
 /// One step's requests (measured phase).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StepTally {
     pub kind: String,
     pub counts: Counts,
@@ -18,14 +18,15 @@ pub struct StepTally {
     pub ttft: Histogram<u64>,
     /// Failures by `stage/kind`.
     pub failures: BTreeMap<String, u64>,
+    /// When the step's first request completed: steps are listed in that order.
+    pub first_done_us: u64,
 }
 
 /// Flow figures (measured phase).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FlowTally {
-    /// By step name, in the order first seen.
+    /// By step name.
     pub steps: BTreeMap<String, StepTally>,
-    pub step_order: Vec<String>,
     pub sessions: BTreeMap<SessionOutcome, u64>,
     /// Intended start to last byte of whole sessions that ended `ok`, microseconds.
     pub session_e2e: Histogram<u64>,
@@ -46,7 +47,6 @@ impl Default for FlowTally {
     fn default() -> Self {
         FlowTally {
             steps: BTreeMap::new(),
-            step_order: Vec::new(),
             sessions: BTreeMap::new(),
             session_e2e: histogram(),
             fallbacks: BTreeMap::new(),
@@ -79,9 +79,6 @@ impl FlowTally {
             }
         }
         let Some(step) = &r.step else { return };
-        if !self.steps.contains_key(&step.name) {
-            self.step_order.push(step.name.clone());
-        }
         let tally = self
             .steps
             .entry(step.name.clone())
@@ -91,6 +88,7 @@ impl FlowTally {
                 latency: histogram(),
                 ttft: histogram(),
                 failures: BTreeMap::new(),
+                first_done_us: r.done_us(),
             });
         tally.counts.bump(r.outcome);
         if let Some(f) = &r.error {
@@ -120,6 +118,14 @@ impl FlowTally {
             self.recall_sum += recall;
             self.recall_below += u64::from(recall < self.recall_threshold);
         }
+    }
+
+    /// The steps in the order their first requests completed (a session's order,
+    /// for steps every session runs), ties by name.
+    pub fn steps_in_order(&self) -> Vec<(&String, &StepTally)> {
+        let mut steps: Vec<_> = self.steps.iter().collect();
+        steps.sort_by_key(|(name, t)| (t.first_done_us, *name));
+        steps
     }
 
     pub fn is_empty(&self) -> bool {

@@ -1,15 +1,17 @@
 //! Run statistics: HDR histograms (microseconds) per metric, counters by outcome and by
 //! failure stage and kind, and per-second windows. One collector owns an [`Aggregator`];
-//! histograms are mergeable, so per-worker aggregators can be combined exactly.
+//! [`Aggregator::merge`] combines aggregators of disjoint parts of a run into the
+//! aggregator of the whole (see [`merge`] for what "exact" means there).
 
 pub mod flow;
+pub mod merge;
 
 use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::record::{Outcome, Phase, Record, Stage, TokenSource};
+use crate::record::{Outcome, Phase, PrefixMark, Record, Stage, TokenSource};
 
 /// Highest value a latency histogram holds: one hour in microseconds.
 const MAX_US: u64 = 3_600_000_000;
@@ -19,7 +21,7 @@ fn histogram() -> Histogram<u64> {
 }
 
 /// The latency (and token) distributions of the measured requests.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Distributions {
     pub ttft: Histogram<u64>,
     pub ttft_intended: Histogram<u64>,
@@ -112,6 +114,15 @@ pub struct FailureCount {
     pub example: String,
 }
 
+/// The failures of one (stage, kind) and the first of them, as an example.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailureClass {
+    pub count: u64,
+    pub example: String,
+    /// When the example completed, so merged parts keep the earliest.
+    pub first_done_us: u64,
+}
+
 /// `n` per second of a window of `window_us` microseconds (0 for an empty window).
 pub fn rate_per_s(n: u64, window_us: u64) -> f64 {
     if window_us == 0 {
@@ -149,7 +160,7 @@ impl RequestSlo {
 }
 
 /// The figures of one executed stage (every phase: a sweep point is judged whole).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StageStats {
     pub counts: Counts,
     pub good: u64,
@@ -223,7 +234,7 @@ impl StageStats {
 
 /// The figures of one turn index across sessions: later turns carry longer histories,
 /// and on a server with prefix caching should find more of them cached.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TurnStats {
     pub requests: u64,
     pub ok: u64,
@@ -245,7 +256,7 @@ impl Default for TurnStats {
     }
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Aggregator {
     /// Per-request SLOs of goodput, if set.
     pub goodput_slo: Option<RequestSlo>,
@@ -256,8 +267,8 @@ pub struct Aggregator {
     /// Per turn of multi-turn sessions (measured requests).
     pub turns: BTreeMap<u32, TurnStats>,
     /// Shared prefixes already sent by a successful request (any phase: warm-up
-    /// requests fill a prefix cache too).
-    pub seen_prefixes: std::collections::HashSet<u32>,
+    /// requests fill a prefix cache too), with the first such request.
+    pub seen_prefixes: std::collections::HashMap<u32, FirstPrefix>,
     /// Prompt tokens of measured requests that began with a shared prefix, and how
     /// many of them repeated a prefix sent before: the most a prefix cache can save.
     pub prefix_prompt_tokens: u64,
@@ -268,7 +279,7 @@ pub struct Aggregator {
     /// Measured requests that failed for the service being unavailable.
     pub unavailable: u64,
     pub dist: Distributions,
-    pub failures: BTreeMap<(Stage, String), (u64, String)>,
+    pub failures: BTreeMap<(Stage, String), FailureClass>,
     pub windows: BTreeMap<u64, Window>,
     pub output_tokens: u64,
     pub input_tokens: u64,
@@ -288,9 +299,18 @@ pub struct Aggregator {
     pub flow: flow::FlowTally,
 }
 
+/// The first successful request that sent a shared prefix: what a merge needs to
+/// decide which of two parts sent it first.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FirstPrefix {
+    pub done_us: u64,
+    pub tokens: u32,
+    pub measured: bool,
+}
+
 /// Requests with and without injected faults, and how they ended: what separates the
 /// failures a fault caused from the ones the service produced on its own.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct FaultTally {
     /// By rule name.
     pub rules: BTreeMap<String, RuleTally>,
@@ -300,7 +320,7 @@ pub struct FaultTally {
 }
 
 /// The requests one rule injected into.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct RuleTally {
     /// The fault it injects.
     pub fault: String,
@@ -357,19 +377,21 @@ impl Aggregator {
         self.flow.add(r);
         let good = self.goodput_slo.is_some_and(|slo| slo.met_by(r));
         let repeated_prefix = match (r.outcome, r.prefix) {
-            (Outcome::Ok, Some(prefix)) => {
-                (!self.seen_prefixes.insert(prefix.id)).then_some(prefix)
-            }
+            (Outcome::Ok, Some(prefix)) => self.first_or_repeat(r, prefix),
             _ => None,
         };
+        let done_us = r.done_us();
         if let Some(f) = &r.error {
-            let entry = self
+            let class = self
                 .failures
                 .entry((f.stage, f.kind.clone()))
-                .or_insert((0, f.message.clone()));
-            entry.0 += 1;
+                .or_insert_with(|| FailureClass {
+                    count: 0,
+                    example: f.message.clone(),
+                    first_done_us: done_us,
+                });
+            class.count += 1;
         }
-        let done_us = r.done_us();
         self.stages
             .entry(r.stage)
             .or_default()
@@ -465,6 +487,22 @@ impl Aggregator {
         }
     }
 
+    /// The prefix when it was sent before; else remembers this request as its first.
+    fn first_or_repeat(&mut self, r: &Record, prefix: PrefixMark) -> Option<PrefixMark> {
+        use std::collections::hash_map::Entry;
+        match self.seen_prefixes.entry(prefix.id) {
+            Entry::Occupied(_) => Some(prefix),
+            Entry::Vacant(slot) => {
+                slot.insert(FirstPrefix {
+                    done_us: r.done_us(),
+                    tokens: prefix.tokens,
+                    measured: r.phase == Phase::Measure,
+                });
+                None
+            }
+        }
+    }
+
     /// Output tokens of each whole second inside the measured window.
     pub fn measured_seconds(&self) -> Vec<f64> {
         let (Some(start), Some(end)) = (self.window_start_us, self.window_end_us) else {
@@ -485,11 +523,11 @@ impl Aggregator {
         let mut out: Vec<FailureCount> = self
             .failures
             .iter()
-            .map(|((stage, kind), (count, example))| FailureCount {
+            .map(|((stage, kind), class)| FailureCount {
                 stage: *stage,
                 kind: kind.clone(),
-                count: *count,
-                example: example.clone(),
+                count: class.count,
+                example: class.example.clone(),
             })
             .collect();
         out.sort_by_key(|f| std::cmp::Reverse(f.count));
