@@ -46,7 +46,9 @@ fn of_step<'a>(records: &'a [Record], name: &str) -> Vec<&'a Record> {
         .collect()
 }
 
-/// Latency tests take this lock so they do not share the two cores with each other.
+/// Every test here takes this lock: the latency tests compare tiers' sleeps with what the
+/// client saw, and with two CPU hogs and five other tests on two cores a woken task
+/// waited 15–25 ms for a core (seen in CI: a 30 ms search measured 52 ms at p50).
 static TIMING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -58,6 +60,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// model (forced to call tools) calls again, and the third timeout opens the breaker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_tool_timeouts_open_the_circuit_breaker_and_skip_the_rest() {
+    let _serial = TIMING.lock().await;
     let tools = sim_with(
         Profile::tiny(),
         TierConfig {
@@ -223,6 +226,7 @@ async fn per_step_latency_agrees_with_each_tiers_configured_latency() {
 /// fault: those count as recall 0, not as missing samples.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recall_counts_empty_answers_as_zero() {
+    let _serial = TIMING.lock().await;
     let seed = 7;
     let sim = sim_with(Profile::tiny(), TierConfig::default(), seed).await;
     let dir = temp_dir("flow-recall");
@@ -293,6 +297,7 @@ async fn answers() -> std::net::SocketAddr {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_semantic_assertion_passes_a_paraphrase_and_fails_an_unrelated_answer() {
+    let _serial = TIMING.lock().await;
     let app = answers().await;
     let dir = temp_dir("flow-semantic");
     let prompts = dir.join("prompts.jsonl");
@@ -324,6 +329,7 @@ async fn a_semantic_assertion_passes_a_paraphrase_and_fails_an_unrelated_answer(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_that_answers_text_is_a_typed_failure_of_its_step() {
+    let _serial = TIMING.lock().await;
     let app = answers().await;
     let spec = format!(
         "  services:\n    llm: {{ url: embedded, profile: tiny }}\n    tools: {{ url: \"http://{app}\", api: tools }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 10, output_tokens: 4 }} }}\n    flow:\n      - chat: {{ service: llm, max_tokens: 64, tool_choice: required, tools: [{{ name: broken }}] }}\n      - tool: {{ name: call, service: tools, timeout: 1s, max_iterations: 1 }}\n  load:\n    - {{ concurrency: 1, requests: 2 }}\n"
@@ -443,9 +449,9 @@ async fn exported_spans_graph_the_flow_topology() {
         16,
         "a first turn and a follow-up per session"
     );
-    // The configured tier latency plus transport and the in-process simulator's own
-    // work (a debug build searching 1,000 vectors on the test's two workers): never
-    // below the configured latency, and not far above it.
+    // The spans say what the records say (send to last byte), which is never below the
+    // tier's configured latency. How far above depends on the machine's load, and is
+    // `per_step_latency_agrees_with_each_tiers_configured_latency`'s to check.
     let latency = |target: &str| {
         graph
             .edges
@@ -454,15 +460,23 @@ async fn exported_spans_graph_the_flow_topology() {
             .unwrap()
             .latency_ms
     };
-    for (target, configured) in [("redline/search", 30.0), ("redline/tool", 50.0)] {
-        let l = latency(target);
+    for (kind, configured) in [("search", 30.0), ("tool", 50.0)] {
+        let l = latency(&format!("redline/{kind}"));
+        let recorded: Vec<f64> = records
+            .iter()
+            .filter(|r| r.step.as_ref().unwrap().kind == kind)
+            .map(|r| r.e2e_us().unwrap() as f64 / 1e3)
+            .collect();
+        let mean = recorded.iter().sum::<f64>() / recorded.len() as f64;
+        assert!(l.p50 >= configured, "{kind} {l:?}");
         assert!(
-            l.p50 >= configured && l.p50 < configured + 15.0,
-            "{target} {l:?}"
+            (l.mean - mean).abs() < 0.01,
+            "{kind} spans {l:?}, records' mean {mean}"
         );
         assert!(
-            l.mean >= configured && l.mean < configured + 25.0,
-            "{target} {l:?}"
+            recorded.iter().any(|v| (v - l.p50).abs() < 0.01),
+            "{kind} span p50 {} is one of the recorded latencies {recorded:?}",
+            l.p50
         );
     }
     assert_eq!(graph.paths.iter().map(|p| p.traces).sum::<u64>(), 8);

@@ -84,20 +84,17 @@ pub(super) fn flow_summary(tally: &crate::metrics::flow::FlowTally) -> Option<Fl
     }
     let count = |o| tally.sessions.get(&o).copied().unwrap_or(0);
     let steps = tally
-        .step_order
-        .iter()
-        .map(|name| {
-            let t = &tally.steps[name];
-            StepSummary {
-                step: name.clone(),
-                kind: t.kind.clone(),
-                requests: t.counts.scheduled,
-                ok: t.counts.ok,
-                failed: t.counts.failed(),
-                latency_ms: Dist::of(&t.latency, 1e3),
-                ttft_ms: (!t.ttft.is_empty()).then(|| Dist::of(&t.ttft, 1e3)),
-                errors: t.failures.clone(),
-            }
+        .steps_in_order()
+        .into_iter()
+        .map(|(name, t)| StepSummary {
+            step: name.clone(),
+            kind: t.kind.clone(),
+            requests: t.counts.scheduled,
+            ok: t.counts.ok,
+            failed: t.counts.failed(),
+            latency_ms: Dist::of(&t.latency, 1e3),
+            ttft_ms: (!t.ttft.is_empty()).then(|| Dist::of(&t.ttft, 1e3)),
+            errors: t.failures.clone(),
         })
         .collect();
     Some(FlowSummary {

@@ -568,7 +568,7 @@ impl SloSet {
                                 .failures
                                 .iter()
                                 .filter(|((_, k), _)| k == kind)
-                                .map(|(_, (count, _))| *count)
+                                .map(|(_, class)| class.count)
                                 .sum(),
                             None => m.failed(),
                         };
