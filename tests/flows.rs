@@ -164,6 +164,10 @@ async fn per_step_latency_agrees_with_each_tiers_configured_latency() {
     let summary = summary_of(&result);
     let flow = summary.flow.unwrap();
     let step = |name: &str| flow.steps.iter().find(|s| s.step == name).unwrap().clone();
+    assert!(
+        result.token_settlement.is_none(),
+        "every chat answer had usage, and embed, search and tool steps are no answers to count"
+    );
 
     // Search and tools: the configured 40 and 60 ms, plus transport (a few ms).
     let search = step("search").latency_ms;

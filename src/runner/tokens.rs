@@ -44,7 +44,7 @@ impl TokenEvidence {
     /// Notes a record before it is written; takes its kept answer.
     pub(super) fn observe(&mut self, record: &mut Record) {
         let answer = record.answer.take();
-        if record.outcome != Outcome::Ok || record.token_source == Some(TokenSource::Usage) {
+        if !counted_locally(record) {
             return;
         }
         self.uncounted += 1;
@@ -69,6 +69,12 @@ impl TokenEvidence {
     fn one_token_per_event(&self) -> bool {
         self.events_agree > 0 && self.events_disagree == 0
     }
+}
+
+/// A successful LLM answer whose server gave no count. Embed, search, tool and http
+/// steps have no token source at all: they are not answers to count.
+fn counted_locally(record: &Record) -> bool {
+    record.outcome == Outcome::Ok && record.token_source.is_some_and(|s| s != TokenSource::Usage)
 }
 
 /// Settles the counts of answers without usage, rewriting `records` when a better
@@ -148,9 +154,7 @@ fn rewrite(path: &Path, mut patch: impl FnMut(&mut Record)) -> Result<()> {
     );
     let mut written = Ok(());
     crate::record::read_records(path, None, |mut record| {
-        if record.outcome == Outcome::Ok
-            && record.token_source.is_some_and(|s| s != TokenSource::Usage)
-        {
+        if counted_locally(&record) {
             patch(&mut record);
         }
         if written.is_ok() {
