@@ -132,6 +132,37 @@ fn every_example_spec_is_valid() {
     assert!(seen >= 1);
 }
 
+/// A flow's chat steps take their own `max_tokens`, never the dataset's: the warning
+/// about unbounded answers names the steps, and only those without one.
+#[test]
+fn unbounded_answers_are_named_where_they_are_set() {
+    let flow = |max_tokens: &str| {
+        let text = spec(&format!(
+            "  services:\n    llm: {{ url: embedded }}\n    embed: {{ url: embedded, api: embeddings }}\n  payloadTemplate:\n    prompts: {{ file: examples/data/rag-queries.jsonl }}\n    flow:\n      - embed: {{ service: embed }}\n      - chat: {{ name: agent, service: llm{max_tokens} }}\n  load:\n    - {{ concurrency: 1, requests: 1 }}\n"
+        ));
+        let file = redline::spec::parse("test.yaml", &text).unwrap();
+        Scenario::from_spec(&file, &text).unwrap().warnings()
+    };
+    assert_eq!(flow(", max_tokens: 48"), Vec::<String>::new());
+    assert_eq!(
+        flow(""),
+        [
+            "flow step `agent` sets no max_tokens: the server decides how long its answers are (set `max_tokens` on the step)"
+        ]
+    );
+    let text = spec(
+        "  services:\n    llm: { url: embedded }\n  payloadTemplate:\n    prompts: { file: examples/data/rag-queries.jsonl }\n  load:\n    - { concurrency: 1, requests: 1 }\n",
+    );
+    let file = redline::spec::parse("test.yaml", &text).unwrap();
+    let warnings = Scenario::from_spec(&file, &text).unwrap().warnings();
+    assert!(
+        warnings[0].starts_with(
+            "200 of the 200 prompts of examples/data/rag-queries.jsonl carry no max_tokens"
+        ),
+        "{warnings:?}"
+    );
+}
+
 #[test]
 fn the_payload_must_fit_the_service_api() {
     let text = spec(

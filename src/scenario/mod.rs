@@ -538,12 +538,36 @@ impl Scenario {
                     s.name
                 )
             })
-            .chain(self.dataset_info().filter(|d| d.without_max_tokens > 0).map(|d| {
+            .chain(self.unbounded_answers())
+            .collect()
+    }
+
+    /// Answers whose length only the server decides: a flow's chat steps without
+    /// `max_tokens` (a flow's steps never take the dataset's), else dataset prompts
+    /// without one.
+    fn unbounded_answers(&self) -> Vec<String> {
+        if let Some(flow) = &self.flow {
+            return flow
+                .steps
+                .iter()
+                .filter(|s| matches!(s.kind, flow::StepKind::Chat { max_tokens: None, .. }))
+                .map(|s| {
+                    format!(
+                        "flow step `{}` sets no max_tokens: the server decides how long its answers are (set `max_tokens` on the step)",
+                        s.name
+                    )
+                })
+                .collect();
+        }
+        self.dataset_info()
+            .filter(|d| d.without_max_tokens > 0)
+            .map(|d| {
                 format!(
                     "{} of the {} prompts of {} carry no max_tokens: the server decides how long those answers are (set `output_tokens` on the dataset, or --output-tokens)",
                     d.without_max_tokens, d.used, d.file
                 )
-            }))
+            })
+            .into_iter()
             .collect()
     }
 
