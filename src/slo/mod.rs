@@ -7,7 +7,9 @@
 //! SLOs are shares too (`p99 <= 350ms` ⇔ at most 1 % take longer than 350 ms), so both
 //! kinds use exact binomial bounds ([`stats`]).
 
+mod judge;
 pub mod junit;
+mod metric;
 pub mod stats;
 
 use std::time::Duration;
@@ -18,26 +20,18 @@ use yaml_serde::{Mapping, Value};
 use crate::metrics::Aggregator;
 use crate::spec::Dur;
 use crate::spec::error::nearest;
-use stats::Decision;
+pub use metric::{Kind, Metric};
 
-/// The metrics an SLO can name.
-pub const METRICS: &[&str] = &[
-    "ttft",
-    "ttft_from_intended",
-    "time_to_second_token",
-    "itl",
-    "tpot",
-    "e2e",
-    "e2e_from_intended",
-    "pass_rate",
-    "availability",
-    "error_rate",
-    "goodput",
-    "output_throughput",
-    "kv_cache_hit_rate",
-    "tool_success",
-    "recall_at_k",
-];
+/// The names of the metrics an SLO can name.
+pub const METRICS: [&str; 15] = {
+    let mut names = [""; 15];
+    let mut i = 0;
+    while i < Metric::ALL.len() {
+        names[i] = Metric::ALL[i].name();
+        i += 1;
+    }
+    names
+};
 /// Keys of `sloThresholds` that are settings, not metrics.
 const SETTINGS: &[&str] = &["preset", "confidence", "abort_on_fail", "delay"];
 /// Presets by name.
@@ -55,34 +49,6 @@ const REDLINES: &[(&str, &str)] = &[
     ("tool_success", ">= 99.2%"),
     ("kv_cache_hit_rate", ">= 89%"),
 ];
-
-/// What a metric measures, which decides its statistics and units.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// A latency distribution: judged per percentile.
-    Latency,
-    /// A share of good events (pass rate, availability): higher is better.
-    GoodShare,
-    /// A share of bad events (error rate): lower is better.
-    BadShare,
-    /// Output tokens per second.
-    Throughput,
-}
-
-fn kind_of(metric: &str) -> Kind {
-    match metric {
-        "ttft"
-        | "ttft_from_intended"
-        | "time_to_second_token"
-        | "itl"
-        | "tpot"
-        | "e2e"
-        | "e2e_from_intended" => Kind::Latency,
-        "error_rate" => Kind::BadShare,
-        "output_throughput" => Kind::Throughput,
-        _ => Kind::GoodShare,
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Op {
@@ -116,7 +82,7 @@ impl Op {
 pub struct Slo {
     /// `ttft.p99`, `pass_rate`, `error_rate{kind=timeout}`.
     pub name: String,
-    metric: String,
+    metric: Metric,
     /// The failure kind an `error_rate` counts (all failures when none).
     error_kind: Option<String>,
     /// The percentile of a latency SLO, as a fraction (0.99).
@@ -272,15 +238,15 @@ fn slos_of(base: &str, key: &str, value: &Value, problem: &mut Problem) -> Optio
         }
         None => (key, None),
     };
-    if !METRICS.contains(&metric) {
-        let fix = match nearest(metric, &[METRICS, SETTINGS].concat()) {
+    let Some(parsed) = Metric::from_name(metric) else {
+        let fix = match nearest(metric, &[&METRICS[..], SETTINGS].concat()) {
             Some(near) => format!("did you mean `{near}`? Choose from: {}", METRICS.join(", ")),
             None => format!("choose from: {}", METRICS.join(", ")),
         };
         problem(&path, format!("unknown metric `{metric}`"), Some(fix));
         return None;
-    }
-    let kind = kind_of(metric);
+    };
+    let kind = parsed.kind();
     let slo =
         |name: String, quantile: Option<f64>, text: &str, path: &str, problem: &mut Problem| {
             let (op, threshold) = match parse_expression(text, kind) {
@@ -304,7 +270,7 @@ fn slos_of(base: &str, key: &str, value: &Value, problem: &mut Problem) -> Optio
             }
             Some(Slo {
                 name,
-                metric: metric.to_owned(),
+                metric: parsed,
                 error_kind: error_kind.clone(),
                 quantile,
                 op,
@@ -461,10 +427,10 @@ impl SloSet {
         self.slos
             .iter()
             .map(|slo| {
-                let mut verdict = self.judge(slo, agg, scraped_hit_rate);
+                let mut verdict = judge::judge(slo, self.confidence, agg, scraped_hit_rate);
                 // A figure made of token counts says where the counts came from, when
                 // not all were the server's own usage.
-                if matches!(slo.metric.as_str(), "tpot" | "output_throughput")
+                if slo.metric.counts_tokens()
                     && let Some(sources) = crate::record::describe_sources(&agg.token_sources)
                 {
                     verdict.note = Some(match verdict.note.take() {
@@ -475,241 +441,6 @@ impl SloSet {
                 verdict
             })
             .collect()
-    }
-
-    fn judge(&self, slo: &Slo, agg: &Aggregator, scraped_hit_rate: Option<f64>) -> Verdict {
-        let verdict = |outcome, observed, bound, unit: &str, samples, further, note| Verdict {
-            slo: slo.name.clone(),
-            expression: slo.expression.clone(),
-            outcome,
-            observed,
-            bound,
-            unit: unit.to_owned(),
-            confidence: self.confidence,
-            samples,
-            samples_to_decide: further,
-            note,
-        };
-        let no_data = |unit: &str, why: &str| {
-            verdict(
-                Outcome::NotProven,
-                None,
-                None,
-                unit,
-                0,
-                None,
-                Some(why.to_owned()),
-            )
-        };
-        let c = self.confidence;
-        match kind_of(&slo.metric) {
-            Kind::Latency => {
-                let d = &agg.dist;
-                let h = match slo.metric.as_str() {
-                    "ttft" => &d.ttft,
-                    "ttft_from_intended" => &d.ttft_intended,
-                    "time_to_second_token" => &d.time_to_second_token,
-                    "itl" => &d.itl,
-                    "tpot" => &d.tpot,
-                    "e2e" => &d.e2e,
-                    _ => &d.e2e_intended,
-                };
-                let n = h.len();
-                if n == 0 {
-                    return no_data("ms", "no measured samples of this metric");
-                }
-                let q = slo.quantile.expect("latency SLOs have a percentile");
-                let threshold_us = (slo.threshold * 1e3).round() as u64;
-                // Samples on the wrong side of the threshold: above it for `<=`, at or
-                // above it for `<`.
-                let at_or_below = |us: u64| h.count_between(0, us);
-                let bad = match slo.op {
-                    Op::Le => n - at_or_below(threshold_us),
-                    _ => n - at_or_below(threshold_us.saturating_sub(1)),
-                };
-                let allowed = 1.0 - q;
-                let observed = h.value_at_quantile(q) as f64 / 1e3;
-                let bound = stats::upper_rank(n, q, c)
-                    .map(|k| h.value_at_quantile(k as f64 / n as f64) as f64 / 1e3);
-                let (outcome, further) = decided(bad, n, allowed, true, c);
-                // Without an upper bound a pass cannot be proven; a breach still can
-                // be, from the samples over the threshold, and the note says which.
-                let note = bound.is_none().then(|| match outcome {
-                    Outcome::Fail => format!(
-                        "{bad} of {n} samples over the threshold prove the breach; too few to bound the p{} itself",
-                        q * 100.0
-                    ),
-                    _ => format!(
-                        "{n} samples are too few to bound a p{} at {:.0}%",
-                        q * 100.0,
-                        c * 100.0
-                    ),
-                });
-                verdict(outcome, Some(observed), bound, "ms", n, further, note)
-            }
-            Kind::GoodShare | Kind::BadShare => {
-                let m = &agg.measured;
-                let attempted = m.scheduled - m.dropped - m.cancelled;
-                let (bad, n, note) = match slo.metric.as_str() {
-                    "pass_rate" => (attempted - m.ok, attempted, None),
-                    "availability" => (agg.unavailable, attempted, None),
-                    "goodput" => {
-                        if agg.goodput_slo.is_none() {
-                            return no_data(
-                                "%",
-                                "the InferenceSpec sets no `goodput` per-request SLOs",
-                            );
-                        }
-                        (attempted - agg.good, attempted, None)
-                    }
-                    "error_rate" => {
-                        let bad = match &slo.error_kind {
-                            Some(kind) => agg
-                                .failures
-                                .iter()
-                                .filter(|((_, k), _)| k == kind)
-                                .map(|(_, class)| class.count)
-                                .sum(),
-                            None => m.failed(),
-                        };
-                        (bad, attempted, None)
-                    }
-                    "kv_cache_hit_rate" => {
-                        if agg.truth_prompt_tokens == 0 {
-                            let Some(rate) = scraped_hit_rate else {
-                                return no_data(
-                                    "%",
-                                    "the server reports no prefix-cache figures: scrape its metrics (`server_metrics: {}`)",
-                                );
-                            };
-                            let outcome = if slo.op.holds(rate, slo.threshold) {
-                                Outcome::Pass
-                            } else {
-                                Outcome::Fail
-                            };
-                            return verdict(
-                                outcome,
-                                Some(rate * 100.0),
-                                None,
-                                "%",
-                                0,
-                                None,
-                                Some("from the server's prefix-cache counters: judged on the observed value, without a bound".into()),
-                            );
-                        }
-                        let n = agg.truth_prompt_tokens;
-                        (
-                            n - agg.cached_prompt_tokens.min(n),
-                            n,
-                            Some("a share of prompt tokens, which are not independent samples: judged on the observed value, without a bound".to_owned()),
-                        )
-                    }
-                    "tool_success" => {
-                        let f = &agg.flow;
-                        if f.tool_calls == 0 {
-                            return no_data("%", "not measured: this run has no tool calls");
-                        }
-                        (f.tool_calls - f.tool_ok, f.tool_calls, None)
-                    }
-                    _ => {
-                        let Some(mean) = agg.flow.mean_recall() else {
-                            return no_data(
-                                "%",
-                                "not measured: no search step with a ground truth for its queries",
-                            );
-                        };
-                        let outcome = if slo.op.holds(mean, slo.threshold) {
-                            Outcome::Pass
-                        } else {
-                            Outcome::Fail
-                        };
-                        return verdict(
-                            outcome,
-                            Some(mean * 100.0),
-                            None,
-                            "%",
-                            agg.flow.recall_queries,
-                            None,
-                            Some("mean recall@k over the queries: judged on the observed value, without a bound".into()),
-                        );
-                    }
-                };
-                if n == 0 {
-                    return no_data("%", "no measured requests");
-                }
-                let share = bad as f64 / n as f64;
-                if note.is_some() {
-                    let observed = 1.0 - share;
-                    let outcome = if slo.op.holds(observed, slo.threshold) {
-                        Outcome::Pass
-                    } else {
-                        Outcome::Fail
-                    };
-                    return verdict(outcome, Some(observed * 100.0), None, "%", n, None, note);
-                }
-                let (observed, allowed, inclusive, bound) =
-                    if kind_of(&slo.metric) == Kind::BadShare {
-                        (
-                            share,
-                            slo.threshold,
-                            slo.op == Op::Le,
-                            stats::upper_bound(bad, n, c),
-                        )
-                    } else {
-                        (
-                            1.0 - share,
-                            1.0 - slo.threshold,
-                            slo.op == Op::Ge,
-                            1.0 - stats::upper_bound(bad, n, c),
-                        )
-                    };
-                let (outcome, further) = decided(bad, n, allowed, inclusive, c);
-                verdict(
-                    outcome,
-                    Some(observed * 100.0),
-                    Some(bound * 100.0),
-                    "%",
-                    n,
-                    further,
-                    None,
-                )
-            }
-            Kind::Throughput => {
-                let seconds = agg.measured_seconds();
-                let m = seconds.len() as u64;
-                if m < 2 {
-                    return no_data("tok/s", "fewer than two whole measured seconds");
-                }
-                let mean = seconds.iter().sum::<f64>() / m as f64;
-                let var = seconds.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (m - 1) as f64;
-                let z = stats::normal_quantile(c);
-                let half = z * (var / m as f64).sqrt();
-                let (lower, upper) = (mean - half, mean + half);
-                let (outcome, bound) = if slo.op.holds(lower, slo.threshold) {
-                    (Outcome::Pass, lower)
-                } else if !slo.op.holds(upper, slo.threshold) {
-                    (Outcome::Fail, upper)
-                } else {
-                    (Outcome::NotProven, lower)
-                };
-                let further = (outcome == Outcome::NotProven && mean != slo.threshold).then(|| {
-                    let needed = (z * var.sqrt() / (mean - slo.threshold)).powi(2).ceil() as u64;
-                    needed.saturating_sub(m)
-                });
-                verdict(
-                    outcome,
-                    Some(mean),
-                    Some(bound),
-                    "tok/s",
-                    m,
-                    further,
-                    Some(
-                        "per-second output tokens over the measured window; samples are seconds"
-                            .into(),
-                    ),
-                )
-            }
-        }
     }
 
     /// SLOs already certain to fail: what `abort_on_fail` stops a run for.
@@ -731,16 +462,6 @@ pub struct Aborted {
 }
 
 /// The outcome of a share test and, when undecided, the further samples needed.
-fn decided(bad: u64, n: u64, allowed: f64, inclusive: bool, c: f64) -> (Outcome, Option<u64>) {
-    match stats::decide(bad, n, allowed, inclusive, c) {
-        Decision::Within => (Outcome::Pass, None),
-        Decision::Beyond => (Outcome::Fail, None),
-        Decision::Undecided => (
-            Outcome::NotProven,
-            stats::trials_to_decide(bad, n, allowed, inclusive, c).map(|t| t.saturating_sub(n)),
-        ),
-    }
-}
 
 /// Whether the verdicts let a release through: every one passes, or (unless `strict`)
 /// is at worst not proven.

@@ -1,0 +1,282 @@
+//! One judge per kind of metric: latency percentiles, shares of good or bad events,
+//! figures judged on their observed value alone, and throughput over seconds. Each
+//! gives a verdict with its one-sided bound at the set's confidence, or `not_proven`
+//! with what would decide it.
+
+use hdrhistogram::Histogram;
+
+use super::stats::{self, Decision};
+use super::{Kind, Metric, Op, Outcome, Slo, Verdict};
+use crate::metrics::Aggregator;
+
+/// Judges one SLO over the run's statistics.
+pub(super) fn judge(
+    slo: &Slo,
+    confidence: f64,
+    agg: &Aggregator,
+    scraped_hit_rate: Option<f64>,
+) -> Verdict {
+    let j = Judging { slo, confidence };
+    let (d, m) = (&agg.dist, &agg.measured);
+    let attempted = m.scheduled - m.dropped - m.cancelled;
+    match slo.metric {
+        Metric::Ttft => j.latency(&d.ttft),
+        Metric::TtftFromIntended => j.latency(&d.ttft_intended),
+        Metric::TimeToSecondToken => j.latency(&d.time_to_second_token),
+        Metric::Itl => j.latency(&d.itl),
+        Metric::Tpot => j.latency(&d.tpot),
+        Metric::E2e => j.latency(&d.e2e),
+        Metric::E2eFromIntended => j.latency(&d.e2e_intended),
+        Metric::PassRate => j.bounded_share(Share {
+            bad: attempted - m.ok,
+            n: attempted,
+        }),
+        Metric::Availability => j.bounded_share(Share {
+            bad: agg.unavailable,
+            n: attempted,
+        }),
+        Metric::Goodput if agg.goodput_slo.is_none() => {
+            j.no_data("%", "the InferenceSpec sets no `goodput` per-request SLOs")
+        }
+        Metric::Goodput => j.bounded_share(Share {
+            bad: attempted - agg.good,
+            n: attempted,
+        }),
+        Metric::ErrorRate => j.bounded_share(Share {
+            bad: j.errors(agg),
+            n: attempted,
+        }),
+        Metric::OutputThroughput => j.throughput(agg),
+        Metric::KvCacheHitRate => j.kv_cache_hit_rate(agg, scraped_hit_rate),
+        Metric::ToolSuccess if agg.flow.tool_calls == 0 => {
+            j.no_data("%", "not measured: this run has no tool calls")
+        }
+        Metric::ToolSuccess => j.bounded_share(Share {
+            bad: agg.flow.tool_calls - agg.flow.tool_ok,
+            n: agg.flow.tool_calls,
+        }),
+        Metric::RecallAtK => j.recall(agg),
+    }
+}
+
+struct Judging<'a> {
+    slo: &'a Slo,
+    confidence: f64,
+}
+
+/// What a share is made of: `bad` of `n` events.
+struct Share {
+    bad: u64,
+    n: u64,
+}
+
+impl Judging<'_> {
+    #[allow(clippy::too_many_arguments)]
+    fn verdict(
+        &self,
+        outcome: Outcome,
+        observed: Option<f64>,
+        bound: Option<f64>,
+        unit: &str,
+        samples: u64,
+        samples_to_decide: Option<u64>,
+        note: Option<String>,
+    ) -> Verdict {
+        Verdict {
+            slo: self.slo.name.clone(),
+            expression: self.slo.expression.clone(),
+            outcome,
+            observed,
+            bound,
+            unit: unit.to_owned(),
+            confidence: self.confidence,
+            samples,
+            samples_to_decide,
+            note,
+        }
+    }
+
+    fn no_data(&self, unit: &str, why: &str) -> Verdict {
+        self.verdict(
+            Outcome::NotProven,
+            None,
+            None,
+            unit,
+            0,
+            None,
+            Some(why.to_owned()),
+        )
+    }
+
+    /// Pass or fail on the observed value alone, for figures that are no count of
+    /// independent samples (a mean recall, a share of tokens, a scraped rate).
+    fn observed_only(&self, observed: f64, samples: u64, note: &str) -> Verdict {
+        let outcome = if self.slo.op.holds(observed, self.slo.threshold) {
+            Outcome::Pass
+        } else {
+            Outcome::Fail
+        };
+        let note = Some(note.to_owned());
+        self.verdict(
+            outcome,
+            Some(observed * 100.0),
+            None,
+            "%",
+            samples,
+            None,
+            note,
+        )
+    }
+
+    fn latency(&self, h: &Histogram<u64>) -> Verdict {
+        let (slo, c) = (self.slo, self.confidence);
+        let n = h.len();
+        if n == 0 {
+            return self.no_data("ms", "no measured samples of this metric");
+        }
+        let q = slo.quantile.expect("latency SLOs have a percentile");
+        let threshold_us = (slo.threshold * 1e3).round() as u64;
+        // Samples on the wrong side of the threshold: above it for `<=`, at or above
+        // it for `<`.
+        let at_or_below = |us: u64| h.count_between(0, us);
+        let bad = match slo.op {
+            Op::Le => n - at_or_below(threshold_us),
+            _ => n - at_or_below(threshold_us.saturating_sub(1)),
+        };
+        let observed = h.value_at_quantile(q) as f64 / 1e3;
+        let bound = stats::upper_rank(n, q, c)
+            .map(|k| h.value_at_quantile(k as f64 / n as f64) as f64 / 1e3);
+        let (outcome, further) = decided(bad, n, 1.0 - q, true, c);
+        // Without an upper bound a pass cannot be proven; a breach still can be, from
+        // the samples over the threshold, and the note says which.
+        let note = bound.is_none().then(|| match outcome {
+            Outcome::Fail => format!(
+                "{bad} of {n} samples over the threshold prove the breach; too few to bound the p{} itself",
+                q * 100.0
+            ),
+            _ => format!(
+                "{n} samples are too few to bound a p{} at {:.0}%",
+                q * 100.0,
+                c * 100.0
+            ),
+        });
+        self.verdict(outcome, Some(observed), bound, "ms", n, further, note)
+    }
+
+    /// Failures the SLO counts: of its kind when it names one, else all.
+    fn errors(&self, agg: &Aggregator) -> u64 {
+        match &self.slo.error_kind {
+            Some(kind) => agg
+                .failures
+                .iter()
+                .filter(|((_, k), _)| k == kind)
+                .map(|(_, class)| class.count)
+                .sum(),
+            None => agg.measured.failed(),
+        }
+    }
+
+    fn bounded_share(&self, Share { bad, n }: Share) -> Verdict {
+        let (slo, c) = (self.slo, self.confidence);
+        if n == 0 {
+            return self.no_data("%", "no measured requests");
+        }
+        let share = bad as f64 / n as f64;
+        let (observed, allowed, inclusive, bound) = if slo.metric.kind() == Kind::BadShare {
+            let bound = stats::upper_bound(bad, n, c);
+            (share, slo.threshold, slo.op == Op::Le, bound)
+        } else {
+            let bound = 1.0 - stats::upper_bound(bad, n, c);
+            (1.0 - share, 1.0 - slo.threshold, slo.op == Op::Ge, bound)
+        };
+        let (outcome, further) = decided(bad, n, allowed, inclusive, c);
+        let (observed, bound) = (Some(observed * 100.0), Some(bound * 100.0));
+        self.verdict(outcome, observed, bound, "%", n, further, None)
+    }
+
+    /// The share of prompt tokens the server found cached: its own per-request
+    /// figures, else the rate scraped from its metrics.
+    fn kv_cache_hit_rate(&self, agg: &Aggregator, scraped: Option<f64>) -> Verdict {
+        let n = agg.truth_prompt_tokens;
+        if n == 0 {
+            let Some(rate) = scraped else {
+                return self.no_data(
+                    "%",
+                    "the server reports no prefix-cache figures: scrape its metrics (`server_metrics: {}`)",
+                );
+            };
+            return self.observed_only(
+                rate,
+                0,
+                "from the server's prefix-cache counters: judged on the observed value, without a bound",
+            );
+        }
+        let hit = agg.cached_prompt_tokens.min(n) as f64 / n as f64;
+        self.observed_only(
+            hit,
+            n,
+            "a share of prompt tokens, which are not independent samples: judged on the observed value, without a bound",
+        )
+    }
+
+    fn recall(&self, agg: &Aggregator) -> Verdict {
+        let Some(mean) = agg.flow.mean_recall() else {
+            return self.no_data(
+                "%",
+                "not measured: no search step with a ground truth for its queries",
+            );
+        };
+        self.observed_only(
+            mean,
+            agg.flow.recall_queries,
+            "mean recall@k over the queries: judged on the observed value, without a bound",
+        )
+    }
+
+    /// Mean output tokens per whole measured second, with a normal interval.
+    fn throughput(&self, agg: &Aggregator) -> Verdict {
+        let (slo, c) = (self.slo, self.confidence);
+        let seconds = agg.measured_seconds();
+        let m = seconds.len() as u64;
+        if m < 2 {
+            return self.no_data("tok/s", "fewer than two whole measured seconds");
+        }
+        let mean = seconds.iter().sum::<f64>() / m as f64;
+        let var = seconds.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (m - 1) as f64;
+        let z = stats::normal_quantile(c);
+        let half = z * (var / m as f64).sqrt();
+        let (lower, upper) = (mean - half, mean + half);
+        let (outcome, bound) = if slo.op.holds(lower, slo.threshold) {
+            (Outcome::Pass, lower)
+        } else if !slo.op.holds(upper, slo.threshold) {
+            (Outcome::Fail, upper)
+        } else {
+            (Outcome::NotProven, lower)
+        };
+        let further = (outcome == Outcome::NotProven && mean != slo.threshold).then(|| {
+            let needed = (z * var.sqrt() / (mean - slo.threshold)).powi(2).ceil() as u64;
+            needed.saturating_sub(m)
+        });
+        let note = "per-second output tokens over the measured window; samples are seconds";
+        self.verdict(
+            outcome,
+            Some(mean),
+            Some(bound),
+            "tok/s",
+            m,
+            further,
+            Some(note.into()),
+        )
+    }
+}
+
+fn decided(bad: u64, n: u64, allowed: f64, inclusive: bool, c: f64) -> (Outcome, Option<u64>) {
+    match stats::decide(bad, n, allowed, inclusive, c) {
+        Decision::Within => (Outcome::Pass, None),
+        Decision::Beyond => (Outcome::Fail, None),
+        Decision::Undecided => (
+            Outcome::NotProven,
+            stats::trials_to_decide(bad, n, allowed, inclusive, c).map(|t| t.saturating_sub(n)),
+        ),
+    }
+}
