@@ -270,6 +270,7 @@ impl Judging<'_> {
     }
 }
 
+/// The outcome of a share test and, when undecided, the further samples needed.
 fn decided(bad: u64, n: u64, allowed: f64, inclusive: bool, c: f64) -> (Outcome, Option<u64>) {
     match stats::decide(bad, n, allowed, inclusive, c) {
         Decision::Within => (Outcome::Pass, None),

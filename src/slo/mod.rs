@@ -461,8 +461,6 @@ pub struct Aborted {
     pub breaches: Vec<Verdict>,
 }
 
-/// The outcome of a share test and, when undecided, the further samples needed.
-
 /// Whether the verdicts let a release through: every one passes, or (unless `strict`)
 /// is at worst not proven.
 pub fn gate_passes(verdicts: &[Verdict], strict: bool) -> bool {
