@@ -71,10 +71,10 @@ impl Chaos {
 fn rule_stats(rule: &Rule) -> RuleStats {
     RuleStats {
         name: rule.name().to_owned(),
-        fault: rule.fault.kind(),
+        fault: rule.def.fault.kind(),
         matched: rule.matched.load(Ordering::Relaxed),
         injected: rule.injected.load(Ordering::Relaxed),
-        rule: rule.spec.clone(),
+        rule: rule.def.spec.clone(),
     }
 }
 

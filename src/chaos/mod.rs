@@ -36,7 +36,7 @@ use crate::spec::error::{SpecError, SpecErrors, locate};
 use crate::spec::faults::RulesFile;
 pub use log::FaultLog;
 pub use proxy::Chaos;
-pub use rules::{Problem, Rule};
+pub use rules::{Problem, Rule, RuleDef};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

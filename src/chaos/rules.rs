@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
 
 use crate::seed::mix_seed;
-use crate::spec::faults::{AbortSpec, DelayAt, DelaySpec, FaultRuleSpec, MatchSpec};
+use crate::spec::faults::{AbortSpec, DelayAt, DelaySpec, FaultRuleSpec, MatchSpec, RateLimitSpec};
 
 /// One problem with a rule: the field path (under the caller's prefix), what is
 /// wrong, and how to fix it.
@@ -55,15 +55,23 @@ pub enum AbortHow {
 }
 
 /// The fault a rule injects.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Fault {
     Delay(DelayDist, DelayAt),
     Abort(AbortHow),
-    RateLimit(Mutex<TokenBucket>),
+    /// A token bucket of `rps` tokens a second holding at most `burst`; each proxy's
+    /// rule has its own bucket.
+    RateLimit {
+        rps: f64,
+        burst: f64,
+    },
     EmptyResult(Vec<String>),
     StallFirstToken(Duration),
     TokenDrip(Duration),
-    CutStream { after: u32, done: bool },
+    CutStream {
+        after: u32,
+        done: bool,
+    },
     CorruptEvent(u32),
     DropDone,
     Bandwidth(u64),
@@ -76,7 +84,7 @@ impl Fault {
         match self {
             Fault::Delay(..) => "delay",
             Fault::Abort(..) => "abort",
-            Fault::RateLimit(..) => "rate_limit",
+            Fault::RateLimit { .. } => "rate_limit",
             Fault::EmptyResult(..) => "empty_result",
             Fault::StallFirstToken(..) => "stall_first_token",
             Fault::TokenDrip(..) => "token_drip",
@@ -167,9 +175,11 @@ pub enum Action {
     },
 }
 
-/// A validated rule with its counters.
-#[derive(Debug)]
-pub struct Rule {
+/// A rule as validated: what it matches and injects, checked once (with the spec, or
+/// when the admin API or a rules file brings it), and cloned into every proxy that
+/// runs it.
+#[derive(Debug, Clone)]
+pub struct RuleDef {
     /// As written: what the admin API lists.
     pub spec: FaultRuleSpec,
     probability: f64,
@@ -179,222 +189,73 @@ pub struct Rule {
     window: (Duration, Option<Duration>),
     max: Option<u64>,
     pub fault: Fault,
+}
+
+/// A rule running in a proxy: its definition and what it has done.
+#[derive(Debug)]
+pub struct Rule {
+    pub def: RuleDef,
+    /// The rate limit's bucket, for `rate_limit` rules.
+    bucket: Option<Mutex<TokenBucket>>,
     /// Requests the rule matched (inside its window).
     pub matched: AtomicU64,
     /// Faults it injected.
     pub injected: AtomicU64,
 }
 
-impl Rule {
-    pub fn name(&self) -> &str {
-        &self.spec.name
+/// Reports problems of one rule under `at` (e.g. `rules[2]`).
+struct Problems<'a> {
+    at: &'a str,
+    found: Vec<Problem>,
+}
+
+impl Problems<'_> {
+    fn add(&mut self, field: &str, message: String, fix: Option<&str>) {
+        self.found.push(Problem {
+            path: if field.is_empty() {
+                self.at.to_owned()
+            } else {
+                format!("{}.{field}", self.at)
+            },
+            message,
+            fix: fix.map(str::to_owned),
+        });
     }
 
+    /// `p`, after checking it is a probability.
+    fn probability(&mut self, field: &str, p: f64) -> f64 {
+        if !(0.0..=1.0).contains(&p) || p.is_nan() {
+            self.add(
+                &format!("{field}.probability"),
+                format!("probability {p} is not between 0 and 1"),
+                Some("write a chance per request: 0.05 for 5 %"),
+            );
+        }
+        p
+    }
+}
+
+impl RuleDef {
     /// Checks a rule as written; every problem is named under `at` (e.g. `rules[2]`).
-    pub fn validate(spec: &FaultRuleSpec, at: &str) -> Result<Rule, Vec<Problem>> {
-        let mut problems = Vec::new();
-        let mut problem = |field: &str, message: String, fix: Option<&str>| {
-            problems.push(Problem {
-                path: if field.is_empty() {
-                    at.to_owned()
-                } else {
-                    format!("{at}.{field}")
-                },
-                message,
-                fix: fix.map(str::to_owned),
-            })
+    pub fn validate(spec: &FaultRuleSpec, at: &str) -> Result<RuleDef, Vec<Problem>> {
+        let mut problems = Problems {
+            at,
+            found: Vec::new(),
         };
         if spec.name.trim().is_empty() {
-            problem(
+            problems.add(
                 "name",
                 "a rule needs a name".into(),
                 Some("name it: the report counts faults by rule name"),
             );
         }
-        let set: Vec<&str> = [
-            spec.delay.is_some(),
-            spec.abort.is_some(),
-            spec.rate_limit.is_some(),
-            spec.empty_result.is_some(),
-            spec.stall_first_token.is_some(),
-            spec.token_drip.is_some(),
-            spec.cut_stream.is_some(),
-            spec.corrupt_event.is_some(),
-            spec.drop_done.is_some(),
-            spec.bandwidth.is_some(),
-            spec.slice.is_some(),
-        ]
-        .into_iter()
-        .zip(FAULTS)
-        .filter_map(|(is_set, name)| is_set.then_some(name))
-        .collect();
-        let list = FAULTS.join(", ");
-        if set.len() != 1 {
-            let message = if set.is_empty() {
-                "the rule names no fault".to_owned()
-            } else {
-                format!("the rule names {} faults ({})", set.len(), set.join(", "))
-            };
-            problem(
-                "",
-                message,
-                Some(&format!(
-                    "give each rule exactly one of: {list}; write several rules for several faults"
-                )),
-            );
-        }
-        let mut probability = |field: &str, p: f64| {
-            if !(0.0..=1.0).contains(&p) || p.is_nan() {
-                problem(
-                    &format!("{field}.probability"),
-                    format!("probability {p} is not between 0 and 1"),
-                    Some("write a chance per request: 0.05 for 5 %"),
-                );
-            }
-            p
-        };
-        let (p, fault) = if let Some(delay) = &spec.delay {
-            (probability("delay", delay.probability), None)
-        } else if let Some(abort) = &spec.abort {
-            (probability("abort", abort.probability), None)
-        } else if spec.rate_limit.is_some() {
-            (1.0, None)
-        } else if let Some(f) = &spec.empty_result {
-            (
-                probability("empty_result", f.probability),
-                Some(Fault::EmptyResult(
-                    f.json_path.split('.').map(str::to_owned).collect(),
-                )),
-            )
-        } else if let Some(f) = &spec.stall_first_token {
-            (
-                probability("stall_first_token", f.probability),
-                Some(Fault::StallFirstToken(ms_duration(f.ms))),
-            )
-        } else if let Some(f) = &spec.token_drip {
-            (
-                probability("token_drip", f.probability),
-                Some(Fault::TokenDrip(ms_duration(f.ms))),
-            )
-        } else if let Some(f) = &spec.cut_stream {
-            (
-                probability("cut_stream", f.probability),
-                Some(Fault::CutStream {
-                    after: f.after_events,
-                    done: f.done,
-                }),
-            )
-        } else if let Some(f) = &spec.corrupt_event {
-            (
-                probability("corrupt_event", f.probability),
-                Some(Fault::CorruptEvent(f.event)),
-            )
-        } else if let Some(f) = &spec.drop_done {
-            (
-                probability("drop_done", f.probability),
-                Some(Fault::DropDone),
-            )
-        } else if let Some(f) = &spec.bandwidth {
-            (
-                probability("bandwidth", f.probability),
-                Some(Fault::Bandwidth(f.bytes_per_second)),
-            )
-        } else if let Some(f) = &spec.slice {
-            (
-                probability("slice", f.probability),
-                Some(Fault::Slice(f.max_bytes)),
-            )
-        } else {
-            (0.0, None)
-        };
-        let fault = match (fault, &spec.delay, &spec.abort, &spec.rate_limit) {
-            (Some(fault), ..) => Some(fault),
-            (None, Some(delay), ..) => {
-                delay_dist(delay, &mut problem).map(|d| Fault::Delay(d, delay.at))
-            }
-            (None, None, Some(abort), _) => abort_how(abort, &mut problem).map(Fault::Abort),
-            (None, None, None, Some(limit)) => {
-                let burst = limit.burst.unwrap_or(limit.rps.max(1.0));
-                if !(limit.rps > 0.0 && limit.rps.is_finite()) {
-                    problem(
-                        "rate_limit.rps",
-                        format!("rps {} is not a positive rate", limit.rps),
-                        Some("write the requests per second let through, e.g. `rps: 50`"),
-                    );
-                    None
-                } else if !(burst >= 1.0 && burst.is_finite()) {
-                    problem(
-                        "rate_limit.burst",
-                        format!("burst {burst} is below 1: no request could ever pass"),
-                        Some("write how many requests may pass at once, at least 1"),
-                    );
-                    None
-                } else {
-                    Some(Fault::RateLimit(Mutex::new(TokenBucket::new(
-                        limit.rps, burst,
-                    ))))
-                }
-            }
-            _ => None,
-        };
-        match &spec.empty_result {
-            Some(f) if f.json_path.split('.').any(str::is_empty) => problem(
-                "empty_result.json_path",
-                format!("`{}` is not a dotted path", f.json_path),
-                Some("name the list's key, e.g. `result` or `hits.hits`"),
-            ),
-            _ => {}
-        }
-        for (name, ms) in [
-            ("stall_first_token", spec.stall_first_token.map(|f| f.ms)),
-            ("token_drip", spec.token_drip.map(|f| f.ms)),
-        ] {
-            if let Some(ms) = ms.filter(|ms| !(*ms >= 0.0 && ms.is_finite())) {
-                problem(
-                    &format!("{name}.ms"),
-                    format!("{ms} ms is not a duration"),
-                    Some("write milliseconds, 0 or more"),
-                );
-            }
-        }
-        if spec.corrupt_event.is_some_and(|f| f.event == 0) {
-            problem(
-                "corrupt_event.event",
-                "events are numbered from 1".into(),
-                Some("write `event: 1` for the first event"),
-            );
-        }
-        if spec.bandwidth.is_some_and(|f| f.bytes_per_second == 0) {
-            problem(
-                "bandwidth.bytes_per_second",
-                "0 bytes per second would never finish".into(),
-                Some("write a positive rate; use `abort: { timeout: true }` to never answer"),
-            );
-        }
-        if spec.slice.is_some_and(|f| f.max_bytes == 0) {
-            problem(
-                "slice.max_bytes",
-                "writes of 0 bytes would never finish".into(),
-                Some("write 1 or more"),
-            );
-        }
-        let path = match &spec.matches.path {
-            Some(path) if !path.starts_with('/') => {
-                problem(
-                    "match.path",
-                    format!("`{path}` does not start with `/`"),
-                    Some("write the path as the server sees it, e.g. `/v1/chat/completions`"),
-                );
-                None
-            }
-            Some(path) => Some(PathPattern::new(path)),
-            None => None,
-        };
+        let fault = one_fault(spec, &mut problems);
+        let path = match_path(spec, &mut problems);
         let method = spec.matches.method.as_ref().map(|m| m.to_uppercase());
         if let Some(method) = &method
             && hyper::Method::from_bytes(method.as_bytes()).is_err()
         {
-            problem(
+            problems.add(
                 "match.method",
                 format!("`{method}` is not an HTTP method"),
                 Some("write e.g. `POST`"),
@@ -404,7 +265,7 @@ impl Rule {
         if let Some(to) = window.to
             && to.0 <= window.from.0
         {
-            problem(
+            problems.add(
                 "window.to",
                 format!(
                     "the window ends ({:?}) before it starts ({:?})",
@@ -413,38 +274,223 @@ impl Rule {
                 Some("make `to` later than `from`"),
             );
         }
-        let headers = headers_lowercase(&spec.matches);
         match fault {
-            Some(fault) if problems.is_empty() => Ok(Rule {
+            Some((probability, fault)) if problems.found.is_empty() => Ok(RuleDef {
                 spec: spec.clone(),
-                probability: p,
+                probability,
                 path,
                 method,
-                headers,
+                headers: headers_lowercase(&spec.matches),
                 window: (window.from.0, window.to.map(|d| d.0)),
                 max: spec.max,
                 fault,
-                matched: AtomicU64::new(0),
-                injected: AtomicU64::new(0),
             }),
-            _ => Err(problems),
+            _ => Err(problems.found),
+        }
+    }
+}
+
+/// The rule's one fault and its probability, checked.
+fn one_fault(spec: &FaultRuleSpec, problems: &mut Problems) -> Option<(f64, Fault)> {
+    let set: Vec<&str> = [
+        spec.delay.is_some(),
+        spec.abort.is_some(),
+        spec.rate_limit.is_some(),
+        spec.empty_result.is_some(),
+        spec.stall_first_token.is_some(),
+        spec.token_drip.is_some(),
+        spec.cut_stream.is_some(),
+        spec.corrupt_event.is_some(),
+        spec.drop_done.is_some(),
+        spec.bandwidth.is_some(),
+        spec.slice.is_some(),
+    ]
+    .into_iter()
+    .zip(FAULTS)
+    .filter_map(|(is_set, name)| is_set.then_some(name))
+    .collect();
+    if set.len() != 1 {
+        let message = if set.is_empty() {
+            "the rule names no fault".to_owned()
+        } else {
+            format!("the rule names {} faults ({})", set.len(), set.join(", "))
+        };
+        let fix = format!(
+            "give each rule exactly one of: {}; write several rules for several faults",
+            FAULTS.join(", ")
+        );
+        problems.add("", message, Some(&fix));
+    }
+    if let Some(delay) = &spec.delay {
+        let p = problems.probability("delay", delay.probability);
+        return delay_dist(delay, problems).map(|d| (p, Fault::Delay(d, delay.at)));
+    }
+    if let Some(abort) = &spec.abort {
+        let p = problems.probability("abort", abort.probability);
+        return abort_how(abort, problems).map(|how| (p, Fault::Abort(how)));
+    }
+    if let Some(limit) = &spec.rate_limit {
+        return rate_limit(limit, problems).map(|fault| (1.0, fault));
+    }
+    stream_fault(spec, problems)
+}
+
+/// The faults that shape an answer (and need no more than their own field checked).
+fn stream_fault(spec: &FaultRuleSpec, problems: &mut Problems) -> Option<(f64, Fault)> {
+    let (field, p, fault) = if let Some(f) = &spec.empty_result {
+        if f.json_path.split('.').any(str::is_empty) {
+            problems.add(
+                "empty_result.json_path",
+                format!("`{}` is not a dotted path", f.json_path),
+                Some("name the list's key, e.g. `result` or `hits.hits`"),
+            );
+        }
+        let path = f.json_path.split('.').map(str::to_owned).collect();
+        ("empty_result", f.probability, Fault::EmptyResult(path))
+    } else if let Some(f) = &spec.stall_first_token {
+        check_ms(problems, "stall_first_token", f.ms);
+        (
+            "stall_first_token",
+            f.probability,
+            Fault::StallFirstToken(ms_duration(f.ms)),
+        )
+    } else if let Some(f) = &spec.token_drip {
+        check_ms(problems, "token_drip", f.ms);
+        (
+            "token_drip",
+            f.probability,
+            Fault::TokenDrip(ms_duration(f.ms)),
+        )
+    } else if let Some(f) = &spec.cut_stream {
+        let fault = Fault::CutStream {
+            after: f.after_events,
+            done: f.done,
+        };
+        ("cut_stream", f.probability, fault)
+    } else if let Some(f) = &spec.corrupt_event {
+        if f.event == 0 {
+            problems.add(
+                "corrupt_event.event",
+                "events are numbered from 1".into(),
+                Some("write `event: 1` for the first event"),
+            );
+        }
+        ("corrupt_event", f.probability, Fault::CorruptEvent(f.event))
+    } else if let Some(f) = &spec.drop_done {
+        ("drop_done", f.probability, Fault::DropDone)
+    } else if let Some(f) = &spec.bandwidth {
+        if f.bytes_per_second == 0 {
+            problems.add(
+                "bandwidth.bytes_per_second",
+                "0 bytes per second would never finish".into(),
+                Some("write a positive rate; use `abort: { timeout: true }` to never answer"),
+            );
+        }
+        (
+            "bandwidth",
+            f.probability,
+            Fault::Bandwidth(f.bytes_per_second),
+        )
+    } else if let Some(f) = &spec.slice {
+        if f.max_bytes == 0 {
+            problems.add(
+                "slice.max_bytes",
+                "writes of 0 bytes would never finish".into(),
+                Some("write 1 or more"),
+            );
+        }
+        ("slice", f.probability, Fault::Slice(f.max_bytes))
+    } else {
+        return None;
+    };
+    Some((problems.probability(field, p), fault))
+}
+
+fn check_ms(problems: &mut Problems, field: &str, ms: f64) {
+    if !(ms >= 0.0 && ms.is_finite()) {
+        problems.add(
+            &format!("{field}.ms"),
+            format!("{ms} ms is not a duration"),
+            Some("write milliseconds, 0 or more"),
+        );
+    }
+}
+
+fn rate_limit(limit: &RateLimitSpec, problems: &mut Problems) -> Option<Fault> {
+    let burst = limit.burst.unwrap_or(limit.rps.max(1.0));
+    if !(limit.rps > 0.0 && limit.rps.is_finite()) {
+        problems.add(
+            "rate_limit.rps",
+            format!("rps {} is not a positive rate", limit.rps),
+            Some("write the requests per second let through, e.g. `rps: 50`"),
+        );
+        None
+    } else if !(burst >= 1.0 && burst.is_finite()) {
+        problems.add(
+            "rate_limit.burst",
+            format!("burst {burst} is below 1: no request could ever pass"),
+            Some("write how many requests may pass at once, at least 1"),
+        );
+        None
+    } else {
+        Some(Fault::RateLimit {
+            rps: limit.rps,
+            burst,
+        })
+    }
+}
+
+fn match_path(spec: &FaultRuleSpec, problems: &mut Problems) -> Option<PathPattern> {
+    match &spec.matches.path {
+        Some(path) if !path.starts_with('/') => {
+            problems.add(
+                "match.path",
+                format!("`{path}` does not start with `/`"),
+                Some("write the path as the server sees it, e.g. `/v1/chat/completions`"),
+            );
+            None
+        }
+        Some(path) => Some(PathPattern::new(path)),
+        None => None,
+    }
+}
+
+impl Rule {
+    pub fn new(def: RuleDef) -> Rule {
+        let bucket = match def.fault {
+            Fault::RateLimit { rps, burst } => Some(Mutex::new(TokenBucket::new(rps, burst))),
+            _ => None,
+        };
+        Rule {
+            def,
+            bucket,
+            matched: AtomicU64::new(0),
+            injected: AtomicU64::new(0),
         }
     }
 
+    /// Validates a rule as written and makes it ready to run.
+    pub fn validate(spec: &FaultRuleSpec, at: &str) -> Result<Rule, Vec<Problem>> {
+        RuleDef::validate(spec, at).map(Rule::new)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.def.spec.name
+    }
     /// Decides whether this rule injects into the request: it matches, the time is in
     /// the window, the budget is not spent and the roll comes up. Takes from the
     /// budget when it does.
     pub fn roll(&self, head: &Parts, key: u64, seed: u64, since_start: Duration) -> Option<Action> {
         if !self.matches(head)
-            || since_start < self.window.0
-            || self.window.1.is_some_and(|to| since_start >= to)
+            || since_start < self.def.window.0
+            || self.def.window.1.is_some_and(|to| since_start >= to)
         {
             return None;
         }
         self.matched.fetch_add(1, Ordering::Relaxed);
         let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, name_hash(self.name()), key]));
-        let action = match &self.fault {
-            Fault::RateLimit(bucket) => {
+        let action = match (&self.def.fault, &self.bucket) {
+            (Fault::RateLimit { .. }, Some(bucket)) => {
                 let wait = bucket
                     .lock()
                     .expect("a token bucket holds no invariant a panic could break")
@@ -454,8 +500,8 @@ impl Rule {
                     retry_after_s: wait.ceil().max(1.0) as u64,
                 }
             }
-            fault => {
-                if !rng.random_bool(self.probability) {
+            (fault, _) => {
+                if !rng.random_bool(self.def.probability) {
                     return None;
                 }
                 match fault {
@@ -478,7 +524,9 @@ impl Rule {
                         max_bytes: *max_bytes,
                         seed: rng.random(),
                     },
-                    Fault::RateLimit(_) => unreachable!("handled above"),
+                    // `Rule::new` (its only constructor) gives a rate limit its bucket,
+                    // so the arm above takes every rate limit.
+                    Fault::RateLimit { .. } => return None,
                 }
             }
         };
@@ -489,20 +537,22 @@ impl Rule {
     fn take_budget(&self) -> bool {
         self.injected
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                self.max.is_none_or(|max| n < max).then_some(n + 1)
+                self.def.max.is_none_or(|max| n < max).then_some(n + 1)
             })
             .is_ok()
     }
 
     fn matches(&self, head: &Parts) -> bool {
-        self.method
+        self.def
+            .method
             .as_ref()
             .is_none_or(|m| head.method.as_str() == m)
             && self
+                .def
                 .path
                 .as_ref()
                 .is_none_or(|p| p.matches(head.uri.path()))
-            && self.headers.iter().all(|(name, value)| {
+            && self.def.headers.iter().all(|(name, value)| {
                 head.headers
                     .get(name)
                     .is_some_and(|v| v.as_bytes() == value.as_bytes())
@@ -526,10 +576,7 @@ fn name_hash(name: &str) -> u64 {
     crate::seed::fnv64(name.as_bytes())
 }
 
-fn delay_dist(
-    delay: &DelaySpec,
-    problem: &mut impl FnMut(&str, String, Option<&str>),
-) -> Option<DelayDist> {
+fn delay_dist(delay: &DelaySpec, problems: &mut Problems) -> Option<DelayDist> {
     let bad = |ms: f64| !(ms >= 0.0 && ms.is_finite());
     let dist = match (
         delay.ms,
@@ -542,7 +589,7 @@ fn delay_dist(
         (None, Some(min), Some(max), None, None) => DelayDist::Uniform(min, max),
         (None, None, None, Some(mean), Some(stddev)) => DelayDist::Normal(mean, stddev),
         _ => {
-            problem(
+            problems.add(
                 "delay",
                 "the delay is not one of the three shapes".into(),
                 Some(
@@ -554,7 +601,7 @@ fn delay_dist(
     };
     match dist {
         DelayDist::Fixed(ms) | DelayDist::Normal(ms, _) if bad(ms) => {
-            problem(
+            problems.add(
                 "delay",
                 format!("{ms} ms is not a delay"),
                 Some("write milliseconds, 0 or more"),
@@ -562,7 +609,7 @@ fn delay_dist(
             None
         }
         DelayDist::Normal(_, stddev) if bad(stddev) => {
-            problem(
+            problems.add(
                 "delay.stddev_ms",
                 format!("standard deviation {stddev} ms is not 0 or more"),
                 Some("write milliseconds, 0 or more"),
@@ -570,7 +617,7 @@ fn delay_dist(
             None
         }
         DelayDist::Uniform(min, max) if bad(min) || bad(max) || min > max => {
-            problem(
+            problems.add(
                 "delay.min_ms",
                 format!("min_ms {min} and max_ms {max} do not make a range"),
                 Some("write 0 <= min_ms <= max_ms, e.g. `min_ms: 300, max_ms: 800`"),
@@ -581,16 +628,13 @@ fn delay_dist(
     }
 }
 
-fn abort_how(
-    abort: &AbortSpec,
-    problem: &mut impl FnMut(&str, String, Option<&str>),
-) -> Option<AbortHow> {
+fn abort_how(abort: &AbortSpec, problems: &mut Problems) -> Option<AbortHow> {
     match (abort.status, abort.reset, abort.timeout) {
         (Some(status), false, false) if (100..=599).contains(&status) => {
             Some(AbortHow::Status(status, abort.body.clone()))
         }
         (Some(status), false, false) => {
-            problem(
+            problems.add(
                 "abort.status",
                 format!("{status} is not an HTTP status"),
                 Some("write a status from 100 to 599, e.g. 503"),
@@ -600,7 +644,7 @@ fn abort_how(
         (None, true, false) => Some(AbortHow::Reset),
         (None, false, true) => Some(AbortHow::Hang),
         _ => {
-            problem(
+            problems.add(
                 "abort",
                 "an abort is exactly one of `status`, `reset: true` or `timeout: true`".into(),
                 Some("write e.g. `abort: { probability: 0.01, status: 503 }`"),

@@ -602,11 +602,11 @@ fn validate(path: &std::path::Path) -> Result<i32> {
                 );
             }
             for rule in &scenario.faults {
-                let fault = crate::chaos::Rule::validate(rule, "").map_or("?", |r| r.fault.kind());
                 outln!(
-                    "  fault: {} ({fault}) in front of {}",
-                    rule.name,
-                    rule.service.as_deref().unwrap_or_default()
+                    "  fault: {} ({}) in front of {}",
+                    rule.spec.name,
+                    rule.fault.kind(),
+                    rule.spec.service.as_deref().unwrap_or_default()
                 );
             }
             Ok(exit::OK)

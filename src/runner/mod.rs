@@ -293,7 +293,7 @@ pub async fn run(
     // What the header says about the run's own servers.
     let mut notes = Vec::new();
     for rule in &scenario.faults {
-        let name = rule.service.clone().unwrap_or_default();
+        let name = rule.spec.service.clone().unwrap_or_default();
         if proxies.contains_key(&name) {
             continue;
         }

@@ -68,14 +68,9 @@ pub(super) async fn start_proxy(
     let rules = scenario
         .faults
         .iter()
-        .enumerate()
-        .filter(|(_, spec)| spec.service.as_deref() == Some(service.name.as_str()))
-        .map(|(i, spec)| {
-            Rule::validate(spec, &format!("spec.faults[{i}]")).map_err(|_| {
-                anyhow::anyhow!("fault rule `{}` was validated with the spec", spec.name)
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
+        .filter(|def| def.spec.service.as_deref() == Some(service.name.as_str()))
+        .map(|def| Rule::new(def.clone()))
+        .collect();
     let upstream = upstream_uri(base_url, false)?;
     let proxy = RunningProxy::start(ProxyConfig {
         upstream: format!(

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use hyper::Method;
 use hyper::header::{HeaderName, HeaderValue};
 
+use crate::chaos::RuleDef;
 use crate::client::Timeouts;
 use crate::client::openai::Api;
 use crate::client::tls::{TlsOptions, TlsSettings};
@@ -21,7 +22,6 @@ use crate::scenario::flow::FlowPlan;
 use crate::schedule::{Arrival, Stage, Unit};
 use crate::slo::SloSet;
 use crate::spec::error::locate;
-use crate::spec::faults::FaultRuleSpec;
 use crate::spec::{
     ApiKind, ArrivalKind, DatasetFormat, DatasetOrder, HttpRequestSpec, PromptsSpec, ServiceSpec,
     SpecError, SpecErrors, SpecFile, StageSpec,
@@ -114,7 +114,7 @@ pub struct Scenario {
     /// `/metrics`) and the interval.
     pub scrape: Option<(Option<String>, Duration)>,
     /// Fault rules for a chaos proxy in front of the service (validated).
-    pub faults: Vec<FaultRuleSpec>,
+    pub faults: Vec<RuleDef>,
     /// A RAG or agent chain each session runs, when the payload template has a flow.
     pub flow: Option<Arc<FlowPlan>>,
 }
@@ -421,6 +421,7 @@ impl Scenario {
             .as_ref()
             .map(|f| f.services.keys().map(String::as_str).collect())
             .unwrap_or_default();
+        let mut faults = Vec::new();
         for (i, rule) in spec.faults.iter().enumerate() {
             let at = format!("spec.faults[{i}]");
             let called = service_name.as_deref().unwrap_or("llm");
@@ -469,9 +470,12 @@ impl Scenario {
                     Some("give every rule its own name".into()),
                 );
             }
-            if let Err(found) = crate::chaos::Rule::validate(rule, &at) {
-                for p in found {
-                    problem(&p.path, p.message, p.fix);
+            match RuleDef::validate(rule, &at) {
+                Ok(def) => faults.push(def),
+                Err(found) => {
+                    for p in found {
+                        problem(&p.path, p.message, p.fix);
+                    }
                 }
             }
         }
@@ -504,7 +508,7 @@ impl Scenario {
             slos,
             session,
             scrape,
-            faults: spec.faults.clone(),
+            faults,
             flow: flow.map(Arc::new),
         })
     }
