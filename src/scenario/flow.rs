@@ -14,7 +14,7 @@ use crate::flow::recall::GroundTruth;
 use crate::scenario::{Endpoint, Service};
 use crate::sim::tiers::TierConfig;
 use crate::spec::error::nearest;
-use crate::spec::flow::{AssertSpec, FlowStep};
+use crate::spec::flow::{AssertSpec, ChatStep, FlowStep, HttpStep, SearchStep, ToolStep};
 use crate::spec::{ApiKind, PayloadTemplate, PgvectorSpec, ServiceSpec};
 
 /// A service a flow calls, with what its kind needs.
@@ -142,11 +142,50 @@ pub fn from_spec(
         }
         return None;
     }
-    let mut env = minijinja::Environment::new();
-    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-    let mut steps: Vec<Step> = Vec::new();
-    let mut names: Vec<String> = Vec::new();
-    let mut flow: Vec<(usize, FlowStep)> = Vec::new();
+    let flow = one_kind_each(template, problem);
+    let mut planner = Planner {
+        specs,
+        spec_dir,
+        env: minijinja::Environment::new(),
+        steps: Vec::new(),
+        names: Vec::new(),
+        used_services: BTreeSet::new(),
+    };
+    planner
+        .env
+        .set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    for ((i, step), name) in flow.iter().zip(step_names(&flow)) {
+        planner.add(*i, step, name, problem);
+    }
+    let breaker = template
+        .circuit_breaker
+        .unwrap_or_default()
+        .consecutive_timeouts;
+    if breaker == 0 {
+        problem(
+            "spec.payloadTemplate.circuitBreaker.consecutiveTimeouts",
+            "must be at least 1".into(),
+            None,
+        );
+    }
+    let services = flow_services(&planner.used_services, specs, resolved, problem);
+    let tiers = embedded_tiers(&services, specs);
+    let Planner { env, steps, .. } = planner;
+    (!failed).then(|| FlowPlan {
+        steps,
+        breaker,
+        templates: Arc::new(env),
+        services,
+        tiers,
+    })
+}
+
+/// The steps that name exactly one kind, with their index; the others reported.
+fn one_kind_each<'a>(
+    template: &'a PayloadTemplate,
+    problem: &mut Problem,
+) -> Vec<(usize, FlowStep<'a>)> {
+    let mut flow = Vec::new();
     for (i, step) in template.flow.iter().enumerate() {
         let kinds = step.kinds();
         match kinds.as_slice() {
@@ -161,25 +200,48 @@ pub fn from_spec(
             ),
         }
     }
+    flow
+}
+
+/// Each step's name: its own, else its kind, numbered when the kind repeats.
+fn step_names(flow: &[(usize, FlowStep<'_>)]) -> Vec<String> {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for (_, step) in &flow {
+    for (_, step) in flow {
         *counts.entry(kind_of(step)).or_default() += 1;
     }
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut used_services = BTreeSet::new();
-    for (i, step) in flow.iter().map(|(i, step)| (*i, step)) {
+    flow.iter()
+        .map(|(_, step)| {
+            let kind = kind_of(step);
+            let n = seen.entry(kind).or_default();
+            *n += 1;
+            explicit_name(step).cloned().unwrap_or_else(|| {
+                if counts[kind] > 1 {
+                    format!("{kind}-{n}")
+                } else {
+                    kind.to_owned()
+                }
+            })
+        })
+        .collect()
+}
+
+/// The flow as checked so far: the steps before the one being checked are what its
+/// templates may read and what its references may name.
+struct Planner<'a> {
+    specs: &'a BTreeMap<String, ServiceSpec>,
+    spec_dir: &'a Path,
+    env: minijinja::Environment<'static>,
+    steps: Vec<Step>,
+    names: Vec<String>,
+    used_services: BTreeSet<String>,
+}
+
+impl Planner<'_> {
+    fn add(&mut self, i: usize, step: &FlowStep<'_>, name: String, problem: &mut Problem) {
         let kind = kind_of(step);
         let at = format!("spec.payloadTemplate.flow[{i}].{kind}");
-        let n = seen.entry(kind).or_default();
-        *n += 1;
-        let name = explicit_name(step).cloned().unwrap_or_else(|| {
-            if counts[kind] > 1 {
-                format!("{kind}-{n}")
-            } else {
-                kind.to_owned()
-            }
-        });
-        if names.contains(&name) {
+        if self.names.contains(&name) {
             problem(
                 &format!("{at}.name"),
                 format!("a step named `{name}` comes earlier"),
@@ -187,7 +249,39 @@ pub fn from_spec(
             );
         }
         let service = service_of(step);
-        used_services.insert(service.to_owned());
+        self.used_services.insert(service.to_owned());
+        self.check_service(&at, step, problem);
+        let step_kind = match step {
+            FlowStep::Embed(e) => {
+                let input = e.input.as_deref().unwrap_or("{{ prompt }}");
+                self.template(&name, &at, "input", input, problem);
+                Some(StepKind::Embed)
+            }
+            FlowStep::Search(s) => self.search(s, &at, problem),
+            FlowStep::Chat(c) => self.chat(c, &name, &at, problem),
+            FlowStep::Tool(t) => self.tool(t, &at, problem),
+            FlowStep::Http(h) => self.http(h, &name, &at, problem),
+        };
+        let assert_spec = assert_of(step);
+        if let Some(service) = assert_spec.and_then(|a| a.embed_service.as_ref()) {
+            self.used_services.insert(service.clone());
+        }
+        let assert = assert_spec
+            .and_then(|a| Assertion::from_spec(a, self.specs, &format!("{at}.assert"), problem));
+        if let Some(kind) = step_kind {
+            self.steps.push(Step {
+                name: name.clone(),
+                service: service.to_owned(),
+                kind,
+                assert,
+            });
+        }
+        self.names.push(name);
+    }
+
+    /// The step's service exists and speaks what the step needs.
+    fn check_service(&self, at: &str, step: &FlowStep<'_>, problem: &mut Problem) {
+        let (kind, service) = (kind_of(step), service_of(step));
         let wanted: &[ApiKind] = match step {
             FlowStep::Embed(_) => &[ApiKind::Embeddings, ApiKind::Chat, ApiKind::Completions],
             FlowStep::Search(_) => &[ApiKind::Qdrant, ApiKind::Pgvector],
@@ -200,9 +294,9 @@ pub fn from_spec(
                 ApiKind::Embeddings,
             ],
         };
-        match specs.get(service) {
+        match self.specs.get(service) {
             None => {
-                let known: Vec<&str> = specs.keys().map(String::as_str).collect();
+                let known: Vec<&str> = self.specs.keys().map(String::as_str).collect();
                 problem(
                     &format!("{at}.service"),
                     format!("names service `{service}`, which is not under spec.services"),
@@ -233,270 +327,242 @@ pub fn from_spec(
             }
             Some(_) => {}
         }
-        // What templates of this step may read.
-        // `passages` is always there: empty until a search fills it.
+    }
+
+    /// Compiles `<name>.<field>` and checks that every variable it reads is defined
+    /// before the step: the prompt, the passages (empty until a search fills them) and
+    /// the earlier steps.
+    fn template(&mut self, name: &str, at: &str, field: &str, source: &str, problem: &mut Problem) {
+        let key = format!("{name}.{field}");
+        if let Err(e) = self.env.add_template_owned(key.clone(), source.to_owned()) {
+            problem(
+                &format!("{at}.{field}"),
+                format!("is not a valid template: {e}"),
+                Some(
+                    "templates are minijinja (Jinja2): `{{ prompt }}`, `{{ steps.NAME.text }}`"
+                        .into(),
+                ),
+            );
+            return;
+        }
         let mut defined: Vec<String> = vec!["prompt".into(), "passages".into()];
-        defined.extend(names.iter().map(|n| format!("steps.{n}")));
-        let mut template = |field: &str, source: &str, problem: &mut Problem| {
-            let key = format!("{name}.{field}");
-            if let Err(e) = env.add_template_owned(key.clone(), source.to_owned()) {
-                problem(
-                    &format!("{at}.{field}"),
-                    format!("is not a valid template: {e}"),
-                    Some(
-                        "templates are minijinja (Jinja2): `{{ prompt }}`, `{{ steps.NAME.text }}`"
-                            .into(),
-                    ),
-                );
-                return;
-            }
-            let variables = env
-                .get_template(&key)
-                .map(|t| t.undeclared_variables(true))
+        defined.extend(self.names.iter().map(|n| format!("steps.{n}")));
+        let variables = self
+            .env
+            .get_template(&key)
+            .map(|t| t.undeclared_variables(true))
+            .unwrap_or_default();
+        let mut variables: Vec<String> = variables.into_iter().collect();
+        variables.sort();
+        for variable in variables.iter().filter(|v| !is_defined(v, &defined)) {
+            let choices: Vec<&str> = defined.iter().map(String::as_str).collect();
+            let root = variable.split('.').take(2).collect::<Vec<_>>().join(".");
+            let near = nearest(&root, &choices)
+                .map(|n| format!("did you mean `{n}`? "))
                 .unwrap_or_default();
-            let mut variables: Vec<String> = variables.into_iter().collect();
-            variables.sort();
-            for variable in variables {
-                if !is_defined(&variable, &defined) {
-                    let choices: Vec<&str> = defined.iter().map(String::as_str).collect();
-                    let root = variable.split('.').take(2).collect::<Vec<_>>().join(".");
-                    let near = nearest(&root, &choices)
-                        .map(|n| format!("did you mean `{n}`? "))
-                        .unwrap_or_default();
-                    problem(
-                        &format!("{at}.{field}"),
-                        format!("`{variable}` is not defined before step `{name}`"),
-                        Some(format!("{near}Defined here: {}", defined.join(", "))),
-                    );
+            problem(
+                &format!("{at}.{field}"),
+                format!("`{variable}` is not defined before step `{name}`"),
+                Some(format!("{near}Defined here: {}", defined.join(", "))),
+            );
+        }
+    }
+
+    fn search(&self, s: &SearchStep, at: &str, problem: &mut Problem) -> Option<StepKind> {
+        let embedding = self.search_embedding(s, at, problem);
+        if !(1..=10_000).contains(&s.top_k) {
+            problem(
+                &format!("{at}.top_k"),
+                format!("{} is not between 1 and 10000", s.top_k),
+                None,
+            );
+        }
+        let threshold = s.recall_threshold.unwrap_or(0.82);
+        if !(0.0..=1.0).contains(&threshold) {
+            problem(
+                &format!("{at}.recall_threshold"),
+                format!("{threshold} is not between 0 and 1"),
+                Some("write a share: 0.82 for 82 %".into()),
+            );
+        }
+        let truth = s.ground_truth.as_ref().and_then(|file| {
+            match GroundTruth::load(&self.spec_dir.join(file)) {
+                Ok(truth) => Some(Arc::new(truth)),
+                Err(e) => {
+                    problem(&format!("{at}.ground_truth"), e, None);
+                    None
                 }
             }
+        });
+        embedding.map(|embedding| StepKind::Search {
+            embedding,
+            top_k: s.top_k,
+            truth,
+            recall_threshold: threshold,
+        })
+    }
+
+    /// The embed step a search takes its vector from: the one it names, else the
+    /// last before it.
+    fn search_embedding(&self, s: &SearchStep, at: &str, problem: &mut Problem) -> Option<String> {
+        let is_embed = |st: &&Step| matches!(st.kind, StepKind::Embed);
+        match &s.embedding {
+            Some(from) => {
+                if !self
+                    .steps
+                    .iter()
+                    .filter(is_embed)
+                    .any(|st| &st.name == from)
+                {
+                    problem(
+                        &format!("{at}.embedding"),
+                        format!("`{from}` is not an embed step before this one"),
+                        Some("name an earlier `embed` step".into()),
+                    );
+                }
+                Some(from.clone())
+            }
+            None => {
+                let last = self.steps.iter().rev().find(is_embed);
+                if last.is_none() {
+                    problem(
+                        at,
+                        "a search needs a vector: no `embed` step comes before it".into(),
+                        Some("add `- embed: { service: …, input: \"{{ prompt }}\" }` before the search".into()),
+                    );
+                }
+                last.map(|st| st.name.clone())
+            }
+        }
+    }
+
+    fn chat(
+        &mut self,
+        c: &ChatStep,
+        name: &str,
+        at: &str,
+        problem: &mut Problem,
+    ) -> Option<StepKind> {
+        if let Some(system) = &c.system {
+            self.template(name, at, "system", system, problem);
+        }
+        let user = c.user.as_deref().unwrap_or(DEFAULT_USER);
+        self.template(name, at, "user", user, problem);
+        let mut body = c.body.clone();
+        if !c.tools.is_empty() {
+            let tools: Vec<Value> = c
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters.clone().unwrap_or(json!({"type": "object", "properties": {}})),
+                    }})
+                })
+                .collect();
+            body.insert("tools".into(), Value::from(tools));
+        }
+        match c.tool_choice.as_deref() {
+            None => {}
+            Some(choice @ ("auto" | "required" | "none")) => {
+                body.insert("tool_choice".into(), json!(choice));
+            }
+            Some(other) => problem(
+                &format!("{at}.tool_choice"),
+                format!("`{other}` is not a tool choice"),
+                Some("choose from: auto, required, none".into()),
+            ),
+        }
+        Some(StepKind::Chat {
+            max_tokens: c.max_tokens,
+            has_system: c.system.is_some(),
+            body,
+            tool_names: c.tools.iter().map(|t| t.name.clone()).collect(),
+        })
+    }
+
+    /// A tool step runs the tool calls of the last chat step before it that offers
+    /// tools.
+    fn tool(&self, t: &ToolStep, at: &str, problem: &mut Problem) -> Option<StepKind> {
+        let chat = self.steps.iter().rev().find_map(|st| match &st.kind {
+            StepKind::Chat { tool_names, .. } => Some((st.name.clone(), tool_names)),
+            _ => None,
+        });
+        let Some((chat, tool_names)) = chat.filter(|(_, tools)| !tools.is_empty()) else {
+            problem(
+                at,
+                "a tool step runs the tool calls of a chat step before it, and none offers tools"
+                    .into(),
+                Some("offer `tools:` in an earlier `chat` step".into()),
+            );
+            return None;
         };
-        let assert_spec = assert_of(step);
-        let kind = match step {
-            FlowStep::Embed(e) => {
-                template(
-                    "input",
-                    e.input.as_deref().unwrap_or("{{ prompt }}"),
-                    problem,
+        for path_of in t.paths.keys().filter(|p| !tool_names.contains(p)) {
+            problem(
+                &format!("{at}.paths.{path_of}"),
+                format!("`{path_of}` is not a tool the `{chat}` step offers"),
+                Some(format!("offered: {}", tool_names.join(", "))),
+            );
+        }
+        Some(StepKind::Tool {
+            chat,
+            timeout: t.timeout.map_or(Duration::from_secs(10), |d| d.0),
+            paths: t.paths.clone(),
+            max_iterations: t.max_iterations.unwrap_or(3).max(1),
+        })
+    }
+
+    fn http(
+        &mut self,
+        h: &HttpStep,
+        name: &str,
+        at: &str,
+        problem: &mut Problem,
+    ) -> Option<StepKind> {
+        if let Some(body) = &h.body {
+            self.template(name, at, "body", body, problem);
+        }
+        let method = h.method.as_deref().unwrap_or("POST");
+        let method = Method::from_bytes(method.to_uppercase().as_bytes())
+            .ok()
+            .or_else(|| {
+                problem(
+                    &format!("{at}.method"),
+                    format!("`{method}` is not an HTTP method"),
+                    Some("write e.g. POST".into()),
                 );
-                Some(StepKind::Embed)
-            }
-            FlowStep::Search(s) => {
-                let embedding = match &s.embedding {
-                    Some(from) => {
-                        let is_embed = steps
-                            .iter()
-                            .any(|st| &st.name == from && matches!(st.kind, StepKind::Embed));
-                        if !is_embed {
-                            problem(
-                                &format!("{at}.embedding"),
-                                format!("`{from}` is not an embed step before this one"),
-                                Some("name an earlier `embed` step".into()),
-                            );
-                        }
-                        Some(from.clone())
-                    }
-                    None => steps
-                        .iter()
-                        .rev()
-                        .find(|st| matches!(st.kind, StepKind::Embed))
-                        .map(|st| st.name.clone())
-                        .or_else(|| {
-                            problem(
-                                &at,
-                                "a search needs a vector: no `embed` step comes before it".into(),
-                                Some("add `- embed: { service: …, input: \"{{ prompt }}\" }` before the search".into()),
-                            );
-                            None
-                        }),
-                };
-                if !(1..=10_000).contains(&s.top_k) {
-                    problem(
-                        &format!("{at}.top_k"),
-                        format!("{} is not between 1 and 10000", s.top_k),
-                        None,
-                    );
-                }
-                let threshold = s.recall_threshold.unwrap_or(0.82);
-                if !(0.0..=1.0).contains(&threshold) {
-                    problem(
-                        &format!("{at}.recall_threshold"),
-                        format!("{threshold} is not between 0 and 1"),
-                        Some("write a share: 0.82 for 82 %".into()),
-                    );
-                }
-                let truth = s.ground_truth.as_ref().and_then(|file| {
-                    match GroundTruth::load(&spec_dir.join(file)) {
-                        Ok(truth) => Some(Arc::new(truth)),
-                        Err(e) => {
-                            problem(&format!("{at}.ground_truth"), e, None);
-                            None
-                        }
-                    }
-                });
-                embedding.map(|embedding| StepKind::Search {
-                    embedding,
-                    top_k: s.top_k,
-                    truth,
-                    recall_threshold: threshold,
-                })
-            }
-            FlowStep::Chat(c) => {
-                if let Some(system) = &c.system {
-                    template("system", system, problem);
-                }
-                template("user", c.user.as_deref().unwrap_or(DEFAULT_USER), problem);
-                let mut body = c.body.clone();
-                if !c.tools.is_empty() {
-                    let tools: Vec<Value> = c
-                        .tools
-                        .iter()
-                        .map(|t| {
-                            json!({"type": "function", "function": {
-                                "name": t.name,
-                                "description": t.description,
-                                "parameters": t.parameters.clone().unwrap_or(json!({"type": "object", "properties": {}})),
-                            }})
-                        })
-                        .collect();
-                    body.insert("tools".into(), Value::from(tools));
-                }
-                match c.tool_choice.as_deref() {
-                    None => {}
-                    Some(choice @ ("auto" | "required" | "none")) => {
-                        body.insert("tool_choice".into(), json!(choice));
-                    }
-                    Some(other) => problem(
-                        &format!("{at}.tool_choice"),
-                        format!("`{other}` is not a tool choice"),
-                        Some("choose from: auto, required, none".into()),
-                    ),
-                }
-                Some(StepKind::Chat {
-                    max_tokens: c.max_tokens,
-                    has_system: c.system.is_some(),
-                    body,
-                    tool_names: c.tools.iter().map(|t| t.name.clone()).collect(),
-                })
-            }
-            FlowStep::Tool(t) => {
-                let chat = steps.iter().rev().find_map(|st| match &st.kind {
-                    StepKind::Chat { tool_names, .. } => {
-                        Some((st.name.clone(), tool_names.clone()))
-                    }
-                    _ => None,
-                });
-                match chat {
-                    Some((chat, tool_names)) if !tool_names.is_empty() => {
-                        for path_of in t.paths.keys() {
-                            if !tool_names.contains(path_of) {
-                                problem(
-                                    &format!("{at}.paths.{path_of}"),
-                                    format!("`{path_of}` is not a tool the `{chat}` step offers"),
-                                    Some(format!("offered: {}", tool_names.join(", "))),
-                                );
-                            }
-                        }
-                        Some(StepKind::Tool {
-                            chat,
-                            timeout: t.timeout.map_or(Duration::from_secs(10), |d| d.0),
-                            paths: t.paths.clone(),
-                            max_iterations: t.max_iterations.unwrap_or(3).max(1),
-                        })
-                    }
-                    _ => {
-                        problem(
-                            &at,
-                            "a tool step runs the tool calls of a chat step before it, and none offers tools".into(),
-                            Some("offer `tools:` in an earlier `chat` step".into()),
-                        );
-                        None
-                    }
-                }
-            }
-            FlowStep::Http(h) => {
-                if let Some(body) = &h.body {
-                    template("body", body, problem);
-                }
-                let method = h.method.as_deref().unwrap_or("POST");
-                let method = Method::from_bytes(method.to_uppercase().as_bytes())
-                    .ok()
-                    .or_else(|| {
-                        problem(
-                            &format!("{at}.method"),
-                            format!("`{method}` is not an HTTP method"),
-                            Some("write e.g. POST".into()),
-                        );
-                        None
-                    });
-                if !h.path.starts_with('/') {
-                    problem(
-                        &format!("{at}.path"),
-                        format!("`{}` is not a path", h.path),
-                        Some("start it with `/`".into()),
-                    );
-                }
-                method.map(|method| StepKind::Http {
-                    method,
-                    path: h.path.clone(),
-                    has_body: h.body.is_some(),
-                    expect_status: h.expect_status,
-                    timeout: h.timeout.map(|d| d.0),
-                })
-            }
-        };
-        if let Some(service) = assert_spec.and_then(|a| a.embed_service.as_ref()) {
-            used_services.insert(service.clone());
-        }
-        let assert = assert_spec
-            .and_then(|a| Assertion::from_spec(a, specs, &format!("{at}.assert"), problem));
-        if let Some(kind) = kind {
-            steps.push(Step {
-                name: name.clone(),
-                service: service.to_owned(),
-                kind,
-                assert,
+                None
             });
+        if !h.path.starts_with('/') {
+            problem(
+                &format!("{at}.path"),
+                format!("`{}` is not a path", h.path),
+                Some("start it with `/`".into()),
+            );
         }
-        names.push(name);
+        method.map(|method| StepKind::Http {
+            method,
+            path: h.path.clone(),
+            has_body: h.body.is_some(),
+            expect_status: h.expect_status,
+            timeout: h.timeout.map(|d| d.0),
+        })
     }
-    let breaker = template
-        .circuit_breaker
-        .unwrap_or_default()
-        .consecutive_timeouts;
-    if breaker == 0 {
-        problem(
-            "spec.payloadTemplate.circuitBreaker.consecutiveTimeouts",
-            "must be at least 1".into(),
-            None,
-        );
-    }
+}
+
+/// The services the flow calls, resolved, with what their kinds need.
+fn flow_services(
+    used: &BTreeSet<String>,
+    specs: &BTreeMap<String, ServiceSpec>,
+    resolved: &BTreeMap<String, Service>,
+    problem: &mut Problem,
+) -> BTreeMap<String, FlowService> {
     let mut services = BTreeMap::new();
-    let mut tiers = TierConfig::default();
-    for name in &used_services {
+    for name in used {
         let (Some(spec), Some(service)) = (specs.get(name), resolved.get(name)) else {
             continue;
         };
-        if matches!(service.endpoint, Endpoint::Embedded { .. }) {
-            match spec.api {
-                ApiKind::Qdrant => {
-                    tiers.warm_corpus = true;
-                    if let Some(latency) = spec.latency {
-                        tiers.search_latency = latency;
-                    }
-                    if let Some(size) = spec.corpus_size {
-                        tiers.corpus_size = size as usize;
-                    }
-                }
-                ApiKind::Tools => {
-                    if let Some(latency) = spec.latency {
-                        tiers.tool_latency = latency;
-                    }
-                    tiers.tool_failure_rate = spec.failure_rate.unwrap_or(0.0);
-                }
-                _ => {}
-            }
-        }
         if let Some(table) = &spec.pgvector
             && let Err(e) = crate::flow::search::pg_query(table)
         {
@@ -512,13 +578,41 @@ pub fn from_spec(
             },
         );
     }
-    (!failed).then(|| FlowPlan {
-        steps,
-        breaker,
-        templates: Arc::new(env),
-        services,
-        tiers,
-    })
+    services
+}
+
+/// How the embedded simulator's search and tool tiers behave, from the embedded
+/// services the flow calls.
+fn embedded_tiers(
+    services: &BTreeMap<String, FlowService>,
+    specs: &BTreeMap<String, ServiceSpec>,
+) -> TierConfig {
+    let mut tiers = TierConfig::default();
+    for (name, service) in services {
+        let spec = &specs[name];
+        if !matches!(service.service.endpoint, Endpoint::Embedded { .. }) {
+            continue;
+        }
+        match spec.api {
+            ApiKind::Qdrant => {
+                tiers.warm_corpus = true;
+                if let Some(latency) = spec.latency {
+                    tiers.search_latency = latency;
+                }
+                if let Some(size) = spec.corpus_size {
+                    tiers.corpus_size = size as usize;
+                }
+            }
+            ApiKind::Tools => {
+                if let Some(latency) = spec.latency {
+                    tiers.tool_latency = latency;
+                }
+                tiers.tool_failure_rate = spec.failure_rate.unwrap_or(0.0);
+            }
+            _ => {}
+        }
+    }
+    tiers
 }
 
 fn is_defined(variable: &str, defined: &[String]) -> bool {
