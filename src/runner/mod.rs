@@ -15,11 +15,13 @@ mod flow;
 mod progress;
 mod services;
 mod tokens;
+mod wiring;
 
 pub use progress::{Progress, ProgressSnapshot, StageStatus};
 
 use collector::*;
 use services::*;
+use wiring::{ObserverOptions, Observers, Scraper, Servers};
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -48,7 +50,6 @@ use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage, Tok
 use crate::scenario::{Endpoint, Scenario, Service, Workload};
 use crate::schedule::{ExecutedStage, OpenArrivals, Stage, SweepRole, sweep_rates};
 use crate::seed::mix_seed;
-use crate::sim::{EmbeddedSim, Profile, SimConfig};
 use crate::slo::{Aborted, SloSet};
 use crate::spec::TraceIds;
 use crate::workload::PromptSource;
@@ -243,80 +244,18 @@ pub async fn run(
     options: RunOptions,
     stop: CancellationToken,
 ) -> Result<RunResult> {
-    // One simulator serves every `url: embedded` service (LLM, embeddings, search,
-    // tools).
-    let embedded = match embedded_profile(&scenario) {
-        Some(profile) => {
-            let profile = Profile::load(&profile)?;
-            let model = scenario
-                .service
-                .model
-                .clone()
-                .filter(|_| matches!(scenario.service.endpoint, Endpoint::Embedded { .. }))
-                .unwrap_or_else(|| profile.model.clone());
-            let sim = EmbeddedSim::start(SimConfig {
-                profile,
-                model: Some(model.clone()),
-                seed: scenario.seed,
-                tiers: scenario
-                    .flow
-                    .as_ref()
-                    .map(|f| f.tiers.clone())
-                    .unwrap_or_default(),
-            })
-            .await
-            .context("cannot start the embedded simulator")?;
-            Some((sim, model))
-        }
-        None => None,
-    };
-    let url_of = |service: &Service| match &service.endpoint {
-        Endpoint::Embedded { .. } => embedded
-            .as_ref()
-            .map(|(sim, _)| sim.base_url())
-            .unwrap_or_default(),
-        Endpoint::Url(url) => url.clone(),
-    };
-    let model_of = |service: &Service| {
-        service
-            .model
-            .clone()
-            .or_else(|| embedded.as_ref().map(|(_, model)| model.clone()))
-            .unwrap_or_default()
-    };
-    let base_url = url_of(&scenario.service);
-    let model = model_of(&scenario.service);
-    // Faults: a chaos proxy in front of each service that has rules, and that
-    // service's traffic sent through it. Records keep the service's own URL as the
-    // target.
-    let mut proxies: BTreeMap<String, RunningProxy> = BTreeMap::new();
-    // What the header says about the run's own servers.
-    let mut notes = Vec::new();
-    for rule in &scenario.faults {
-        let name = rule.spec.service.clone().unwrap_or_default();
-        if proxies.contains_key(&name) {
-            continue;
-        }
-        let service = scenario
-            .flow
-            .as_ref()
-            .and_then(|f| f.services.get(&name))
-            .map(|f| &f.service)
-            .unwrap_or(&scenario.service);
-        let proxy = start_proxy(&scenario, service, &url_of(service)).await?;
-        notes.push(format!(
-            "chaos proxy for `{}` on {}; admin API on http://{}",
-            service.name,
-            proxy.addr,
-            proxy.admin_addr.map_or(String::new(), |a| a.to_string())
-        ));
-        proxies.insert(name, proxy);
-    }
-    let base_through = |name: &str, base: String| match proxies.get(name) {
-        Some(proxy) => through_proxy(&base, proxy),
-        None => base,
-    };
-    let request_base = base_through(&scenario.service.name, base_url.clone());
+    let RunOptions {
+        records_path,
+        progress,
+        on_start,
+        metrics_listener,
+        otlp_endpoint,
+        otlp_tls,
+        collect: collect_options,
+    } = options;
+    let servers = Servers::start(&scenario).await?;
+    let base_url = servers.url_of(&scenario.service);
+    let model = servers.model_of(&scenario.service);
     // W3C baggage on every request: which run and scenario sent it, so the services'
     // own spans and logs can be told apart by run.
     let run_id = new_run_id();
@@ -326,122 +265,32 @@ pub async fn run(
         .service
         .headers
         .push((BAGGAGE.clone(), baggage.clone()));
-    let flow = match &scenario.flow {
-        Some(plan) => {
-            let mut urls = BTreeMap::new();
-            let mut models = BTreeMap::new();
-            for (name, service) in &plan.services {
-                urls.insert(name.clone(), base_through(name, url_of(&service.service)));
-                models.insert(name.clone(), model_of(&service.service));
-            }
-            Some(flow::FlowRuntime::new(
-                plan.clone(),
-                urls,
-                models,
-                &scenario,
-                baggage.clone(),
-            )?)
-        }
-        None => None,
-    };
+    let flow = servers.flow_runtime(&scenario, baggage)?;
+    let request_base = servers.request_base(&scenario.service.name, base_url.clone());
     let target = build_target(&scenario, &request_base, &model)?;
 
-    let file = std::fs::File::create(&options.records_path)
-        .with_context(|| format!("cannot create {}", options.records_path.display()))?;
+    let file = std::fs::File::create(&records_path)
+        .with_context(|| format!("cannot create {}", records_path.display()))?;
     let (records, inbox) = mpsc::unbounded_channel();
     let clock = RunClock::new(Instant::now() + Duration::from_millis(20));
-    let gate = scenario
-        .slos
-        .clone()
-        .filter(|slos| slos.abort_on_fail)
-        .map(|slos| Gate {
-            slos,
-            stop: stop.clone(),
-            clock,
-        });
-    let live_stop = CancellationToken::new();
-    let live = options.metrics_listener.map(|listener| {
-        let metrics = Arc::new(LiveMetrics::new());
-        let stopped = live_stop.clone();
-        tokio::spawn(crate::prometheus::live::serve(
-            listener,
-            metrics.clone(),
-            async move { stopped.cancelled().await },
-        ));
-        metrics
-    });
-    // A trace receiver for the services' spans (and, unless told otherwise, redline's).
-    let collect_stop = CancellationToken::new();
-    let mut otlp_endpoint = options.otlp_endpoint;
-    let collecting = match options.collect {
-        Some(collect) => {
-            let collector = Arc::new(
-                crate::trace::receiver::Collector::create(&collect.dir, 5_000_000)
-                    .with_context(|| format!("cannot write to {}", collect.dir.display()))?,
-            );
-            let addr = collect.listener.local_addr()?;
-            notes.push(format!(
-                "collecting OTLP/HTTP traces at http://{addr}/v1/traces"
-            ));
-            otlp_endpoint.get_or_insert(format!("http://{addr}/v1/traces").parse()?);
-            let stopped = collect_stop.clone();
-            let server = tokio::spawn(
-                axum::serve(
-                    collect.listener,
-                    crate::trace::receiver::app(collector.clone()),
-                )
-                .with_graceful_shutdown(async move { stopped.cancelled().await })
-                .into_future(),
-            );
-            Some((collector, server, collect.grace))
-        }
-        None => None,
+    let mut notes = servers.notes.clone();
+    let observer_options = ObserverOptions {
+        metrics_listener,
+        otlp_endpoint,
+        otlp_tls,
+        collect: collect_options,
     };
-    let (span_sender, exporter) = match otlp_endpoint {
-        Some(endpoint) => {
-            let (sender, spans) = mpsc::unbounded_channel();
-            let exporter = tokio::spawn(crate::trace::export::export(
-                crate::client::http_client_with(
-                    &scenario.timeouts,
-                    false,
-                    options.otlp_tls.as_ref(),
-                ),
-                endpoint,
-                scenario.name.clone(),
-                spans,
-            ));
-            // The records' clock in Unix time, for span timestamps.
-            let origin_ns = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-                .saturating_sub(clock.start().elapsed().as_nanos() as u64)
-                + clock
-                    .start()
-                    .saturating_duration_since(Instant::now())
-                    .as_nanos() as u64;
-            (
-                Some(SpanSink {
-                    sender,
-                    model: model.clone(),
-                    scenario: scenario.name.clone(),
-                    origin_ns,
-                    metrics: Default::default(),
-                }),
-                Some(exporter),
-            )
-        }
-        None => (None, None),
-    };
+    let (observers, span_sink) =
+        Observers::start(observer_options, &scenario, &model, clock, &mut notes)?;
     let collector = tokio::spawn(collect(
         inbox,
         std::io::BufWriter::new(file),
         scenario.aggregator(),
-        gate,
-        proxies.values().map(|p| p.chaos.log.clone()).collect(),
-        live,
-        span_sender,
+        abort_gate(&scenario, &stop, clock),
+        servers.fault_logs(),
+        observers.live.clone(),
+        span_sink,
     ));
-
     let shared = Arc::new(Shared {
         http: scenario.service.http_client(&scenario.timeouts),
         target,
@@ -449,7 +298,7 @@ pub async fn run(
         planned_end: scenario.planned_duration(),
         in_flight: Arc::new(Semaphore::new(scenario.max_in_flight as usize)),
         abort: CancellationToken::new(),
-        progress: options.progress.unwrap_or_default(),
+        progress: progress.unwrap_or_default(),
         next_seq: AtomicU64::new(0),
         next_session: AtomicU64::new(0),
         trace_key: match scenario.trace_ids {
@@ -461,143 +310,26 @@ pub async fn run(
         scenario,
     });
     shared.progress.plan(shared.planned_end);
-    if let Some(on_start) = options.on_start {
+    if let Some(on_start) = on_start {
         on_start(&header_of(&shared.scenario, &base_url, &model, notes));
     }
-    let scrape_stop = CancellationToken::new();
-    let scraper = match &shared.scenario.scrape {
-        Some((url, interval)) => {
-            let url = url
-                .clone()
-                .unwrap_or_else(|| format!("{base_url}/metrics"))
-                .parse()
-                .context("building the metrics URL")?;
-            Some(tokio::spawn(crate::prometheus::scrape::scrape(
-                shared.http.clone(),
-                url,
-                *interval,
-                clock,
-                scrape_stop.clone(),
-            )))
-        }
-        None => None,
-    };
-
-    // One drain for every wait of the run (open-loop tasks, closed-loop slots, sweep
-    // points, sessions): a stop gives in-flight requests the drain timeout, then the
-    // abort token ends them.
-    let drain_watch = tokio::spawn({
-        let (stop, abort, drain) = (
-            stop.clone(),
-            shared.abort.clone(),
-            shared.scenario.drain_timeout,
-        );
-        async move {
-            stop.cancelled().await;
-            tokio::time::sleep(drain).await;
-            abort.cancel();
-        }
-    });
-    let mut tasks = JoinSet::new();
-    let mut stage_start = Duration::ZERO;
-    let mut executed = Vec::new();
-    for stage in &shared.scenario.stages {
-        if stop.is_cancelled() {
-            break;
-        }
-        let stage_end = match stage {
-            Stage::Open { .. } => {
-                let index = begin_stage(&shared, &mut executed, stage, None);
-                run_open(&shared, stage, index, stage_start, &mut tasks, &stop).await?
-            }
-            Stage::Closed { .. } => {
-                let index = begin_stage(&shared, &mut executed, stage, None);
-                run_closed(&shared, stage, index, stage_start, &stop)
-                    .await
-                    .end
-            }
-            Stage::Replay { .. } => {
-                let index = begin_stage(&shared, &mut executed, stage, None);
-                run_replay(&shared, stage, index, stage_start, &mut tasks, &stop).await?
-            }
-            Stage::Sweep { .. } => {
-                run_sweep(
-                    &shared,
-                    stage,
-                    &mut executed,
-                    stage_start,
-                    &mut tasks,
-                    &stop,
-                )
-                .await?
-            }
-        };
-        stage_start = stage_end;
-    }
-
-    // Requests finish on their own; after a stop, the drain watchdog cancels what is
-    // still in flight once the drain timeout runs out (each task records that).
-    while tasks.join_next().await.is_some() {}
-    drain_watch.abort();
+    let scraper = Scraper::start(&shared.scenario, &shared.http, &base_url, clock)?;
+    let executed = run_stages(&shared, &stop).await?;
     let elapsed = clock.start().elapsed();
-    scrape_stop.cancel();
-    let server_metrics = match scraper {
-        Some(task) => Some(task.await.context("the metrics scraper failed")?),
-        None => None,
-    };
-    // Every request task has ended: close the collector's inbox explicitly, whoever
-    // still holds a share of the run, and check that each scheduled request has its
-    // one record.
-    let _ = shared.records.send(Inbox::Close);
-    let (aggregator, aborted, evidence) =
-        collector.await.context("the record collector failed")??;
-    let (scheduled, recorded) = shared.progress.balance();
-    if scheduled != recorded {
-        anyhow::bail!(
-            "internal error: {scheduled} requests were scheduled but {recorded} have a record"
-        );
-    }
-    let token_settlement = tokens::settle(
+    let server_metrics = scraper.finish().await?;
+    let (aggregator, aborted, evidence) = close_collector(&shared, collector).await?;
+    let (aggregator, token_settlement) = settle_tokens(
+        &shared,
         evidence,
-        &options.records_path,
-        &shared.http,
+        aggregator,
+        &records_path,
         &base_url,
         &model,
     )
     .await?;
-    let aggregator = match &token_settlement {
-        // The counts changed: the statistics are rebuilt from the settled records.
-        Some(s) if matches!(s.source, TokenSource::Events | TokenSource::ServerTokenizer) => {
-            let mut rebuilt = shared.scenario.aggregator();
-            crate::record::read_records(&options.records_path, None, |r| rebuilt.add(&r))?;
-            rebuilt
-        }
-        _ => aggregator,
-    };
-    live_stop.cancel();
-    let otlp = match exporter {
-        Some(exporter) => Some(exporter.await.context("the span exporter failed")?),
-        None => None,
-    };
-    let traces = match collecting {
-        Some((collector, server, grace)) => {
-            tokio::select! {
-                _ = tokio::time::sleep(grace) => {}
-                _ = stop.cancelled() => {}
-            }
-            collect_stop.cancel();
-            let _ = server.await;
-            let mut report = trace_report(&collector.path, &options.records_path)?;
-            report.receiver = Some(collector.stats.counts());
-            Some(report)
-        }
-        None => None,
-    };
-    let proxies = proxies
-        .iter()
-        .map(|(service, proxy)| proxy_counts(service, proxy))
-        .collect();
-    drop(embedded);
+    let (otlp, traces) = observers.finish(&stop, &records_path).await?;
+    let proxies = servers.proxy_counts();
+    drop(servers);
     if !aggregator.counts.balanced() {
         anyhow::bail!(
             "internal error: outcomes do not add up to the scheduled requests: {:?}",
@@ -619,6 +351,108 @@ pub async fn run(
         otlp,
         traces,
     })
+}
+
+/// The SLO gate that stops a run once a breach is certain, when the SLOs ask.
+fn abort_gate(scenario: &Scenario, stop: &CancellationToken, clock: RunClock) -> Option<Gate> {
+    let slos = scenario.slos.clone().filter(|slos| slos.abort_on_fail)?;
+    Some(Gate {
+        slos,
+        stop: stop.clone(),
+        clock,
+    })
+}
+
+/// Runs the stages in order until they end or `stop` fires, then waits for every
+/// request. One drain serves every wait (open-loop tasks, closed-loop slots, sweep
+/// points, sessions): a stop gives in-flight requests the drain timeout, then the
+/// abort token ends them (each task records that).
+async fn run_stages(shared: &Arc<Shared>, stop: &CancellationToken) -> Result<Vec<ExecutedStage>> {
+    let drain_watch = tokio::spawn({
+        let (stop, abort, drain) = (
+            stop.clone(),
+            shared.abort.clone(),
+            shared.scenario.drain_timeout,
+        );
+        async move {
+            stop.cancelled().await;
+            tokio::time::sleep(drain).await;
+            abort.cancel();
+        }
+    });
+    let mut tasks = JoinSet::new();
+    let mut stage_start = Duration::ZERO;
+    let mut executed = Vec::new();
+    for stage in &shared.scenario.stages {
+        if stop.is_cancelled() {
+            break;
+        }
+        let stage_end = match stage {
+            Stage::Open { .. } => {
+                let index = begin_stage(shared, &mut executed, stage, None);
+                run_open(shared, stage, index, stage_start, &mut tasks, stop).await?
+            }
+            Stage::Closed { .. } => {
+                let index = begin_stage(shared, &mut executed, stage, None);
+                run_closed(shared, stage, index, stage_start, stop)
+                    .await
+                    .end
+            }
+            Stage::Replay { .. } => {
+                let index = begin_stage(shared, &mut executed, stage, None);
+                run_replay(shared, stage, index, stage_start, &mut tasks, stop).await?
+            }
+            Stage::Sweep { .. } => {
+                run_sweep(shared, stage, &mut executed, stage_start, &mut tasks, stop).await?
+            }
+        };
+        stage_start = stage_end;
+    }
+    while tasks.join_next().await.is_some() {}
+    drain_watch.abort();
+    Ok(executed)
+}
+
+/// Every request task has ended: closes the collector's inbox explicitly, whoever
+/// still holds a share of the run, and checks that each scheduled request has its
+/// one record.
+async fn close_collector(
+    shared: &Shared,
+    collector: tokio::task::JoinHandle<
+        Result<(Aggregator, Option<Aborted>, tokens::TokenEvidence)>,
+    >,
+) -> Result<(Aggregator, Option<Aborted>, tokens::TokenEvidence)> {
+    let _ = shared.records.send(Inbox::Close);
+    let collected = collector.await.context("the record collector failed")??;
+    let (scheduled, recorded) = shared.progress.balance();
+    if scheduled != recorded {
+        anyhow::bail!(
+            "internal error: {scheduled} requests were scheduled but {recorded} have a record"
+        );
+    }
+    Ok(collected)
+}
+
+/// Settles the counts of answers without usage; when they changed, the statistics
+/// are rebuilt from the settled records.
+async fn settle_tokens(
+    shared: &Shared,
+    evidence: tokens::TokenEvidence,
+    aggregator: Aggregator,
+    records_path: &std::path::Path,
+    base_url: &str,
+    model: &str,
+) -> Result<(Aggregator, Option<crate::record::TokenSettlement>)> {
+    let settlement = tokens::settle(evidence, records_path, &shared.http, base_url, model).await?;
+    let changed = settlement
+        .as_ref()
+        .is_some_and(|s| matches!(s.source, TokenSource::Events | TokenSource::ServerTokenizer));
+    if !changed {
+        return Ok((aggregator, settlement));
+    }
+    let mut rebuilt = shared.scenario.aggregator();
+    crate::record::read_records(records_path, None, |r| rebuilt.add(&r))?;
+    Ok((rebuilt, settlement))
 }
 
 /// Notes a stage as run (its index is the records' `stage`) and tells the progress.

@@ -1,0 +1,362 @@
+//! What a run stands up around its requests and takes down after them: the embedded
+//! simulator and the chaos proxies in front of services with fault rules
+//! ([`Servers`]), and the observers — live metrics, the trace receiver, the span
+//! exporter and the server-metrics scraper ([`Observers`]).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::collector::SpanSink;
+use super::services::{embedded_profile, proxy_counts, start_proxy, through_proxy, trace_report};
+use super::{CollectOptions, flow};
+use crate::chaos::{FaultLog, ProxyCounts, RunningProxy};
+use crate::client::{HttpClient, RunClock};
+use crate::prometheus::live::LiveMetrics;
+use crate::prometheus::scrape::ServerMetrics;
+use crate::scenario::{Endpoint, Scenario, Service};
+use crate::sim::{EmbeddedSim, Profile, SimConfig};
+use crate::trace::export::ExportCounts;
+use crate::trace::graph::TraceReport;
+use crate::trace::receiver::Collector;
+
+/// The servers a run starts: one simulator for every `url: embedded` service, and a
+/// chaos proxy in front of each service with fault rules (its traffic goes through
+/// the proxy; records keep the service's own URL as the target).
+pub(super) struct Servers {
+    embedded: Option<(EmbeddedSim, String)>,
+    proxies: BTreeMap<String, RunningProxy>,
+    /// What the header says about them.
+    pub(super) notes: Vec<String>,
+}
+
+impl Servers {
+    pub(super) async fn start(scenario: &Scenario) -> Result<Servers> {
+        let mut servers = Servers {
+            embedded: start_embedded(scenario).await?,
+            proxies: BTreeMap::new(),
+            notes: Vec::new(),
+        };
+        for rule in &scenario.faults {
+            let name = rule.spec.service.clone().unwrap_or_default();
+            if servers.proxies.contains_key(&name) {
+                continue;
+            }
+            let service = scenario
+                .flow
+                .as_ref()
+                .and_then(|f| f.services.get(&name))
+                .map(|f| &f.service)
+                .unwrap_or(&scenario.service);
+            let proxy = start_proxy(scenario, service, &servers.url_of(service)).await?;
+            servers.notes.push(format!(
+                "chaos proxy for `{}` on {}; admin API on http://{}",
+                service.name,
+                proxy.addr,
+                proxy.admin_addr.map_or(String::new(), |a| a.to_string())
+            ));
+            servers.proxies.insert(name, proxy);
+        }
+        Ok(servers)
+    }
+
+    /// The service's own base URL.
+    pub(super) fn url_of(&self, service: &Service) -> String {
+        match &service.endpoint {
+            Endpoint::Embedded { .. } => self
+                .embedded
+                .as_ref()
+                .map(|(sim, _)| sim.base_url())
+                .unwrap_or_default(),
+            Endpoint::Url(url) => url.clone(),
+        }
+    }
+
+    pub(super) fn model_of(&self, service: &Service) -> String {
+        service
+            .model
+            .clone()
+            .or_else(|| self.embedded.as_ref().map(|(_, model)| model.clone()))
+            .unwrap_or_default()
+    }
+
+    /// Where requests to `name` go: through its proxy, if it has one.
+    pub(super) fn request_base(&self, name: &str, base: String) -> String {
+        match self.proxies.get(name) {
+            Some(proxy) => through_proxy(&base, proxy),
+            None => base,
+        }
+    }
+
+    /// The flow's runtime, its services reached as `request_base` says.
+    pub(super) fn flow_runtime(
+        &self,
+        scenario: &Scenario,
+        baggage: hyper::header::HeaderValue,
+    ) -> Result<Option<flow::FlowRuntime>> {
+        let Some(plan) = &scenario.flow else {
+            return Ok(None);
+        };
+        let mut urls = BTreeMap::new();
+        let mut models = BTreeMap::new();
+        for (name, service) in &plan.services {
+            let base = self.request_base(name, self.url_of(&service.service));
+            urls.insert(name.clone(), base);
+            models.insert(name.clone(), self.model_of(&service.service));
+        }
+        flow::FlowRuntime::new(plan.clone(), urls, models, scenario, baggage).map(Some)
+    }
+
+    /// The proxies' logs of what they injected, for the collector to join.
+    pub(super) fn fault_logs(&self) -> Vec<Arc<FaultLog>> {
+        self.proxies.values().map(|p| p.chaos.log.clone()).collect()
+    }
+
+    pub(super) fn proxy_counts(&self) -> Vec<ProxyCounts> {
+        self.proxies
+            .iter()
+            .map(|(service, proxy)| proxy_counts(service, proxy))
+            .collect()
+    }
+}
+
+async fn start_embedded(scenario: &Scenario) -> Result<Option<(EmbeddedSim, String)>> {
+    let Some(profile) = embedded_profile(scenario) else {
+        return Ok(None);
+    };
+    let profile = Profile::load(&profile)?;
+    let model = scenario
+        .service
+        .model
+        .clone()
+        .filter(|_| matches!(scenario.service.endpoint, Endpoint::Embedded { .. }))
+        .unwrap_or_else(|| profile.model.clone());
+    let sim = EmbeddedSim::start(SimConfig {
+        profile,
+        model: Some(model.clone()),
+        seed: scenario.seed,
+        tiers: scenario
+            .flow
+            .as_ref()
+            .map(|f| f.tiers.clone())
+            .unwrap_or_default(),
+    })
+    .await
+    .context("cannot start the embedded simulator")?;
+    Ok(Some((sim, model)))
+}
+
+/// What watches a run besides its records: live metrics, a trace receiver for the
+/// services' spans, the exporter of redline's own spans.
+pub(super) struct Observers {
+    pub(super) live: Option<Arc<LiveMetrics>>,
+    live_stop: CancellationToken,
+    receiver: Option<Receiver>,
+    receiver_stop: CancellationToken,
+    exporter: Option<JoinHandle<ExportCounts>>,
+}
+
+struct Receiver {
+    collector: Arc<Collector>,
+    server: JoinHandle<std::io::Result<()>>,
+    grace: std::time::Duration,
+}
+
+/// What the observers need from the run's options.
+pub(super) struct ObserverOptions {
+    pub(super) metrics_listener: Option<tokio::net::TcpListener>,
+    pub(super) otlp_endpoint: Option<hyper::Uri>,
+    pub(super) otlp_tls: Option<crate::client::tls::TlsSettings>,
+    pub(super) collect: Option<CollectOptions>,
+}
+
+impl Observers {
+    /// Starts them; returns the sink the collector sends spans to, when exporting.
+    pub(super) fn start(
+        options: ObserverOptions,
+        scenario: &Scenario,
+        model: &str,
+        clock: RunClock,
+        notes: &mut Vec<String>,
+    ) -> Result<(Observers, Option<SpanSink>)> {
+        let live_stop = CancellationToken::new();
+        let live = options.metrics_listener.map(|listener| {
+            let metrics = Arc::new(LiveMetrics::new());
+            let stopped = live_stop.clone();
+            tokio::spawn(crate::prometheus::live::serve(
+                listener,
+                metrics.clone(),
+                async move { stopped.cancelled().await },
+            ));
+            metrics
+        });
+        // A trace receiver for the services' spans (and, unless told otherwise,
+        // redline's).
+        let receiver_stop = CancellationToken::new();
+        let mut otlp_endpoint = options.otlp_endpoint;
+        let receiver = match options.collect {
+            Some(collect) => {
+                let addr = collect.listener.local_addr()?;
+                notes.push(format!(
+                    "collecting OTLP/HTTP traces at http://{addr}/v1/traces"
+                ));
+                otlp_endpoint.get_or_insert(format!("http://{addr}/v1/traces").parse()?);
+                Some(start_receiver(collect, receiver_stop.clone())?)
+            }
+            None => None,
+        };
+        let (exporter, sink) = match otlp_endpoint {
+            Some(endpoint) => {
+                let http = crate::client::http_client_with(
+                    &scenario.timeouts,
+                    false,
+                    options.otlp_tls.as_ref(),
+                );
+                let (exporter, sink) = start_exporter(http, endpoint, scenario, model, clock);
+                (Some(exporter), Some(sink))
+            }
+            None => (None, None),
+        };
+        let observers = Observers {
+            live,
+            live_stop,
+            receiver,
+            receiver_stop,
+            exporter,
+        };
+        Ok((observers, sink))
+    }
+
+    /// Stops them once the records are in: what the exporter sent, and the graph of
+    /// the traces received (after their grace, or at once after a stop).
+    pub(super) async fn finish(
+        self,
+        stop: &CancellationToken,
+        records: &Path,
+    ) -> Result<(Option<ExportCounts>, Option<TraceReport>)> {
+        self.live_stop.cancel();
+        let otlp = match self.exporter {
+            Some(exporter) => Some(exporter.await.context("the span exporter failed")?),
+            None => None,
+        };
+        let Some(Receiver {
+            collector,
+            server,
+            grace,
+        }) = self.receiver
+        else {
+            return Ok((otlp, None));
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(grace) => {}
+            _ = stop.cancelled() => {}
+        }
+        self.receiver_stop.cancel();
+        let _ = server.await;
+        let mut report = trace_report(&collector.path, records)?;
+        report.receiver = Some(collector.stats.counts());
+        Ok((otlp, Some(report)))
+    }
+}
+
+fn start_receiver(collect: CollectOptions, stop: CancellationToken) -> Result<Receiver> {
+    let collector = Arc::new(
+        Collector::create(&collect.dir, 5_000_000)
+            .with_context(|| format!("cannot write to {}", collect.dir.display()))?,
+    );
+    let server = tokio::spawn(
+        axum::serve(
+            collect.listener,
+            crate::trace::receiver::app(collector.clone()),
+        )
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .into_future(),
+    );
+    Ok(Receiver {
+        collector,
+        server,
+        grace: collect.grace,
+    })
+}
+
+fn start_exporter(
+    http: HttpClient,
+    endpoint: hyper::Uri,
+    scenario: &Scenario,
+    model: &str,
+    clock: RunClock,
+) -> (JoinHandle<ExportCounts>, SpanSink) {
+    let (sender, spans) = mpsc::unbounded_channel();
+    let exporter = tokio::spawn(crate::trace::export::export(
+        http,
+        endpoint,
+        scenario.name.clone(),
+        spans,
+    ));
+    // The records' clock in Unix time, for span timestamps.
+    let origin_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        .saturating_sub(clock.start().elapsed().as_nanos() as u64)
+        + clock
+            .start()
+            .saturating_duration_since(Instant::now())
+            .as_nanos() as u64;
+    let sink = SpanSink {
+        sender,
+        model: model.to_owned(),
+        scenario: scenario.name.clone(),
+        origin_ns,
+        metrics: Default::default(),
+    };
+    (exporter, sink)
+}
+
+/// Scrapes the server's Prometheus metrics through the run, when the spec asks.
+pub(super) struct Scraper {
+    task: Option<JoinHandle<ServerMetrics>>,
+    stop: CancellationToken,
+}
+
+impl Scraper {
+    pub(super) fn start(
+        scenario: &Scenario,
+        http: &HttpClient,
+        base_url: &str,
+        clock: RunClock,
+    ) -> Result<Scraper> {
+        let stop = CancellationToken::new();
+        let task = match &scenario.scrape {
+            Some((url, interval)) => {
+                let url = url
+                    .clone()
+                    .unwrap_or_else(|| format!("{base_url}/metrics"))
+                    .parse()
+                    .context("building the metrics URL")?;
+                Some(tokio::spawn(crate::prometheus::scrape::scrape(
+                    http.clone(),
+                    url,
+                    *interval,
+                    clock,
+                    stop.clone(),
+                )))
+            }
+            None => None,
+        };
+        Ok(Scraper { task, stop })
+    }
+
+    pub(super) async fn finish(self) -> Result<Option<ServerMetrics>> {
+        self.stop.cancel();
+        match self.task {
+            Some(task) => Ok(Some(task.await.context("the metrics scraper failed")?)),
+            None => Ok(None),
+        }
+    }
+}
