@@ -23,8 +23,8 @@ use crate::schedule::{Arrival, Stage, Unit};
 use crate::slo::SloSet;
 use crate::spec::error::locate;
 use crate::spec::{
-    ApiKind, ArrivalKind, DatasetFormat, DatasetOrder, HttpRequestSpec, PromptsSpec, ServiceSpec,
-    SpecError, SpecErrors, SpecFile, StageSpec,
+    ApiKind, ArrivalKind, DatasetFormat, DatasetOrder, HttpRequestSpec, InferenceSpec, PromptsSpec,
+    ServiceSpec, SpecError, SpecErrors, SpecFile, StageSpec,
 };
 use crate::tokenizer::{DEFAULT_MAX_COUNT_BYTES, LocalTokenizer, TokenCounting};
 use crate::workload::{Length, PromptSource};
@@ -179,61 +179,8 @@ impl Scenario {
             spec_dir,
             &mut problem,
         );
-        let profiles: BTreeSet<&str> = spec
-            .services
-            .values()
-            .filter(|s| s.url == "embedded")
-            .map(|s| s.profile.as_deref().unwrap_or("7b"))
-            .collect();
-        if profiles.len() > 1
-            && spec
-                .services
-                .values()
-                .filter(|s| s.url == "embedded" && s.profile.is_some())
-                .count()
-                > 1
-        {
-            problem(
-                "spec.services",
-                format!(
-                    "embedded services share one simulator, but name {} profiles ({})",
-                    profiles.len(),
-                    profiles.iter().copied().collect::<Vec<_>>().join(", ")
-                ),
-                Some("set `profile` on one embedded service only".into()),
-            );
-        }
-        let names: Vec<&str> = spec.services.keys().map(String::as_str).collect();
-        let service_name = match &spec.payload_template.service {
-            Some(name) => Some(name.clone()),
-            None if names.len() == 1 => Some(names[0].to_owned()),
-            None if names.contains(&"llm") => Some("llm".to_owned()),
-            // A flow calls many services; its prompts are the first step's input.
-            None => flow
-                .as_ref()
-                .and_then(|f| f.steps.first())
-                .map(|s| s.service.clone()),
-        };
-        let known = service_name
-            .as_deref()
-            .is_some_and(|n| spec.services.contains_key(n));
-        if !known {
-            let (message, near) = match &service_name {
-                Some(n) => (
-                    format!("names service `{n}`, which is not under spec.services"),
-                    crate::spec::error::nearest(n, &names),
-                ),
-                None => ("does not say which service to call".into(), None),
-            };
-            let fix = match near {
-                Some(near) => format!("did you mean `{near}`? Choose from: {}", names.join(", ")),
-                None if names.is_empty() => {
-                    "add a service under spec.services, e.g. `llm: { url: embedded }`".into()
-                }
-                None => format!("set `service:` to one of: {}", names.join(", ")),
-            };
-            problem("spec.payloadTemplate.service", message, Some(fix));
-        }
+        embedded_profiles_agree(spec, &mut problem);
+        let service_name = main_service(spec, flow.as_ref(), &mut problem);
         let service = services
             .into_iter()
             .find(|s| Some(&s.name) == service_name.as_ref());
@@ -242,243 +189,30 @@ impl Scenario {
             .map_or(LocalTokenizer::Sim, |s| s.counting.tokenizer.clone());
 
         // What each request sends, checked against the service's API.
-        let template = &spec.payload_template;
         let api = service_name
             .as_deref()
             .and_then(|n| spec.services.get(n))
             .map(|s| s.api)
             // A flow's prompts feed its steps, whatever API the first one speaks.
             .map(|api| if flow.is_some() { ApiKind::Chat } else { api });
-        let workload = match (api, &template.prompts, &template.request) {
-            (None, prompts, request) => {
-                // The service is already reported; still check what the payload says.
-                if let Some(prompts) = prompts {
-                    prompts_from_spec(
-                        prompts,
-                        &file.path,
-                        spec.seed,
-                        LocalTokenizer::Sim,
-                        &mut problem,
-                    );
-                }
-                if let Some(request) = request {
-                    http_request_from_spec(request, &mut problem);
-                }
-                None
-            }
-            (Some(ApiKind::Http), Some(_), _) => {
-                problem(
-                    "spec.payloadTemplate.prompts",
-                    "applies to chat and completions services, not `api: http`".into(),
-                    Some("describe the request under `request:` instead".into()),
-                );
-                None
-            }
-            (Some(ApiKind::Http), None, None) => {
-                problem(
-                    "spec.payloadTemplate",
-                    "an `api: http` service needs a `request`".into(),
-                    Some("add e.g. `request: { method: GET, path: / }`".into()),
-                );
-                None
-            }
-            (Some(ApiKind::Http), None, Some(request)) => {
-                http_request_from_spec(request, &mut problem).map(Workload::Http)
-            }
-            (Some(_), _, Some(_)) => {
-                problem(
-                    "spec.payloadTemplate.request",
-                    "applies only to `api: http` services".into(),
-                    Some("set `api: http` on the service, or describe prompts instead".into()),
-                );
-                None
-            }
-            (Some(_), None, None) => {
-                problem("spec.payloadTemplate", "needs `prompts`: where do the prompts come from?".into(), Some("add e.g. `prompts: { synthetic: { input_tokens: 256, output_tokens: 128 } }`".into()));
-                None
-            }
-            (Some(kind), Some(prompts), None) => {
-                prompts_from_spec(prompts, &file.path, spec.seed, tokenizer, &mut problem).map(
-                    |prompts| Workload::Llm {
-                        api: if kind == ApiKind::Completions {
-                            Api::Completions
-                        } else {
-                            Api::Chat
-                        },
-                        prompts,
-                        stream: template.stream,
-                        include_usage: template.include_usage,
-                        extra_body: template.body.clone(),
-                    },
-                )
-            }
-        };
+        let workload = workload_from_spec(file, api, tokenizer, &mut problem);
 
-        // Stages.
-        let mut stages = Vec::new();
-        match (spec.qps_target, spec.load.is_empty()) {
-            (Some(_), false) => problem("spec.qpsTarget", "cannot be combined with `load`".into(), Some("keep one: `qpsTarget` + `duration`, or `load` stages".into())),
-            (Some(rate), true) if !(rate.is_finite() && rate > 0.0) => problem("spec.qpsTarget", format!("must be a positive number, got {rate}"), None),
-            (Some(rate), true) => match spec.duration {
-                Some(d) => stages.push(Stage::Open { arrival: Arrival::Constant, rate, ramp_to: None, duration: Some(d.0), requests: None, max_concurrency: None }),
-                None => problem("spec.qpsTarget", "needs a `duration`".into(), Some("add e.g. `duration: 60s` beside it".into())),
-            },
-            (None, true) => problem("spec.load", "no load: nothing to run".into(), Some("add stages, e.g. `load: [{ arrival: poisson, rate: 10, duration: 30s }]`, or `qpsTarget` + `duration`".into())),
-            (None, false) => {
-                for (i, stage) in spec.load.iter().enumerate() {
-                    match stage_from_spec(stage, spec_dir) {
-                        Ok(stage) => stages.push(stage),
-                        Err((field, message, fix)) => problem(&format!("spec.load[{i}]{field}"), message, fix),
-                    }
-                }
-            }
-        }
-        let planned: Option<Duration> = stages.iter().map(Stage::duration).sum();
-        if !spec.cooldown.0.is_zero() && planned.is_none() {
-            problem(
-                "spec.cooldown",
-                "needs every stage to have a `duration`, to know when the end is".into(),
-                None,
-            );
-        }
+        let stages = stages_from_spec(spec, spec_dir, &mut problem);
 
-        let defaults = Timeouts::default();
-        let t = &spec.timeouts;
-        let timeouts = Timeouts {
-            connect: t.connect.map_or(defaults.connect, |d| d.0),
-            first_token: t.first_token.map_or(defaults.first_token, |d| d.0),
-            between_tokens: t.between_tokens.map_or(defaults.between_tokens, |d| d.0),
-            total: t.total.map_or(defaults.total, |d| d.0),
-        };
-        let goodput = spec.goodput.and_then(|g| {
-            let ms = |d: Option<crate::spec::Dur>| d.map(|d| d.0.as_secs_f64() * 1e3);
-            let slo = RequestSlo {
-                ttft_ms: ms(g.ttft),
-                tpot_ms: ms(g.tpot),
-                e2e_ms: ms(g.e2e),
-            };
-            if slo == RequestSlo::default() {
-                problem(
-                    "spec.goodput",
-                    "sets no bound".into(),
-                    Some("give at least one of `ttft`, `tpot`, `e2e`, e.g. `goodput: { ttft: 500ms }`".into()),
-                );
-                return None;
-            }
-            Some(slo)
-        });
-        let session = spec.payload_template.session.as_ref().and_then(|session| {
-            let chat = matches!(&workload, Some(Workload::Llm { api: Api::Chat, .. }));
-            if !chat {
-                problem(
-                    "spec.payloadTemplate.session",
-                    "needs a chat service: a session sends its history as messages".into(),
-                    Some("use `api: chat` (the default) on the service".into()),
-                );
-                return None;
-            }
-            Length::from_spec(&session.turns)
-                .map_err(|e| problem("spec.payloadTemplate.session.turns", e, None))
-                .ok()
-                .map(|turns| SessionPlan {
-                    turns,
-                    think_time: session.think_time.map_or(Duration::ZERO, |d| d.0),
-                })
-        });
+        let timeouts = timeouts_from_spec(&spec.timeouts);
+        let goodput = goodput_from_spec(spec, &mut problem);
+        let session = session_from_spec(spec, workload.as_ref(), &mut problem);
         let slos = file
             .scale
             .as_ref()
             .filter(|scale| !scale.slo_thresholds.is_empty())
             .and_then(|scale| SloSet::from_spec(&scale.slo_thresholds, &mut problem));
-        let scrape = spec.server_metrics.as_ref().and_then(|m| {
-            let interval = m.interval.map_or(Duration::from_secs(1), |d| d.0);
-            if interval < Duration::from_millis(100) {
-                problem(
-                    "spec.server_metrics.interval",
-                    "must be at least 100ms".into(),
-                    None,
-                );
-                return None;
-            }
-            if let Some(url) = &m.url
-                && url
-                    .parse::<hyper::Uri>()
-                    .map_or(true, |u| !matches!(u.scheme_str(), Some("http" | "https")))
-            {
-                problem(
-                    "spec.server_metrics.url",
-                    format!("`{url}` is not an http:// or https:// URL"),
-                    Some("e.g. `url: http://127.0.0.1:8000/metrics`".into()),
-                );
-                return None;
-            }
-            Some((m.url.clone(), interval))
-        });
+        let scrape = scrape_from_spec(spec, &mut problem);
         if spec.max_in_flight == Some(0) {
             problem("spec.max_in_flight", "must be at least 1".into(), None);
         }
-        let flow_services: Vec<&str> = flow
-            .as_ref()
-            .map(|f| f.services.keys().map(String::as_str).collect())
-            .unwrap_or_default();
-        let mut faults = Vec::new();
-        for (i, rule) in spec.faults.iter().enumerate() {
-            let at = format!("spec.faults[{i}]");
-            let called = service_name.as_deref().unwrap_or("llm");
-            match rule.service.as_deref() {
-                None => problem(
-                    &format!("{at}.name"),
-                    "the rule names no service".into(),
-                    Some(format!(
-                        "add `service: {called}`: the proxy sits in front of one service"
-                    )),
-                ),
-                Some(name) if !spec.services.contains_key(name) => problem(
-                    &format!("{at}.service"),
-                    format!("names service `{name}`, which is not under spec.services"),
-                    Some(format!("choose from: {}", names.join(", "))),
-                ),
-                Some(name) if name != called && !flow_services.contains(&name) => problem(
-                    &format!("{at}.service"),
-                    format!("the run sends no traffic to `{name}`; it calls `{called}`"),
-                    Some(format!("put the rule in front of `{called}`")),
-                ),
-                Some(name) if spec.services[name].api == ApiKind::Pgvector => problem(
-                    &format!("{at}.service"),
-                    format!("`{name}` speaks PostgreSQL's protocol; the chaos proxy speaks HTTP"),
-                    Some("inject search faults into an HTTP vector store (`api: qdrant`)".into()),
-                ),
-                Some(name) => {
-                    let url = &spec.services[name].url;
-                    if url != "embedded" && crate::chaos::upstream_uri(url, false).is_err() {
-                        problem(
-                            &format!("{at}.service"),
-                            format!(
-                                "`{name}` is at {url}, not on loopback: a run injects faults only into services on this machine"
-                            ),
-                            Some(format!(
-                                "run `redline chaos --upstream {url} --allow-remote-upstream` yourself and point the service's url at it"
-                            )),
-                        );
-                    }
-                }
-            }
-            if spec.faults[..i].iter().any(|r| r.name == rule.name) {
-                problem(
-                    &format!("{at}.name"),
-                    format!("a rule named `{}` comes earlier", rule.name),
-                    Some("give every rule its own name".into()),
-                );
-            }
-            match RuleDef::validate(rule, &at) {
-                Ok(def) => faults.push(def),
-                Err(found) => {
-                    for p in found {
-                        problem(&p.path, p.message, p.fix);
-                    }
-                }
-            }
-        }
+        let called = service_name.as_deref().unwrap_or("llm");
+        let faults = faults_from_spec(spec, called, flow.as_ref(), &mut problem);
         if !errors.is_empty() {
             // In file order, as a reader goes through the file to fix them.
             errors.sort_by_key(|e| (e.line, e.column));
@@ -791,6 +525,344 @@ fn http_request_from_spec(r: &HttpRequestSpec, problem: &mut Problem) -> Option<
         body: Bytes::from(r.body.clone().unwrap_or_default()),
         expect_status: r.expect_status,
     })
+}
+
+/// Embedded services share one simulator, so at most one of them names a profile.
+fn embedded_profiles_agree(spec: &InferenceSpec, problem: &mut Problem) {
+    let profiles: BTreeSet<&str> = spec
+        .services
+        .values()
+        .filter(|s| s.url == "embedded")
+        .map(|s| s.profile.as_deref().unwrap_or("7b"))
+        .collect();
+    if profiles.len() > 1
+        && spec
+            .services
+            .values()
+            .filter(|s| s.url == "embedded" && s.profile.is_some())
+            .count()
+            > 1
+    {
+        problem(
+            "spec.services",
+            format!(
+                "embedded services share one simulator, but name {} profiles ({})",
+                profiles.len(),
+                profiles.iter().copied().collect::<Vec<_>>().join(", ")
+            ),
+            Some("set `profile` on one embedded service only".into()),
+        );
+    }
+}
+
+/// The service the payload calls: the one named, the only one, `llm`, or a flow's
+/// first step's; reported when it is not under `spec.services`.
+fn main_service(
+    spec: &InferenceSpec,
+    flow: Option<&FlowPlan>,
+    problem: &mut Problem,
+) -> Option<String> {
+    let names: Vec<&str> = spec.services.keys().map(String::as_str).collect();
+    let service_name = match &spec.payload_template.service {
+        Some(name) => Some(name.clone()),
+        None if names.len() == 1 => Some(names[0].to_owned()),
+        None if names.contains(&"llm") => Some("llm".to_owned()),
+        // A flow calls many services; its prompts are the first step's input.
+        None => flow
+            .as_ref()
+            .and_then(|f| f.steps.first())
+            .map(|s| s.service.clone()),
+    };
+    let known = service_name
+        .as_deref()
+        .is_some_and(|n| spec.services.contains_key(n));
+    if !known {
+        let (message, near) = match &service_name {
+            Some(n) => (
+                format!("names service `{n}`, which is not under spec.services"),
+                crate::spec::error::nearest(n, &names),
+            ),
+            None => ("does not say which service to call".into(), None),
+        };
+        let fix = match near {
+            Some(near) => format!("did you mean `{near}`? Choose from: {}", names.join(", ")),
+            None if names.is_empty() => {
+                "add a service under spec.services, e.g. `llm: { url: embedded }`".into()
+            }
+            None => format!("set `service:` to one of: {}", names.join(", ")),
+        };
+        problem("spec.payloadTemplate.service", message, Some(fix));
+    }
+    service_name
+}
+
+/// What each request sends, checked against the service's API.
+fn workload_from_spec(
+    file: &SpecFile,
+    api: Option<ApiKind>,
+    tokenizer: LocalTokenizer,
+    problem: &mut Problem,
+) -> Option<Workload> {
+    let spec = &file.inference;
+    let template = &spec.payload_template;
+    match (api, &template.prompts, &template.request) {
+        (None, prompts, request) => {
+            // The service is already reported; still check what the payload says.
+            if let Some(prompts) = prompts {
+                prompts_from_spec(prompts, &file.path, spec.seed, LocalTokenizer::Sim, problem);
+            }
+            if let Some(request) = request {
+                http_request_from_spec(request, problem);
+            }
+            None
+        }
+        (Some(ApiKind::Http), Some(_), _) => {
+            problem(
+                "spec.payloadTemplate.prompts",
+                "applies to chat and completions services, not `api: http`".into(),
+                Some("describe the request under `request:` instead".into()),
+            );
+            None
+        }
+        (Some(ApiKind::Http), None, None) => {
+            problem(
+                "spec.payloadTemplate",
+                "an `api: http` service needs a `request`".into(),
+                Some("add e.g. `request: { method: GET, path: / }`".into()),
+            );
+            None
+        }
+        (Some(ApiKind::Http), None, Some(request)) => {
+            http_request_from_spec(request, problem).map(Workload::Http)
+        }
+        (Some(_), _, Some(_)) => {
+            problem(
+                "spec.payloadTemplate.request",
+                "applies only to `api: http` services".into(),
+                Some("set `api: http` on the service, or describe prompts instead".into()),
+            );
+            None
+        }
+        (Some(_), None, None) => {
+            problem(
+                "spec.payloadTemplate",
+                "needs `prompts`: where do the prompts come from?".into(),
+                Some(
+                    "add e.g. `prompts: { synthetic: { input_tokens: 256, output_tokens: 128 } }`"
+                        .into(),
+                ),
+            );
+            None
+        }
+        (Some(kind), Some(prompts), None) => {
+            prompts_from_spec(prompts, &file.path, spec.seed, tokenizer, problem).map(|prompts| {
+                Workload::Llm {
+                    api: if kind == ApiKind::Completions {
+                        Api::Completions
+                    } else {
+                        Api::Chat
+                    },
+                    prompts,
+                    stream: template.stream,
+                    include_usage: template.include_usage,
+                    extra_body: template.body.clone(),
+                }
+            })
+        }
+    }
+}
+
+/// The stages of `load` (or the `qpsTarget` shorthand).
+fn stages_from_spec(spec: &InferenceSpec, spec_dir: &Path, problem: &mut Problem) -> Vec<Stage> {
+    let mut stages = Vec::new();
+    match (spec.qps_target, spec.load.is_empty()) {
+        (Some(_), false) => problem("spec.qpsTarget", "cannot be combined with `load`".into(), Some("keep one: `qpsTarget` + `duration`, or `load` stages".into())),
+        (Some(rate), true) if !(rate.is_finite() && rate > 0.0) => problem("spec.qpsTarget", format!("must be a positive number, got {rate}"), None),
+        (Some(rate), true) => match spec.duration {
+            Some(d) => stages.push(Stage::Open { arrival: Arrival::Constant, rate, ramp_to: None, duration: Some(d.0), requests: None, max_concurrency: None }),
+            None => problem("spec.qpsTarget", "needs a `duration`".into(), Some("add e.g. `duration: 60s` beside it".into())),
+        },
+        (None, true) => problem("spec.load", "no load: nothing to run".into(), Some("add stages, e.g. `load: [{ arrival: poisson, rate: 10, duration: 30s }]`, or `qpsTarget` + `duration`".into())),
+        (None, false) => {
+            for (i, stage) in spec.load.iter().enumerate() {
+                match stage_from_spec(stage, spec_dir) {
+                    Ok(stage) => stages.push(stage),
+                    Err((field, message, fix)) => problem(&format!("spec.load[{i}]{field}"), message, fix),
+                }
+            }
+        }
+    }
+    let planned: Option<Duration> = stages.iter().map(Stage::duration).sum();
+    if !spec.cooldown.0.is_zero() && planned.is_none() {
+        problem(
+            "spec.cooldown",
+            "needs every stage to have a `duration`, to know when the end is".into(),
+            None,
+        );
+    }
+    stages
+}
+
+fn timeouts_from_spec(t: &crate::spec::TimeoutsSpec) -> Timeouts {
+    let defaults = Timeouts::default();
+    Timeouts {
+        connect: t.connect.map_or(defaults.connect, |d| d.0),
+        first_token: t.first_token.map_or(defaults.first_token, |d| d.0),
+        between_tokens: t.between_tokens.map_or(defaults.between_tokens, |d| d.0),
+        total: t.total.map_or(defaults.total, |d| d.0),
+    }
+}
+
+/// The per-request bounds of goodput, when set.
+fn goodput_from_spec(spec: &InferenceSpec, problem: &mut Problem) -> Option<RequestSlo> {
+    spec.goodput.and_then(|g| {
+        let ms = |d: Option<crate::spec::Dur>| d.map(|d| d.0.as_secs_f64() * 1e3);
+        let slo = RequestSlo {
+            ttft_ms: ms(g.ttft),
+            tpot_ms: ms(g.tpot),
+            e2e_ms: ms(g.e2e),
+        };
+        if slo == RequestSlo::default() {
+            problem(
+                "spec.goodput",
+                "sets no bound".into(),
+                Some(
+                    "give at least one of `ttft`, `tpot`, `e2e`, e.g. `goodput: { ttft: 500ms }`"
+                        .into(),
+                ),
+            );
+            return None;
+        }
+        Some(slo)
+    })
+}
+
+/// Multi-turn sessions, which need a chat service.
+fn session_from_spec(
+    spec: &InferenceSpec,
+    workload: Option<&Workload>,
+    problem: &mut Problem,
+) -> Option<SessionPlan> {
+    spec.payload_template.session.as_ref().and_then(|session| {
+        let chat = matches!(workload, Some(Workload::Llm { api: Api::Chat, .. }));
+        if !chat {
+            problem(
+                "spec.payloadTemplate.session",
+                "needs a chat service: a session sends its history as messages".into(),
+                Some("use `api: chat` (the default) on the service".into()),
+            );
+            return None;
+        }
+        Length::from_spec(&session.turns)
+            .map_err(|e| problem("spec.payloadTemplate.session.turns", e, None))
+            .ok()
+            .map(|turns| SessionPlan {
+                turns,
+                think_time: session.think_time.map_or(Duration::ZERO, |d| d.0),
+            })
+    })
+}
+
+/// Where and how often to scrape the server's Prometheus metrics.
+fn scrape_from_spec(
+    spec: &InferenceSpec,
+    problem: &mut Problem,
+) -> Option<(Option<String>, Duration)> {
+    spec.server_metrics.as_ref().and_then(|m| {
+        let interval = m.interval.map_or(Duration::from_secs(1), |d| d.0);
+        if interval < Duration::from_millis(100) {
+            problem(
+                "spec.server_metrics.interval",
+                "must be at least 100ms".into(),
+                None,
+            );
+            return None;
+        }
+        if let Some(url) = &m.url
+            && url
+                .parse::<hyper::Uri>()
+                .map_or(true, |u| !matches!(u.scheme_str(), Some("http" | "https")))
+        {
+            problem(
+                "spec.server_metrics.url",
+                format!("`{url}` is not an http:// or https:// URL"),
+                Some("e.g. `url: http://127.0.0.1:8000/metrics`".into()),
+            );
+            return None;
+        }
+        Some((m.url.clone(), interval))
+    })
+}
+
+/// The fault rules, each in front of a service the run calls, validated.
+fn faults_from_spec(
+    spec: &InferenceSpec,
+    called: &str,
+    flow: Option<&FlowPlan>,
+    problem: &mut Problem,
+) -> Vec<RuleDef> {
+    let names: Vec<&str> = spec.services.keys().map(String::as_str).collect();
+    let flow_services: Vec<&str> = flow
+        .map(|f| f.services.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let mut faults = Vec::new();
+    for (i, rule) in spec.faults.iter().enumerate() {
+        let at = format!("spec.faults[{i}]");
+        match rule.service.as_deref() {
+            None => problem(
+                &format!("{at}.name"),
+                "the rule names no service".into(),
+                Some(format!(
+                    "add `service: {called}`: the proxy sits in front of one service"
+                )),
+            ),
+            Some(name) if !spec.services.contains_key(name) => problem(
+                &format!("{at}.service"),
+                format!("names service `{name}`, which is not under spec.services"),
+                Some(format!("choose from: {}", names.join(", "))),
+            ),
+            Some(name) if name != called && !flow_services.contains(&name) => problem(
+                &format!("{at}.service"),
+                format!("the run sends no traffic to `{name}`; it calls `{called}`"),
+                Some(format!("put the rule in front of `{called}`")),
+            ),
+            Some(name) if spec.services[name].api == ApiKind::Pgvector => problem(
+                &format!("{at}.service"),
+                format!("`{name}` speaks PostgreSQL's protocol; the chaos proxy speaks HTTP"),
+                Some("inject search faults into an HTTP vector store (`api: qdrant`)".into()),
+            ),
+            Some(name) => {
+                let url = &spec.services[name].url;
+                if url != "embedded" && crate::chaos::upstream_uri(url, false).is_err() {
+                    problem(
+                        &format!("{at}.service"),
+                        format!(
+                            "`{name}` is at {url}, not on loopback: a run injects faults only into services on this machine"
+                        ),
+                        Some(format!(
+                            "run `redline chaos --upstream {url} --allow-remote-upstream` yourself and point the service's url at it"
+                        )),
+                    );
+                }
+            }
+        }
+        if spec.faults[..i].iter().any(|r| r.name == rule.name) {
+            problem(
+                &format!("{at}.name"),
+                format!("a rule named `{}` comes earlier", rule.name),
+                Some("give every rule its own name".into()),
+            );
+        }
+        match RuleDef::validate(rule, &at) {
+            Ok(def) => faults.push(def),
+            Err(found) => {
+                for p in found {
+                    problem(&p.path, p.message, p.fix);
+                }
+            }
+        }
+    }
+    faults
 }
 
 type Problem<'a> = dyn FnMut(&str, String, Option<String>) + 'a;
