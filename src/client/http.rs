@@ -8,7 +8,7 @@ use http_body_util::Full;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request, Uri};
 
-use super::{HttpClient, RunClock, Timeouts, classify_send_error, note_faults};
+use super::{HttpClient, RunClock, Timeouts};
 use crate::record::{Outcome, Record, Stage};
 
 /// Everything one request needs; the same for every request of a run.
@@ -52,33 +52,14 @@ pub async fn call(
     record.sent_us = Some(clock.us(sent));
     let deadline = sent + target.timeouts.total;
     let first_deadline = deadline.min(sent + target.timeouts.first_token);
-    let response = match tokio::time::timeout_at(
-        first_deadline.into(),
-        super::send(http, target.request(traceparent)),
-    )
-    .await
-    {
-        Err(_) => {
-            record.fail(
-                Outcome::Timeout,
-                Stage::FirstByte,
-                "timeout",
-                "no response headers before the deadline",
-            );
-            return;
-        }
-        Ok(Err(error)) => {
-            let (stage, kind, message) = classify_send_error(&error);
-            record.fail(Outcome::Error, stage, kind, message);
-            return;
-        }
-        Ok(Ok(response)) => response,
+    let request = target.request(traceparent);
+    let timeout = "no response headers before the deadline";
+    let Some(response) =
+        super::send_until(http, request, first_deadline, timeout, clock, record).await
+    else {
+        return;
     };
-    record.headers_us = Some(clock.now_us());
-    super::note_connection(&response, record);
-    note_faults(response.headers(), record);
     let status = response.status().as_u16();
-    record.status = Some(status);
     let read = super::read_body(
         response.into_body(),
         deadline,

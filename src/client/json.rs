@@ -9,7 +9,7 @@ use http_body_util::Full;
 use hyper::Request;
 use serde_json::Value;
 
-use super::{HttpClient, RunClock, classify_send_error, note_faults};
+use super::{HttpClient, RunClock};
 use crate::record::{Outcome, Record, Stage};
 
 /// What a JSON call returned.
@@ -34,29 +34,9 @@ pub async fn call(
     let sent = Instant::now();
     record.sent_us = Some(clock.us(sent));
     let deadline = sent + timeout;
-    let response = match tokio::time::timeout_at(deadline.into(), super::send(http, request)).await
-    {
-        Err(_) => {
-            record.fail(
-                Outcome::Timeout,
-                Stage::FirstByte,
-                "timeout",
-                format!("no answer within {timeout:?}"),
-            );
-            return None;
-        }
-        Ok(Err(error)) => {
-            let (stage, kind, message) = classify_send_error(&error);
-            record.fail(Outcome::Error, stage, kind, message);
-            return None;
-        }
-        Ok(Ok(response)) => response,
-    };
-    record.headers_us = Some(clock.now_us());
-    super::note_connection(&response, record);
-    note_faults(response.headers(), record);
+    let timeout = format!("no answer within {timeout:?}");
+    let response = super::send_until(http, request, deadline, &timeout, clock, record).await?;
     let status = response.status().as_u16();
-    record.status = Some(status);
     let bytes = super::read_body(
         response.into_body(),
         deadline,

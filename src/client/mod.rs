@@ -15,7 +15,7 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use crate::record::{InjectedFault, Record, Stage};
+use crate::record::{InjectedFault, Outcome, Record, Stage};
 use tls::{Alpn, Connector, TlsSettings};
 
 /// A keep-alive pool of connections, plain or TLS, and what its last failed connection
@@ -130,6 +130,37 @@ fn canceled_before_sending(error: &hyper_util::client::legacy::Error) -> bool {
     error.is_connect()
         && std::iter::successors(std::error::Error::source(error), |e| e.source())
             .any(|e| e.to_string() == "request was canceled")
+}
+
+/// The one send path of every client: sends `request` and waits for the response
+/// head until `deadline`; notes in `record` when it came, over which connection, what
+/// a chaos proxy injected and the status. A timeout (`timeout` says what did not come)
+/// or a send error is recorded as a typed failure, and then there is no response.
+pub async fn send_until(
+    http: &HttpClient,
+    request: hyper::Request<Full<Bytes>>,
+    deadline: Instant,
+    timeout: &str,
+    clock: RunClock,
+    record: &mut Record,
+) -> Option<hyper::Response<hyper::body::Incoming>> {
+    let response = match tokio::time::timeout_at(deadline.into(), send(http, request)).await {
+        Err(_) => {
+            record.fail(Outcome::Timeout, Stage::FirstByte, "timeout", timeout);
+            return None;
+        }
+        Ok(Err(error)) => {
+            let (stage, kind, message) = classify_send_error(&error);
+            record.fail(Outcome::Error, stage, kind, message);
+            return None;
+        }
+        Ok(Ok(response)) => response,
+    };
+    record.headers_us = Some(clock.now_us());
+    note_connection(&response, record);
+    note_faults(response.headers(), record);
+    record.status = Some(response.status().as_u16());
+    Some(response)
 }
 
 /// Takes the TCP-connect and TLS-handshake times into the record when the response

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::sse::{SseDecoder, SseError};
-use super::{HttpClient, RunClock, Timeouts, classify_send_error};
+use super::{HttpClient, RunClock, Timeouts};
 
 use crate::record::{Outcome, Record, ServerTruth, Stage, TokenSource};
 use crate::tokenizer::TokenCounting;
@@ -115,28 +115,8 @@ pub async fn call(
     record.sent_us = Some(clock.us(sent));
     let total_deadline = sent + target.timeouts.total;
     let first_deadline = total_deadline.min(sent + target.timeouts.first_token);
-    let response =
-        match tokio::time::timeout_at(first_deadline.into(), super::send(http, request)).await {
-            Err(_) => {
-                record.fail(
-                    Outcome::Timeout,
-                    Stage::FirstByte,
-                    "timeout",
-                    "no response headers before the deadline",
-                );
-                return None;
-            }
-            Ok(Err(error)) => {
-                let (stage, kind, message) = classify_send_error(&error);
-                record.fail(Outcome::Error, stage, kind, message);
-                return None;
-            }
-            Ok(Ok(response)) => response,
-        };
-    record.headers_us = Some(clock.now_us());
-    super::note_connection(&response, record);
-    super::note_faults(response.headers(), record);
-    record.status = Some(response.status().as_u16());
+    let timeout = "no response headers before the deadline";
+    let response = super::send_until(http, request, first_deadline, timeout, clock, record).await?;
     read_truth_headers(&response, record);
     let mut reader = Reader {
         target,
