@@ -46,41 +46,55 @@ impl Unit {
 /// One validated stage of the load.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stage {
-    Open {
-        arrival: Arrival,
-        /// Requests per second at the stage start.
-        rate: f64,
-        /// Rate at the stage end, for a linear ramp.
-        ramp_to: Option<f64>,
-        duration: Option<Duration>,
-        requests: Option<u64>,
-        /// In-flight cap of this stage: requests wait for a slot.
-        max_concurrency: Option<u32>,
-    },
-    Closed {
-        concurrency: u32,
-        think_time: Duration,
-        duration: Option<Duration>,
-        requests: Option<u64>,
-    },
-    /// A synchronous point, a throughput point, then `rates` open-loop points between
-    /// the two achieved rates; `duration`/`requests` bound each point. The runner
-    /// expands it as it goes, since the rates depend on what the first two achieved.
-    Sweep {
-        arrival: Arrival,
-        rates: u32,
-        throughput_concurrency: u32,
-        duration: Option<Duration>,
-        requests: Option<u64>,
-    },
-    /// A trace's requests at its own times (divided by `speed`).
-    Replay {
-        trace: std::sync::Arc<Vec<crate::workload::replay::TraceEntry>>,
-        speed: f64,
-        block_tokens: u32,
-        /// Shown in reports.
-        file: String,
-    },
+    Open(OpenStage),
+    Closed(ClosedStage),
+    Sweep(SweepStage),
+    Replay(ReplayStage),
+}
+
+/// Arrivals on their own schedule, whatever the server does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenStage {
+    pub arrival: Arrival,
+    /// Requests per second at the stage start.
+    pub rate: f64,
+    /// Rate at the stage end, for a linear ramp.
+    pub ramp_to: Option<f64>,
+    pub duration: Option<Duration>,
+    pub requests: Option<u64>,
+    /// In-flight cap of this stage: requests wait for a slot.
+    pub max_concurrency: Option<u32>,
+}
+
+/// `concurrency` sessions, each sending its next request when the last one ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClosedStage {
+    pub concurrency: u32,
+    pub think_time: Duration,
+    pub duration: Option<Duration>,
+    pub requests: Option<u64>,
+}
+
+/// A synchronous point, a throughput point, then `rates` open-loop points between
+/// the two achieved rates; `duration`/`requests` bound each point. The runner expands
+/// it as it goes, since the rates depend on what the first two achieved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepStage {
+    pub arrival: Arrival,
+    pub rates: u32,
+    pub throughput_concurrency: u32,
+    pub duration: Option<Duration>,
+    pub requests: Option<u64>,
+}
+
+/// A trace's requests at its own times (divided by `speed`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayStage {
+    pub trace: std::sync::Arc<Vec<crate::workload::replay::TraceEntry>>,
+    pub speed: f64,
+    pub block_tokens: u32,
+    /// Shown in reports.
+    pub file: String,
 }
 
 /// A stage as it ran: a sweep runs as several, with rates found on the way.
@@ -97,11 +111,11 @@ pub struct ExecutedStage {
 impl ExecutedStage {
     pub fn of(stage: &Stage, sweep: Option<SweepRole>, unit: Unit) -> ExecutedStage {
         let offered_rate = match stage {
-            Stage::Open {
+            Stage::Open(OpenStage {
                 rate,
                 ramp_to: None,
                 ..
-            } => Some(*rate),
+            }) => Some(*rate),
             _ => None,
         };
         ExecutedStage {
@@ -155,21 +169,24 @@ impl Stage {
     /// How long the stage schedules requests (a sweep: all its points).
     pub fn duration(&self) -> Option<Duration> {
         match self {
-            Stage::Open { duration, .. } | Stage::Closed { duration, .. } => *duration,
-            Stage::Sweep {
+            Stage::Open(OpenStage { duration, .. })
+            | Stage::Closed(ClosedStage { duration, .. }) => *duration,
+            Stage::Sweep(SweepStage {
                 duration, rates, ..
-            } => duration.map(|d| d * (rates + 2)),
-            Stage::Replay { trace, speed, .. } => trace.last().map(|e| e.at.div_f64(*speed)),
+            }) => duration.map(|d| d * (rates + 2)),
+            Stage::Replay(ReplayStage { trace, speed, .. }) => {
+                trace.last().map(|e| e.at.div_f64(*speed))
+            }
         }
     }
 
     /// The request budget (a sweep: of each point).
     pub fn requests(&self) -> Option<u64> {
         match self {
-            Stage::Open { requests, .. }
-            | Stage::Closed { requests, .. }
-            | Stage::Sweep { requests, .. } => *requests,
-            Stage::Replay { trace, .. } => Some(trace.len() as u64),
+            Stage::Open(OpenStage { requests, .. })
+            | Stage::Closed(ClosedStage { requests, .. })
+            | Stage::Sweep(SweepStage { requests, .. }) => *requests,
+            Stage::Replay(ReplayStage { trace, .. }) => Some(trace.len() as u64),
         }
     }
 
@@ -183,13 +200,13 @@ impl Stage {
             Arrival::Gamma { burstiness } => format!("gamma(burstiness {burstiness})"),
         };
         match self {
-            Stage::Open {
+            Stage::Open(OpenStage {
                 arrival,
                 rate,
                 ramp_to,
                 max_concurrency,
                 ..
-            } => {
+            }) => {
                 let process = process(arrival);
                 let rate = match ramp_to {
                     Some(to) => format!("{}→{} {per_s}", rate_text(*rate), rate_text(*to)),
@@ -200,11 +217,11 @@ impl Stage {
                     .unwrap_or_default();
                 format!("open loop, {process} {rate}{cap}, {bound}")
             }
-            Stage::Closed {
+            Stage::Closed(ClosedStage {
                 concurrency,
                 think_time,
                 ..
-            } => {
+            }) => {
                 let think = if think_time.is_zero() {
                     String::new()
                 } else {
@@ -212,16 +229,16 @@ impl Stage {
                 };
                 format!("closed loop, {concurrency} sessions{think}, {bound}")
             }
-            Stage::Replay { file, speed, .. } => {
+            Stage::Replay(ReplayStage { file, speed, .. }) => {
                 format!("replay of {file} at {speed}× speed, {bound}")
             }
-            Stage::Sweep {
+            Stage::Sweep(SweepStage {
                 arrival,
                 rates,
                 throughput_concurrency,
                 duration,
                 requests,
-            } => {
+            }) => {
                 format!(
                     "sweep: synchronous, throughput ({throughput_concurrency} sessions), then {rates} {} rates; {} each",
                     process(arrival),
@@ -263,19 +280,16 @@ pub struct OpenArrivals {
 }
 
 impl OpenArrivals {
-    /// Panics if `stage` is closed; seeded per stage so stages are independent.
-    pub fn new(stage: &Stage, seed: u64) -> OpenArrivals {
-        let Stage::Open {
+    /// Seeded per stage, so stages are independent.
+    pub fn new(stage: &OpenStage, seed: u64) -> OpenArrivals {
+        let OpenStage {
             arrival,
             rate,
             ramp_to,
             duration,
             requests,
             ..
-        } = stage
-        else {
-            panic!("OpenArrivals needs an open stage");
-        };
+        } = stage;
         let gamma = match arrival {
             Arrival::Gamma { burstiness } => {
                 Some(Gamma::new(*burstiness, 1.0 / burstiness).expect("burstiness is positive"))
@@ -336,8 +350,8 @@ impl Iterator for OpenArrivals {
 mod tests {
     use super::*;
 
-    fn open(arrival: Arrival, rate: f64, ramp_to: Option<f64>, secs: u64) -> Stage {
-        Stage::Open {
+    fn open(arrival: Arrival, rate: f64, ramp_to: Option<f64>, secs: u64) -> OpenStage {
+        OpenStage {
             arrival,
             rate,
             ramp_to,
@@ -347,7 +361,7 @@ mod tests {
         }
     }
 
-    fn times(stage: &Stage, seed: u64) -> Vec<f64> {
+    fn times(stage: &OpenStage, seed: u64) -> Vec<f64> {
         OpenArrivals::new(stage, seed)
             .map(|d| d.as_secs_f64())
             .collect()
@@ -424,7 +438,7 @@ mod tests {
 
     #[test]
     fn request_budget_and_seed_reproducibility() {
-        let stage = Stage::Open {
+        let stage = OpenStage {
             arrival: Arrival::Poisson,
             rate: 50.0,
             ramp_to: None,

@@ -43,10 +43,10 @@ const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// replays with its faults, and two runs never share a trace. A header of another
 /// shape is keyed whole.
 fn roll_key(traceparent: &[u8]) -> &[u8] {
-    match traceparent.split(|b| *b == b'-').nth(2) {
-        Some(span) if span.len() == 16 => span,
-        _ => traceparent,
-    }
+    std::str::from_utf8(traceparent)
+        .ok()
+        .and_then(crate::trace::context::parse)
+        .map_or(traceparent, |context| context.span_id.as_bytes())
 }
 
 /// Counters of the proxy as a whole.

@@ -19,7 +19,7 @@ use crate::client::openai::Answer;
 use crate::flow::assert::{Output, lexical_similarity, similarity_verdict};
 use crate::flow::search::{Hit, PgTable, qdrant_body, qdrant_hits};
 use crate::record::{FallbackReason, SessionEnd, SessionOutcome, StepMark};
-use crate::scenario::flow::{FlowPlan, Step, StepKind};
+use crate::scenario::flow::{ChatPlan, FlowPlan, HttpPlan, SearchPlan, Step, StepKind, ToolPlan};
 use crate::spec::ApiKind;
 use crate::vector::cosine;
 
@@ -53,7 +53,7 @@ impl FlowRuntime {
     ) -> Result<FlowRuntime> {
         let mut chats = BTreeMap::new();
         for step in &plan.steps {
-            if let StepKind::Chat { body, .. } = &step.kind {
+            if let StepKind::Chat(ChatPlan { body, .. }) = &step.kind {
                 let service = &plan.services[&step.service].service;
                 chats.insert(
                     step.name.clone(),
@@ -187,11 +187,7 @@ impl Session<'_> {
             return None;
         };
         self.requests += 1;
-        let traceparent = format!(
-            "00-{}-{:016x}-01",
-            self.trace_id,
-            self.rng.random::<u64>() | 1
-        );
+        let traceparent = traceparent(&self.trace_id, self.rng.random());
         let mut record = admitted.record;
         record.traceparent = Some(traceparent.clone());
         record.session = Some(SessionMark {
@@ -451,10 +447,10 @@ pub(super) async fn run_flow(
         }
         let went_on = match &step.kind {
             StepKind::Embed => embed(&mut session, step).await,
-            StepKind::Search { .. } => search(&mut session, step).await,
-            StepKind::Chat { .. } => chat(&mut session, step, None).await,
-            StepKind::Tool { .. } => tool(&mut session, step).await,
-            StepKind::Http { .. } => http_step(&mut session, step).await,
+            StepKind::Search(plan) => search(&mut session, step, plan).await,
+            StepKind::Chat(plan) => chat(&mut session, step, plan, None).await,
+            StepKind::Tool(plan) => tool(&mut session, step, plan).await,
+            StepKind::Http(plan) => http_step(&mut session, step, plan).await,
         };
         if let Some(reason) = &mut session.fallback {
             reason.skipped = plan.steps[i + 1..].iter().map(|s| s.name.clone()).collect();
@@ -630,16 +626,13 @@ async fn embed(session: &mut Session<'_>, step: &Step) -> Went {
     session.went(ok)
 }
 
-async fn search(session: &mut Session<'_>, step: &Step) -> Went {
-    let StepKind::Search {
+async fn search(session: &mut Session<'_>, step: &Step, plan: &SearchPlan) -> Went {
+    let SearchPlan {
         embedding,
         top_k,
         truth,
         ..
-    } = &step.kind
-    else {
-        unreachable!("called for search steps")
-    };
+    } = plan;
     let Some(mut slot) = session.begin(step, None) else {
         return Went::Refused;
     };
@@ -707,15 +700,17 @@ async fn search(session: &mut Session<'_>, step: &Step) -> Went {
 
 /// A chat step's first call (`follow_up: None`), or a follow-up turn with the
 /// conversation so far.
-async fn chat(session: &mut Session<'_>, step: &Step, follow_up: Option<Vec<Value>>) -> Went {
-    let StepKind::Chat {
+async fn chat(
+    session: &mut Session<'_>,
+    step: &Step,
+    plan: &ChatPlan,
+    follow_up: Option<Vec<Value>>,
+) -> Went {
+    let ChatPlan {
         max_tokens,
         has_system,
         ..
-    } = &step.kind
-    else {
-        unreachable!("called for chat steps")
-    };
+    } = plan;
     let Some(mut slot) = session.begin(step, None) else {
         return Went::Refused;
     };
@@ -794,21 +789,21 @@ async fn chat(session: &mut Session<'_>, step: &Step, follow_up: Option<Vec<Valu
 
 /// Runs the chat step's tool calls, sends the results back for a follow-up turn, and
 /// repeats while the model calls tools, up to `max_iterations` rounds.
-async fn tool(session: &mut Session<'_>, step: &Step) -> Went {
-    let StepKind::Tool {
+async fn tool(session: &mut Session<'_>, step: &Step, plan: &ToolPlan) -> Went {
+    let ToolPlan {
         chat: chat_name,
         timeout,
         paths,
         max_iterations,
-    } = &step.kind
-    else {
-        unreachable!("called for tool steps")
-    };
-    let plan = session.runtime.plan.clone();
-    let chat_step = plan
+    } = plan;
+    let flow = session.runtime.plan.clone();
+    let (chat_step, chat_plan) = flow
         .steps
         .iter()
-        .find(|s| &s.name == chat_name)
+        .find_map(|s| match &s.kind {
+            StepKind::Chat(chat) if &s.name == chat_name => Some((s, chat)),
+            _ => None,
+        })
         .expect("validated: the chat step exists");
     for _ in 0..*max_iterations {
         let Some((mut messages, answer)) = session.conversations.get(chat_name).cloned() else {
@@ -881,7 +876,7 @@ async fn tool(session: &mut Session<'_>, step: &Step) -> Went {
             match outcome {
                 Outcome::Timeout => {
                     session.timeouts_in_a_row += 1;
-                    if session.timeouts_in_a_row >= plan.breaker {
+                    if session.timeouts_in_a_row >= flow.breaker {
                         session.fallback = Some(FallbackReason {
                             rule: "consecutive_tool_timeouts".into(),
                             tool: call.name.clone(),
@@ -900,7 +895,7 @@ async fn tool(session: &mut Session<'_>, step: &Step) -> Went {
             }
             messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": content}));
         }
-        match chat(session, chat_step, Some(messages)).await {
+        match chat(session, chat_step, chat_plan, Some(messages)).await {
             Went::On => {}
             other => return other,
         }
@@ -908,17 +903,14 @@ async fn tool(session: &mut Session<'_>, step: &Step) -> Went {
     Went::On
 }
 
-async fn http_step(session: &mut Session<'_>, step: &Step) -> Went {
-    let StepKind::Http {
+async fn http_step(session: &mut Session<'_>, step: &Step, plan: &HttpPlan) -> Went {
+    let HttpPlan {
         method,
         path,
         has_body,
         expect_status,
         timeout,
-    } = &step.kind
-    else {
-        unreachable!("called for http steps")
-    };
+    } = plan;
     let Some(mut slot) = session.begin(step, None) else {
         return Went::Refused;
     };

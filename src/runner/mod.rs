@@ -48,10 +48,14 @@ use crate::prometheus::live::LiveMetrics;
 use crate::prometheus::scrape::ServerMetrics;
 use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage, TokenSource};
 use crate::scenario::{Endpoint, Scenario, Service, Workload};
-use crate::schedule::{ExecutedStage, OpenArrivals, Stage, SweepRole, sweep_rates};
+use crate::schedule::{
+    ClosedStage, ExecutedStage, OpenArrivals, OpenStage, ReplayStage, Stage, SweepRole, SweepStage,
+    sweep_rates,
+};
 use crate::seed::mix_seed;
 use crate::slo::{Aborted, SloSet};
 use crate::spec::TraceIds;
+use crate::trace::context::{new_trace_id, request_traceparent, traceparent};
 use crate::workload::PromptSource;
 use crate::workload::payload::{Payload, PromptBody};
 use hyper::header::{AUTHORIZATION, HeaderValue};
@@ -388,22 +392,22 @@ async fn run_stages(shared: &Arc<Shared>, stop: &CancellationToken) -> Result<Ve
             break;
         }
         let stage_end = match stage {
-            Stage::Open { .. } => {
+            Stage::Open(open) => {
                 let index = begin_stage(shared, &mut executed, stage, None);
-                run_open(shared, stage, index, stage_start, &mut tasks, stop).await?
+                run_open(shared, open, index, stage_start, &mut tasks, stop).await?
             }
-            Stage::Closed { .. } => {
+            Stage::Closed(closed) => {
                 let index = begin_stage(shared, &mut executed, stage, None);
-                run_closed(shared, stage, index, stage_start, stop)
+                run_closed(shared, closed, index, stage_start, stop)
                     .await
                     .end
             }
-            Stage::Replay { .. } => {
+            Stage::Replay(replay) => {
                 let index = begin_stage(shared, &mut executed, stage, None);
-                run_replay(shared, stage, index, stage_start, &mut tasks, stop).await?
+                run_replay(shared, replay, index, stage_start, &mut tasks, stop).await?
             }
-            Stage::Sweep { .. } => {
-                run_sweep(shared, stage, &mut executed, stage_start, &mut tasks, stop).await?
+            Stage::Sweep(sweep) => {
+                run_sweep(shared, sweep, &mut executed, stage_start, &mut tasks, stop).await?
             }
         };
         stage_start = stage_end;
@@ -474,19 +478,15 @@ fn begin_stage(
 /// Schedules an open-loop stage; returns its end (offset from the run start).
 async fn run_open(
     shared: &Arc<Shared>,
-    stage: &Stage,
+    stage: &OpenStage,
     index: u32,
     stage_start: Duration,
     tasks: &mut JoinSet<()>,
     stop: &CancellationToken,
 ) -> Result<Duration> {
-    let Stage::Open {
-        max_concurrency, ..
-    } = stage
-    else {
-        unreachable!("called for open stages")
-    };
-    let stage_cap = max_concurrency.map(|c| Arc::new(Semaphore::new(c as usize)));
+    let stage_cap = stage
+        .max_concurrency
+        .map(|c| Arc::new(Semaphore::new(c as usize)));
     let seed = crate::seed::mix_seed(&[shared.scenario.seed, 0x5343_4845, u64::from(index)]);
     let mut last = stage_start;
     let mut pacer = Pacer::start(
@@ -537,28 +537,25 @@ async fn run_open(
     if stop.is_cancelled() {
         return Ok(last);
     }
-    Ok(stage.duration().map_or(last, |d| stage_start + d))
+    Ok(stage.duration.map_or(last, |d| stage_start + d))
 }
 
 /// Replays a trace: each entry at its own time (divided by the speed), with the prompt
 /// its lengths and hash ids describe. Returns the stage's end.
 async fn run_replay(
     shared: &Arc<Shared>,
-    stage: &Stage,
+    stage: &ReplayStage,
     index: u32,
     stage_start: Duration,
     tasks: &mut JoinSet<()>,
     stop: &CancellationToken,
 ) -> Result<Duration> {
-    let Stage::Replay {
+    let ReplayStage {
         trace,
         speed,
         block_tokens,
         ..
-    } = stage
-    else {
-        unreachable!("called for replays")
-    };
+    } = stage;
     let speed = *speed;
     let offsets: Vec<Duration> = trace.iter().map(|e| e.at.div_f64(speed)).collect();
     let mut pacer = Pacer::start(shared.clock.start() + stage_start, offsets.into_iter())
@@ -647,7 +644,7 @@ async fn execute(shared: &Shared, admitted: Admitted) -> Ended {
                 let mut payload =
                     payload.unwrap_or_else(|| prompts.payload(shared.scenario.seed, seq));
                 let traceparent = payload.traceparent.get_or_insert_with(|| {
-                    traceparent_of(shared.trace_key, shared.scenario.seed, seq)
+                    request_traceparent(shared.trace_key, shared.scenario.seed, seq)
                 });
                 record.traceparent = Some(traceparent.clone());
                 record.prefix = payload.prefix;
@@ -656,7 +653,7 @@ async fn execute(shared: &Shared, admitted: Admitted) -> Ended {
                     .map(|answer| answer.text)
             }
             Target::Http(target) => {
-                let traceparent = traceparent_of(shared.trace_key, shared.scenario.seed, seq);
+                let traceparent = request_traceparent(shared.trace_key, shared.scenario.seed, seq);
                 record.traceparent = Some(traceparent.clone());
                 http::call(
                     &shared.http,
@@ -813,7 +810,7 @@ async fn run_session(
             prompt: PromptBody::Messages(history.clone()),
             max_tokens: user.max_tokens,
             input_tokens: history_tokens,
-            traceparent: Some(format!("00-{trace_id}-{:016x}-01", rng.random::<u64>() | 1)),
+            traceparent: Some(traceparent(&trace_id, rng.random())),
             prefix: None,
         });
         admitted.record.session = Some(SessionMark {
@@ -846,20 +843,17 @@ async fn run_session(
 /// Runs a closed-loop stage: `concurrency` sessions back to back.
 async fn run_closed(
     shared: &Arc<Shared>,
-    stage: &Stage,
+    stage: &ClosedStage,
     index: u32,
     stage_start: Duration,
     stop: &CancellationToken,
 ) -> ClosedRun {
-    let Stage::Closed {
+    let ClosedStage {
         concurrency,
         think_time,
         duration,
         requests,
-    } = stage
-    else {
-        unreachable!("called for closed stages")
-    };
+    } = stage;
     let budget = Arc::new(Budget {
         issued: AtomicU64::new(0),
         limit: *requests,
@@ -944,22 +938,19 @@ async fn run_closed(
 /// ended.
 async fn run_sweep(
     shared: &Arc<Shared>,
-    stage: &Stage,
+    stage: &SweepStage,
     executed: &mut Vec<ExecutedStage>,
     stage_start: Duration,
     tasks: &mut JoinSet<()>,
     stop: &CancellationToken,
 ) -> Result<Duration> {
-    let Stage::Sweep {
+    let SweepStage {
         arrival,
         rates,
         throughput_concurrency,
         duration,
         requests,
-    } = *stage
-    else {
-        unreachable!("called for sweeps")
-    };
+    } = *stage;
     let mut start = stage_start;
     let mut achieved = [0.0; 2];
     let closed_points = [
@@ -970,13 +961,14 @@ async fn run_sweep(
         if stop.is_cancelled() {
             return Ok(start);
         }
-        let closed = Stage::Closed {
+        let closed = ClosedStage {
             concurrency,
             think_time: Duration::ZERO,
             duration,
             requests,
         };
-        let index = begin_stage(shared, executed, &closed, Some(role));
+        let as_stage = Stage::Closed(closed.clone());
+        let index = begin_stage(shared, executed, &as_stage, Some(role));
         let ran = run_closed(shared, &closed, index, start, stop).await;
         achieved[point] = ran.achieved_rate;
         // The next point starts when this one's last request is done, not before.
@@ -987,7 +979,7 @@ async fn run_sweep(
         if stop.is_cancelled() || rate <= 0.0 {
             break;
         }
-        let open = Stage::Open {
+        let open = OpenStage {
             arrival,
             rate,
             ramp_to: None,
@@ -995,7 +987,8 @@ async fn run_sweep(
             requests,
             max_concurrency: None,
         };
-        let index = begin_stage(shared, executed, &open, Some(SweepRole::Rate));
+        let as_stage = Stage::Open(open.clone());
+        let index = begin_stage(shared, executed, &as_stage, Some(SweepRole::Rate));
         run_open(shared, &open, index, start, tasks, stop).await?;
         tokio::select! {
             _ = async { while tasks.join_next().await.is_some() {} } => {}

@@ -141,25 +141,3 @@ pub(super) fn baggage_of(run_id: u64, scenario: &str) -> HeaderValue {
     ))
     .expect("percent-encoded ASCII is a valid header value")
 }
-
-/// A W3C trace ID: 16 bytes from the seeded `rng`, the high half mixed with the run's
-/// `trace_key` (zero when a spec asks for seeded trace IDs), not all zero.
-pub(super) fn new_trace_id(rng: &mut ChaCha8Rng, trace_key: u64) -> String {
-    format!(
-        "{:016x}{:016x}",
-        (rng.random::<u64>() ^ trace_key) | 1,
-        rng.random::<u64>()
-    )
-}
-
-/// A W3C `traceparent` for a request outside a session: a trace of its own. Its span
-/// ID comes from the seed and its position alone, so the chaos proxy's seeded fault
-/// decisions (keyed by it) replay whatever the trace ID; the trace ID is new to the
-/// run unless `trace_key` is zero (`trace_ids: seeded`), so runs never collide in a
-/// trace store.
-pub(super) fn traceparent_of(trace_key: u64, seed: u64, seq: u64) -> String {
-    let high = (mix_seed(&[seed, seq, 0x7472_6163]) ^ trace_key) | 1;
-    let low = mix_seed(&[seed, seq, 0x6563_6172]);
-    let span = mix_seed(&[seed, seq, 0x7370_616e]) | 1;
-    format!("00-{high:016x}{low:016x}-{span:016x}-01")
-}

@@ -31,44 +31,56 @@ pub struct FlowService {
 #[derive(Debug, Clone)]
 pub enum StepKind {
     Embed,
-    Search {
-        /// The embed step whose vector is searched with.
-        embedding: String,
-        top_k: u32,
-        truth: Option<Arc<GroundTruth>>,
-        recall_threshold: f64,
-    },
-    Chat {
-        max_tokens: Option<u32>,
-        has_system: bool,
-        /// OpenAI `tools` and `tool_choice`, and the rest of the body.
-        body: serde_json::Map<String, Value>,
-        tool_names: Vec<String>,
-    },
-    Tool {
-        /// The chat step whose tool calls it runs.
-        chat: String,
-        timeout: Duration,
-        paths: BTreeMap<String, String>,
-        max_iterations: u32,
-    },
-    Http {
-        method: Method,
-        path: String,
-        has_body: bool,
-        expect_status: Option<u16>,
-        timeout: Option<Duration>,
-    },
+    Search(SearchPlan),
+    Chat(ChatPlan),
+    Tool(ToolPlan),
+    Http(HttpPlan),
+}
+
+#[derive(Debug, Clone)]
+pub struct SearchPlan {
+    /// The embed step whose vector is searched with.
+    pub embedding: String,
+    pub top_k: u32,
+    pub truth: Option<Arc<GroundTruth>>,
+    pub recall_threshold: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChatPlan {
+    pub max_tokens: Option<u32>,
+    pub has_system: bool,
+    /// OpenAI `tools` and `tool_choice`, and the rest of the body.
+    pub body: serde_json::Map<String, Value>,
+    pub tool_names: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ToolPlan {
+    /// The chat step whose tool calls it runs.
+    pub chat: String,
+    pub timeout: Duration,
+    pub paths: BTreeMap<String, String>,
+    pub max_iterations: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpPlan {
+    pub method: Method,
+    pub path: String,
+    pub has_body: bool,
+    pub expect_status: Option<u16>,
+    pub timeout: Option<Duration>,
 }
 
 impl StepKind {
     pub fn name(&self) -> &'static str {
         match self {
             StepKind::Embed => "embed",
-            StepKind::Search { .. } => "search",
-            StepKind::Chat { .. } => "chat",
-            StepKind::Tool { .. } => "tool",
-            StepKind::Http { .. } => "http",
+            StepKind::Search(SearchPlan { .. }) => "search",
+            StepKind::Chat(ChatPlan { .. }) => "chat",
+            StepKind::Tool(ToolPlan { .. }) => "tool",
+            StepKind::Http(HttpPlan { .. }) => "http",
         }
     }
 }
@@ -98,9 +110,9 @@ impl FlowPlan {
     /// The recall@k bar of the flow's (first) search step.
     pub fn recall_threshold(&self) -> Option<f64> {
         self.steps.iter().find_map(|s| match &s.kind {
-            StepKind::Search {
+            StepKind::Search(SearchPlan {
                 recall_threshold, ..
-            } => Some(*recall_threshold),
+            }) => Some(*recall_threshold),
             _ => None,
         })
     }
@@ -394,11 +406,13 @@ impl Planner<'_> {
                 }
             }
         });
-        embedding.map(|embedding| StepKind::Search {
-            embedding,
-            top_k: s.top_k,
-            truth,
-            recall_threshold: threshold,
+        embedding.map(|embedding| {
+            StepKind::Search(SearchPlan {
+                embedding,
+                top_k: s.top_k,
+                truth,
+                recall_threshold: threshold,
+            })
         })
     }
 
@@ -474,19 +488,19 @@ impl Planner<'_> {
                 Some("choose from: auto, required, none".into()),
             ),
         }
-        Some(StepKind::Chat {
+        Some(StepKind::Chat(ChatPlan {
             max_tokens: c.max_tokens,
             has_system: c.system.is_some(),
             body,
             tool_names: c.tools.iter().map(|t| t.name.clone()).collect(),
-        })
+        }))
     }
 
     /// A tool step runs the tool calls of the last chat step before it that offers
     /// tools.
     fn tool(&self, t: &ToolStep, at: &str, problem: &mut Problem) -> Option<StepKind> {
         let chat = self.steps.iter().rev().find_map(|st| match &st.kind {
-            StepKind::Chat { tool_names, .. } => Some((st.name.clone(), tool_names)),
+            StepKind::Chat(ChatPlan { tool_names, .. }) => Some((st.name.clone(), tool_names)),
             _ => None,
         });
         let Some((chat, tool_names)) = chat.filter(|(_, tools)| !tools.is_empty()) else {
@@ -505,12 +519,12 @@ impl Planner<'_> {
                 Some(format!("offered: {}", tool_names.join(", "))),
             );
         }
-        Some(StepKind::Tool {
+        Some(StepKind::Tool(ToolPlan {
             chat,
             timeout: t.timeout.map_or(Duration::from_secs(10), |d| d.0),
             paths: t.paths.clone(),
             max_iterations: t.max_iterations.unwrap_or(3).max(1),
-        })
+        }))
     }
 
     fn http(
@@ -541,12 +555,14 @@ impl Planner<'_> {
                 Some("start it with `/`".into()),
             );
         }
-        method.map(|method| StepKind::Http {
-            method,
-            path: h.path.clone(),
-            has_body: h.body.is_some(),
-            expect_status: h.expect_status,
-            timeout: h.timeout.map(|d| d.0),
+        method.map(|method| {
+            StepKind::Http(HttpPlan {
+                method,
+                path: h.path.clone(),
+                has_body: h.body.is_some(),
+                expect_status: h.expect_status,
+                timeout: h.timeout.map(|d| d.0),
+            })
         })
     }
 }

@@ -19,7 +19,7 @@ use crate::client::openai::Api;
 use crate::client::tls::{TlsOptions, TlsSettings};
 use crate::metrics::RequestSlo;
 use crate::scenario::flow::FlowPlan;
-use crate::schedule::{Arrival, Stage, Unit};
+use crate::schedule::{Arrival, ClosedStage, OpenStage, ReplayStage, Stage, SweepStage, Unit};
 use crate::slo::SloSet;
 use crate::spec::error::locate;
 use crate::spec::{
@@ -288,7 +288,7 @@ impl Scenario {
             return flow
                 .steps
                 .iter()
-                .filter(|s| matches!(s.kind, flow::StepKind::Chat { max_tokens: None, .. }))
+                .filter(|s| matches!(&s.kind, flow::StepKind::Chat(chat) if chat.max_tokens.is_none()))
                 .map(|s| {
                     format!(
                         "flow step `{}` sets no max_tokens: the server decides how long its answers are (set `max_tokens` on the step)",
@@ -679,7 +679,7 @@ fn stages_from_spec(spec: &InferenceSpec, spec_dir: &Path, problem: &mut Problem
         (Some(_), false) => problem("spec.qpsTarget", "cannot be combined with `load`".into(), Some("keep one: `qpsTarget` + `duration`, or `load` stages".into())),
         (Some(rate), true) if !(rate.is_finite() && rate > 0.0) => problem("spec.qpsTarget", format!("must be a positive number, got {rate}"), None),
         (Some(rate), true) => match spec.duration {
-            Some(d) => stages.push(Stage::Open { arrival: Arrival::Constant, rate, ramp_to: None, duration: Some(d.0), requests: None, max_concurrency: None }),
+            Some(d) => stages.push(Stage::Open(OpenStage { arrival: Arrival::Constant, rate, ramp_to: None, duration: Some(d.0), requests: None, max_concurrency: None })),
             None => problem("spec.qpsTarget", "needs a `duration`".into(), Some("add e.g. `duration: 60s` beside it".into())),
         },
         (None, true) => problem("spec.load", "no load: nothing to run".into(), Some("add stages, e.g. `load: [{ arrival: poisson, rate: 10, duration: 30s }]`, or `qpsTarget` + `duration`".into())),
@@ -1173,12 +1173,12 @@ fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, StageProblem
         }
         let trace = crate::workload::replay::read(&spec_dir.join(&replay.file))
             .map_err(|e| (".replay.file", e, None))?;
-        return Ok(Stage::Replay {
+        return Ok(Stage::Replay(ReplayStage {
             trace: std::sync::Arc::new(trace),
             speed,
             block_tokens,
             file: replay.file.display().to_string(),
-        });
+        }));
     }
     if s.duration.is_none() && s.requests.is_none() {
         return Err((
@@ -1214,13 +1214,13 @@ fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, StageProblem
             ));
         }
         let arrival = arrival_from_spec(s)?;
-        return Ok(Stage::Sweep {
+        return Ok(Stage::Sweep(SweepStage {
             arrival,
             rates: sweep.rates,
             throughput_concurrency: sweep.throughput_concurrency,
             duration,
             requests: s.requests,
-        });
+        }));
     }
     match (s.rate, s.concurrency) {
         (Some(_), Some(_)) => Err(("", "has both `rate` (open loop) and `concurrency` (closed loop)".into(), Some("keep one: `rate` for a target request rate, `concurrency` for N sessions back to back".into()))),
@@ -1244,7 +1244,7 @@ fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, StageProblem
             if s.max_concurrency == Some(0) {
                 return Err((".max_concurrency", "must be at least 1".into(), None));
             }
-            Ok(Stage::Open { arrival, rate, ramp_to: s.ramp_to, duration, requests: s.requests, max_concurrency: s.max_concurrency })
+            Ok(Stage::Open(OpenStage { arrival, rate, ramp_to: s.ramp_to, duration, requests: s.requests, max_concurrency: s.max_concurrency }))
         }
         (None, Some(concurrency)) => {
             if concurrency == 0 {
@@ -1260,7 +1260,7 @@ fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, StageProblem
                 "applies only to open-loop (`rate`) stages",
                 "remove it, or use `rate` instead of `concurrency`",
             )?;
-            Ok(Stage::Closed { concurrency, think_time: s.think_time.map_or(Duration::ZERO, |d| d.0), duration, requests: s.requests })
+            Ok(Stage::Closed(ClosedStage { concurrency, think_time: s.think_time.map_or(Duration::ZERO, |d| d.0), duration, requests: s.requests }))
         }
     }
 }

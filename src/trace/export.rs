@@ -110,11 +110,11 @@ pub fn spans_of(record: &Record, model: &str, origin_ns: u64) -> Vec<Span> {
     let Some(traceparent) = &record.traceparent else {
         return Vec::new();
     };
-    let mut parts = traceparent.split('-');
-    let (Some(trace), Some(span)) = (parts.nth(1), parts.next()) else {
+    let Some(context) = super::context::parse(traceparent) else {
         return Vec::new();
     };
-    let (Some(trace_id), Some(span_id)) = (hex_bytes(trace), hex_bytes(span)) else {
+    let (Some(trace_id), Some(span_id)) = (hex_bytes(context.trace_id), hex_bytes(context.span_id))
+    else {
         return Vec::new();
     };
     let at = |us: u64| origin_ns + us * 1000;
