@@ -647,10 +647,11 @@ fn nth_line(text: &str, index: usize, key: &str) -> usize {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ScaleSpec {
-    /// Fewest replicas the service may run (recorded with the verdicts; scaling advice
-    /// comes in a later version).
+    /// Fewest replicas the service may run. Accepted and checked, but nothing uses it
+    /// yet: capacity advice will.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_replicas: Option<u32>,
+    /// Most replicas the service may run. Accepted and checked, but nothing uses it yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_replicas: Option<u32>,
     /// SLOs by metric, k6-style: `ttft: { p99: "<= 350ms" }`, `pass_rate: ">= 99.995%"`,
@@ -661,8 +662,8 @@ pub struct ScaleSpec {
     pub slo_thresholds: yaml_serde::Mapping,
 }
 
-/// `kind: ModelLoadSpec` — the model a test loads. Accepted and validated; its cold- and
-/// warm-start experiments come in a later version.
+/// `kind: ModelLoadSpec` — the model a test loads. Accepted and validated, but nothing
+/// uses it yet (nor `cachePolicy`): cold- and warm-start experiments will.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ModelLoadSpec {
