@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::report::{RunInfo, render_header, render_json, render_terminal, summarize};
+use crate::report::{RunInfo, render_header, render_terminal, summarize};
 use crate::runner::{RunOptions, run as run_scenario};
 use crate::scenario::Scenario;
 use crate::spec::{
@@ -26,20 +26,7 @@ mod serve;
 use output::{err, errln, out, outln};
 use serve::{chaos, collect, sim};
 
-/// Exit codes, as documented in `--help` and the README.
-pub mod exit {
-    /// The run completed and every SLO passed (or was not proven, without --strict).
-    pub const OK: i32 = 0;
-    /// Some SLO failed (or, under --strict, was not proven); without SLOs, more than
-    /// 1 % of the requests failed, or none succeeded.
-    pub const SLO_FAILED: i32 = 1;
-    /// The spec or the command line is wrong.
-    pub const USAGE: i32 = 2;
-    /// The run could not be carried out: no request reached the target.
-    pub const UNREACHABLE: i32 = 3;
-    /// Interrupted by Ctrl-C or SIGTERM (records and a partial report are written).
-    pub const INTERRUPTED: i32 = 130;
-}
+pub use crate::report::outputs::exit;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -792,6 +779,52 @@ async fn run_command(args: RunArgs) -> Result<i32> {
         );
     }
     let dir = run_dir.path.clone();
+    let stop = CancellationToken::new();
+    tokio::spawn(stop_on_signal(stop.clone()));
+    let progress = std::sync::Arc::new(crate::runner::Progress::default());
+    let drawer = progress::wanted(args.quiet)
+        .then(|| progress::Drawer::for_run(progress.clone(), scenario.unit()));
+    let options = run_options(&args, tls.as_ref(), progress, &dir).await?;
+    let name = scenario.name.clone();
+    let slos = scenario.slos.clone();
+    let dataset = scenario.dataset_info();
+    let result = run_scenario(scenario, options, stop).await;
+    if let Some(drawer) = drawer {
+        drawer.finish().await;
+    }
+    let result = result?;
+    let about = crate::report::outputs::RunAbout {
+        name: &name,
+        slos: slos.as_ref(),
+        dataset,
+        strict: args.strict,
+    };
+    let finished = crate::report::outputs::finish(&result, about, &dir)?;
+    out(&render_terminal(&finished.summary));
+    outln!(
+        "  records: {}  summary: {}{}",
+        dir.join("records.jsonl").display(),
+        dir.join("summary.json").display(),
+        run_dir
+            .latest
+            .as_ref()
+            .map_or(String::new(), |l| format!("  (also {})", l.display()))
+    );
+    if let Some(junit) = &finished.junit {
+        outln!("  junit: {}", junit.display());
+    }
+    Ok(finished.code)
+}
+
+/// What the runner is asked to do besides the scenario: where the records go, the
+/// progress it bumps, the header it prints, and the listeners and endpoints the flags
+/// name (each refused unless on loopback).
+async fn run_options(
+    args: &RunArgs,
+    tls: Option<&TlsSpec>,
+    progress: std::sync::Arc<crate::runner::Progress>,
+    dir: &Path,
+) -> Result<RunOptions> {
     let metrics_listener = match args.metrics_addr {
         Some(addr) if !addr.ip().is_loopback() => bail!(
             "refusing to serve metrics on {addr}: the run's metrics bind loopback; put a scraper or a reverse proxy beside it"
@@ -808,16 +841,11 @@ async fn run_command(args: RunArgs) -> Result<i32> {
         }
         None => None,
     };
-    let stop = CancellationToken::new();
-    tokio::spawn(stop_on_signal(stop.clone()));
-    let progress = std::sync::Arc::new(crate::runner::Progress::default());
-    let drawer = progress::wanted(args.quiet)
-        .then(|| progress::Drawer::for_run(progress.clone(), scenario.unit()));
-    let options = RunOptions {
+    Ok(RunOptions {
         records_path: dir.join("records.jsonl"),
         progress: Some(progress),
         on_start: Some(Box::new(|header| out(&render_header(header)))),
-        otlp_tls: match &tls {
+        otlp_tls: match tls {
             Some(tls) => Some(
                 crate::client::tls::TlsSettings::load(&crate::client::tls::TlsOptions {
                     ca_cert: tls.ca_cert.clone(),
@@ -847,85 +875,6 @@ async fn run_command(args: RunArgs) -> Result<i32> {
             }),
             None => None,
         },
-    };
-    let name = scenario.name.clone();
-    let slos = scenario.slos.clone();
-    let dataset = scenario.dataset_info();
-    let result = run_scenario(scenario, options, stop).await;
-    if let Some(drawer) = drawer {
-        drawer.finish().await;
-    }
-    let result = result?;
-    let scraped_hit_rate = result
-        .server_metrics
-        .as_ref()
-        .and_then(|m| m.prefix_hit_rate);
-    let verdicts = slos
-        .as_ref()
-        .map(|slos| slos.evaluate_with_server(&result.aggregator, scraped_hit_rate));
-    let summary = summarize(
-        &result.aggregator,
-        RunInfo {
-            name: &name,
-            target: &result.target_url,
-            model: &result.model,
-            interrupted: result.interrupted,
-            warnings: result.warnings.clone(),
-            elapsed_s: result.elapsed.as_secs_f64(),
-            stages: result.stages.clone(),
-            dataset,
-            server_metrics: result.server_metrics.clone(),
-            verdicts: verdicts.clone(),
-            aborted: result.aborted.clone(),
-            proxies: result.proxies.clone(),
-            traces: result.traces.clone(),
-            token_settlement: result.token_settlement.clone(),
-        },
-    );
-    std::fs::write(dir.join("summary.json"), render_json(&summary))
-        .context("cannot write summary.json")?;
-    out(&render_terminal(&summary));
-    outln!(
-        "  records: {}  summary: {}{}",
-        dir.join("records.jsonl").display(),
-        dir.join("summary.json").display(),
-        run_dir
-            .latest
-            .as_ref()
-            .map_or(String::new(), |l| format!("  (also {})", l.display()))
-    );
-    if let Some(verdicts) = &verdicts {
-        let path = dir.join("junit.xml");
-        std::fs::write(
-            &path,
-            crate::slo::junit::render(&name, verdicts, args.strict),
-        )
-        .context("cannot write junit.xml")?;
-        outln!("  junit: {}", path.display());
-    }
-    let counts = &result.aggregator.counts;
-    if result.interrupted {
-        return Ok(exit::INTERRUPTED);
-    }
-    if result.aborted.is_some()
-        || verdicts
-            .as_ref()
-            .is_some_and(|v| !crate::slo::gate_passes(v, args.strict))
-    {
-        return Ok(exit::SLO_FAILED);
-    }
-    let unreachable = counts.ok == 0
-        && counts.scheduled > 0
-        && summary
-            .errors
-            .iter()
-            .all(|e| e.stage == crate::record::Stage::Connect);
-    Ok(if unreachable {
-        exit::UNREACHABLE
-    } else if summary.default_gate.is_some_and(|g| !g.passed) {
-        exit::SLO_FAILED
-    } else {
-        exit::OK
     })
 }
 

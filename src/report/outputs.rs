@@ -1,9 +1,127 @@
-//! Where a run's files go. By default each run gets a folder of its own under
-//! `out/NAME/` named by its UTC start time, with `out/NAME/latest` pointing at it, so
-//! no run overwrites another. A folder given with `--out` is the user's: the files an
-//! earlier run left there are removed first, so none is taken for this run's.
+//! What a run leaves and how it ends: where its files go, the summary and JUnit files
+//! written there, and the exit code. By default each run gets a folder of its own
+//! under `out/NAME/` named by its UTC start time, with `out/NAME/latest` pointing at
+//! it, so no run overwrites another. A folder given with `--out` is the user's: the
+//! files an earlier run left there are removed first, so none is taken for this run's.
 
 use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::{RunInfo, Summary, render_json, summarize};
+use crate::runner::RunResult;
+use crate::slo::SloSet;
+use crate::workload::dataset::DatasetInfo;
+
+/// Exit codes, as documented in `--help` and the README.
+pub mod exit {
+    /// The run completed and every SLO passed (or was not proven, without --strict).
+    pub const OK: i32 = 0;
+    /// Some SLO failed (or, under --strict, was not proven); without SLOs, more than
+    /// 1 % of the requests failed, or none succeeded.
+    pub const SLO_FAILED: i32 = 1;
+    /// The spec or the command line is wrong.
+    pub const USAGE: i32 = 2;
+    /// The run could not be carried out: no request reached the target.
+    pub const UNREACHABLE: i32 = 3;
+    /// Interrupted by Ctrl-C or SIGTERM (records and a partial report are written).
+    pub const INTERRUPTED: i32 = 130;
+}
+
+/// What the report needs to know about a run besides its result.
+pub struct RunAbout<'a> {
+    pub name: &'a str,
+    pub slos: Option<&'a SloSet>,
+    pub dataset: Option<DatasetInfo>,
+    /// `not_proven` fails the gate.
+    pub strict: bool,
+}
+
+/// What a finished run leaves: its summary (also written as `summary.json`), the
+/// JUnit file when it has SLOs, and the exit code.
+pub struct Finished {
+    pub summary: Summary,
+    pub junit: Option<PathBuf>,
+    pub code: i32,
+}
+
+/// Judges a finished run against its SLOs, writes `summary.json` (and `junit.xml`
+/// when there are SLOs) into `dir`, and decides how the process exits.
+pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Finished> {
+    let scraped_hit_rate = result
+        .server_metrics
+        .as_ref()
+        .and_then(|m| m.prefix_hit_rate);
+    let verdicts = about
+        .slos
+        .map(|slos| slos.evaluate_with_server(&result.aggregator, scraped_hit_rate));
+    let summary = summarize(
+        &result.aggregator,
+        RunInfo {
+            name: about.name,
+            target: &result.target_url,
+            model: &result.model,
+            interrupted: result.interrupted,
+            warnings: result.warnings.clone(),
+            elapsed_s: result.elapsed.as_secs_f64(),
+            stages: result.stages.clone(),
+            dataset: about.dataset,
+            server_metrics: result.server_metrics.clone(),
+            verdicts: verdicts.clone(),
+            aborted: result.aborted.clone(),
+            proxies: result.proxies.clone(),
+            traces: result.traces.clone(),
+            token_settlement: result.token_settlement.clone(),
+        },
+    );
+    std::fs::write(dir.join("summary.json"), render_json(&summary))
+        .context("cannot write summary.json")?;
+    let junit = match &verdicts {
+        Some(verdicts) => {
+            let path = dir.join("junit.xml");
+            let xml = crate::slo::junit::render(about.name, verdicts, about.strict);
+            std::fs::write(&path, xml).context("cannot write junit.xml")?;
+            Some(path)
+        }
+        None => None,
+    };
+    let code = exit_code(result, verdicts.as_deref(), &summary, about.strict);
+    Ok(Finished {
+        summary,
+        junit,
+        code,
+    })
+}
+
+/// Interrupted, then a failed gate (an abort, a failed SLO), then nothing reached, then
+/// the default gate when no SLO is set.
+fn exit_code(
+    result: &RunResult,
+    verdicts: Option<&[crate::slo::Verdict]>,
+    summary: &Summary,
+    strict: bool,
+) -> i32 {
+    if result.interrupted {
+        return exit::INTERRUPTED;
+    }
+    if result.aborted.is_some() || verdicts.is_some_and(|v| !crate::slo::gate_passes(v, strict)) {
+        return exit::SLO_FAILED;
+    }
+    let counts = &result.aggregator.counts;
+    let unreachable = counts.ok == 0
+        && counts.scheduled > 0
+        && summary
+            .errors
+            .iter()
+            .all(|e| e.stage == crate::record::Stage::Connect);
+    if unreachable {
+        exit::UNREACHABLE
+    } else if summary.default_gate.is_some_and(|g| !g.passed) {
+        exit::SLO_FAILED
+    } else {
+        exit::OK
+    }
+}
 
 /// Every file or folder a run writes into its output folder.
 pub const RUN_FILES: &[&str] = &["records.jsonl", "summary.json", "junit.xml", "collect"];
