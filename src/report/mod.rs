@@ -751,6 +751,33 @@ pub fn render_terminal(s: &Summary) -> String {
         out.push_str(&text);
         out.push('\n');
     };
+    render_totals(s, &mut line);
+    if s.stages.len() > 1 {
+        render_stages(s, &mut line);
+    } else if let Some(stage) = s.stages.first() {
+        render_offered(stage, &mut line);
+    }
+    render_latency(s, &mut line);
+    render_tokens_and_server(s, &mut line);
+    if let Some(f) = &s.flow {
+        chain::render_flow(f, &mut line);
+    }
+    if let Some(t) = &s.traces {
+        chain::render_traces(t, &mut line);
+    }
+    if let Some(f) = &s.faults {
+        chain::render_faults(f, &mut line);
+    }
+    render_prefixes_and_turns(s, &mut line);
+    if let Some(verdicts) = &s.verdicts {
+        render_verdicts(verdicts, s.aborted.as_ref(), &mut line);
+    }
+    render_errors(s, &mut line);
+    out
+}
+
+/// Counts, warnings, the default gate, the measured window, the dataset, goodput.
+fn render_totals(s: &Summary, line: &mut impl FnMut(String)) {
     let r = &s.requests;
     let state = if s.interrupted {
         "  (interrupted: partial results)"
@@ -818,11 +845,10 @@ pub fn render_terminal(s: &Summary) -> String {
             bounds.join(", ")
         ));
     }
-    if s.stages.len() > 1 {
-        render_stages(s, &mut line);
-    } else if let Some(stage) = s.stages.first() {
-        render_offered(stage, &mut line);
-    }
+}
+
+/// The latency table.
+fn render_latency(s: &Summary, line: &mut impl FnMut(String)) {
     line(String::new());
     line(format!(
         "  {:<22}{:>9}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
@@ -847,6 +873,10 @@ pub fn render_terminal(s: &Summary) -> String {
             ));
         }
     }
+}
+
+/// Token totals and where they came from, the server's ground truth and metrics.
+fn render_tokens_and_server(s: &Summary, line: &mut impl FnMut(String)) {
     let t = &s.tokens;
     if t.output_total > 0 || !t.sources.is_empty() {
         line(format!(
@@ -893,15 +923,10 @@ pub fn render_terminal(s: &Summary) -> String {
             show(m.prefix_hit_rate, true),
         ));
     }
-    if let Some(f) = &s.flow {
-        chain::render_flow(f, &mut line);
-    }
-    if let Some(t) = &s.traces {
-        chain::render_traces(t, &mut line);
-    }
-    if let Some(f) = &s.faults {
-        chain::render_faults(f, &mut line);
-    }
+}
+
+/// The prefix cache's expected and reported hit share, and the per-turn table.
+fn render_prefixes_and_turns(s: &Summary, line: &mut impl FnMut(String)) {
     if let Some(p) = &s.prefix_cache {
         line(format!(
             "  prefix cache: expected hit share {:.1}% (prompt tokens repeating an earlier prefix) · server reports {}",
@@ -929,9 +954,10 @@ pub fn render_terminal(s: &Summary) -> String {
             ));
         }
     }
-    if let Some(verdicts) = &s.verdicts {
-        render_verdicts(verdicts, s.aborted.as_ref(), &mut line);
-    }
+}
+
+/// Failures by stage and kind, with one example each.
+fn render_errors(s: &Summary, line: &mut impl FnMut(String)) {
     if !s.errors.is_empty() {
         line("  errors:".into());
         for e in &s.errors {
@@ -945,7 +971,6 @@ pub fn render_terminal(s: &Summary) -> String {
             ));
         }
     }
-    out
 }
 
 #[cfg(test)]
