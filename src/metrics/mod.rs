@@ -99,6 +99,12 @@ impl Counts {
         self.error + self.timeout
     }
 
+    /// Requests that were sent: neither dropped at the client's in-flight limit nor
+    /// cancelled by a stop. What pass rates and availability are shares of.
+    pub fn attempted(&self) -> u64 {
+        self.scheduled - self.dropped - self.cancelled
+    }
+
     /// Whether every scheduled request has exactly one outcome.
     pub fn balanced(&self) -> bool {
         self.scheduled == self.ok + self.error + self.timeout + self.cancelled + self.dropped

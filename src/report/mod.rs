@@ -307,7 +307,7 @@ fn stage_summary(stage: &ExecutedStage, stats: Option<&StageStats>, goodput: boo
         goodput_per_s: goodput.then(|| per_s(st.good)),
         goodput_ratio: goodput
             .then(|| {
-                let attempted = st.counts.scheduled - st.counts.dropped - st.counts.cancelled;
+                let attempted = st.counts.attempted();
                 (attempted > 0).then(|| st.good as f64 / attempted as f64)
             })
             .flatten(),
@@ -360,7 +360,7 @@ fn sweep_summary(stages: &[StageSummary]) -> Option<SweepSummary> {
         if with_slo {
             return s.goodput_ratio.is_some_and(|r| r >= KNEE_MIN_GOODPUT);
         }
-        let attempted = s.requests.scheduled - s.requests.cancelled - s.requests.dropped;
+        let attempted = s.requests.attempted();
         s.requests.ok > 0
             && latency(s) <= floor * KNEE_LATENCY_FACTOR
             && (attempted - s.requests.ok) as f64 <= attempted as f64 * KNEE_MAX_FAILED
@@ -405,7 +405,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         }
     };
     let m = &agg.measured;
-    let attempted = m.scheduled - m.dropped - m.cancelled;
+    let attempted = m.attempted();
     let ratio = |n: u64| (attempted > 0).then(|| n as f64 / attempted as f64);
     let d = &agg.dist;
     let ms = |h| Dist::of(h, 1e3);
@@ -458,56 +458,15 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         }),
         pass_rate: ratio(m.ok),
         availability: ratio(attempted - agg.unavailable),
-        latency_ms: Latency {
-            ttft: ms(&d.ttft),
-            ttft_from_intended: ms(&d.ttft_intended),
-            time_to_second_token: ms(&d.time_to_second_token),
-            itl: ms(&d.itl),
-            itl_per_request: ms(&d.itl_request_mean),
-            tpot: ms(&d.tpot),
-            e2e: ms(&d.e2e),
-            e2e_from_intended: ms(&d.e2e_intended),
-            send_lag: ms(&d.send_lag),
-        },
-        tokens: Tokens {
-            input_total: agg.input_tokens,
-            output_total: agg.output_tokens,
-            input: Dist::of(&d.input_tokens, 1.0),
-            output: Dist::of(&d.output_tokens, 1.0),
-            estimated_requests: agg
-                .token_sources
-                .get(&crate::record::TokenSource::Estimated)
-                .copied()
-                .unwrap_or(0),
-            sources: agg.token_sources.clone(),
-            settlement: info.token_settlement,
-        },
+        latency_ms: latency_of(d),
+        tokens: tokens_of(agg, info.token_settlement),
         errors: agg.failure_counts(),
         server: ServerSide {
             preempted_requests: agg.preempted,
             cached_prompt_tokens: agg.cached_prompt_tokens,
             ttft_client_overhead_ms: ms(&d.ttft_client_overhead),
         },
-        turns: agg
-            .turns
-            .iter()
-            .map(|(turn, t)| TurnSummary {
-                turn: *turn,
-                requests: t.requests,
-                ok: t.ok,
-                ttft_ms: Dist::of(&t.ttft, 1e3),
-                mean_prompt_tokens: if t.ok > 0 {
-                    t.prompt_tokens as f64 / t.ok as f64
-                } else {
-                    0.0
-                },
-                cached_share: if t.prompt_tokens > 0 {
-                    t.cached_prompt_tokens as f64 / t.prompt_tokens as f64
-                } else {
-                    0.0
-                },
-            })
-            .collect(),
+        turns: turns_of(agg),
         prefix_cache: (agg.prefix_prompt_tokens > 0).then(|| PrefixCache {
             expected_hit_share: agg.repeated_prefix_tokens as f64 / agg.prefix_prompt_tokens as f64,
             server_hit_share: (agg.truth_prompt_tokens > 0)
@@ -522,6 +481,53 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
             })
             .collect(),
     }
+}
+
+fn latency_of(d: &crate::metrics::Distributions) -> Latency {
+    let ms = |h| Dist::of(h, 1e3);
+    Latency {
+        ttft: ms(&d.ttft),
+        ttft_from_intended: ms(&d.ttft_intended),
+        time_to_second_token: ms(&d.time_to_second_token),
+        itl: ms(&d.itl),
+        itl_per_request: ms(&d.itl_request_mean),
+        tpot: ms(&d.tpot),
+        e2e: ms(&d.e2e),
+        e2e_from_intended: ms(&d.e2e_intended),
+        send_lag: ms(&d.send_lag),
+    }
+}
+
+fn tokens_of(agg: &Aggregator, settlement: Option<crate::record::TokenSettlement>) -> Tokens {
+    let d = &agg.dist;
+    Tokens {
+        input_total: agg.input_tokens,
+        output_total: agg.output_tokens,
+        input: Dist::of(&d.input_tokens, 1.0),
+        output: Dist::of(&d.output_tokens, 1.0),
+        estimated_requests: agg
+            .token_sources
+            .get(&crate::record::TokenSource::Estimated)
+            .copied()
+            .unwrap_or(0),
+        sources: agg.token_sources.clone(),
+        settlement,
+    }
+}
+
+fn turns_of(agg: &Aggregator) -> Vec<TurnSummary> {
+    let share = |n: u64, of: u64| if of > 0 { n as f64 / of as f64 } else { 0.0 };
+    agg.turns
+        .iter()
+        .map(|(turn, t)| TurnSummary {
+            turn: *turn,
+            requests: t.requests,
+            ok: t.ok,
+            ttft_ms: Dist::of(&t.ttft, 1e3),
+            mean_prompt_tokens: share(t.prompt_tokens, t.ok),
+            cached_share: share(t.cached_prompt_tokens, t.prompt_tokens),
+        })
+        .collect()
 }
 
 /// The JSON Schema of `summary.json` (committed as `docs/summary.schema.json`).

@@ -1143,42 +1143,7 @@ fn reject_set(
 
 fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, StageProblem> {
     if let Some(replay) = &s.replay {
-        reject_set(
-            &[
-                (s.rate.is_some(), ".rate"),
-                (s.concurrency.is_some(), ".concurrency"),
-                (s.sweep.is_some(), ".sweep"),
-                (s.duration.is_some(), ".duration"),
-                (s.requests.is_some(), ".requests"),
-                (s.arrival.is_some(), ".arrival"),
-                (s.ramp_to.is_some(), ".ramp_to"),
-                (s.burstiness.is_some(), ".burstiness"),
-                (s.think_time.is_some(), ".think_time"),
-                (s.max_concurrency.is_some(), ".max_concurrency"),
-            ],
-            "does not apply to a `replay`, which takes its times and count from the trace",
-            "remove it, or make it a stage of its own",
-        )?;
-        let speed = replay.speed.unwrap_or(1.0);
-        if !(speed.is_finite() && speed > 0.0) {
-            return Err((
-                ".replay.speed",
-                format!("must be a positive number, got {speed}"),
-                None,
-            ));
-        }
-        let block_tokens = replay.block_tokens.unwrap_or(512);
-        if block_tokens == 0 {
-            return Err((".replay.block_tokens", "must be at least 1".into(), None));
-        }
-        let trace = crate::workload::replay::read(&spec_dir.join(&replay.file))
-            .map_err(|e| (".replay.file", e, None))?;
-        return Ok(Stage::Replay(ReplayStage {
-            trace: std::sync::Arc::new(trace),
-            speed,
-            block_tokens,
-            file: replay.file.display().to_string(),
-        }));
+        return replay_stage(s, replay, spec_dir);
     }
     if s.duration.is_none() && s.requests.is_none() {
         return Err((
@@ -1192,77 +1157,156 @@ fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, StageProblem
     }
     let duration = s.duration.map(|d| d.0);
     if let Some(sweep) = s.sweep {
-        reject_set(
-            &[
-                (s.rate.is_some(), ".rate"),
-                (s.concurrency.is_some(), ".concurrency"),
-                (s.ramp_to.is_some(), ".ramp_to"),
-                (s.think_time.is_some(), ".think_time"),
-                (s.max_concurrency.is_some(), ".max_concurrency"),
-            ],
-            "does not apply to a `sweep`, which finds its own rates",
-            "remove it, or make it a stage of its own",
-        )?;
-        if sweep.rates == 0 {
-            return Err((".sweep.rates", "must be at least 1".into(), None));
-        }
-        if sweep.throughput_concurrency == 0 {
-            return Err((
-                ".sweep.throughput_concurrency",
-                "must be at least 1".into(),
-                None,
-            ));
-        }
-        let arrival = arrival_from_spec(s)?;
-        return Ok(Stage::Sweep(SweepStage {
-            arrival,
-            rates: sweep.rates,
-            throughput_concurrency: sweep.throughput_concurrency,
-            duration,
-            requests: s.requests,
-        }));
+        return sweep_stage(s, sweep, duration);
     }
     match (s.rate, s.concurrency) {
         (Some(_), Some(_)) => Err(("", "has both `rate` (open loop) and `concurrency` (closed loop)".into(), Some("keep one: `rate` for a target request rate, `concurrency` for N sessions back to back".into()))),
         (None, None) => Err(("", "needs `rate` (open loop) or `concurrency` (closed loop)".into(), Some("add e.g. `rate: 10` or `concurrency: 8`".into()))),
-        (Some(rate), None) => {
-            if !(rate.is_finite() && rate > 0.0) {
-                return Err((".rate", format!("must be a positive number, got {rate}"), None));
-            }
-            if s.think_time.is_some() {
-                return Err((".think_time", "applies only to closed-loop stages".into(), Some("remove it, or use `concurrency`".into())));
-            }
-            let arrival = arrival_from_spec(s)?;
-            if let Some(to) = s.ramp_to {
-                if !(to.is_finite() && to >= 0.0) {
-                    return Err((".ramp_to", format!("must be a rate >= 0, got {to}"), None));
-                }
-                if duration.is_none() {
-                    return Err((".ramp_to", "a ramp needs a `duration`".into(), None));
-                }
-            }
-            if s.max_concurrency == Some(0) {
-                return Err((".max_concurrency", "must be at least 1".into(), None));
-            }
-            Ok(Stage::Open(OpenStage { arrival, rate, ramp_to: s.ramp_to, duration, requests: s.requests, max_concurrency: s.max_concurrency }))
+        (Some(rate), None) => open_stage(s, rate, duration),
+        (None, Some(concurrency)) => closed_stage(s, concurrency, duration),
+    }
+}
+
+fn replay_stage(
+    s: &StageSpec,
+    replay: &crate::spec::ReplaySpec,
+    spec_dir: &Path,
+) -> Result<Stage, StageProblem> {
+    reject_set(
+        &[
+            (s.rate.is_some(), ".rate"),
+            (s.concurrency.is_some(), ".concurrency"),
+            (s.sweep.is_some(), ".sweep"),
+            (s.duration.is_some(), ".duration"),
+            (s.requests.is_some(), ".requests"),
+            (s.arrival.is_some(), ".arrival"),
+            (s.ramp_to.is_some(), ".ramp_to"),
+            (s.burstiness.is_some(), ".burstiness"),
+            (s.think_time.is_some(), ".think_time"),
+            (s.max_concurrency.is_some(), ".max_concurrency"),
+        ],
+        "does not apply to a `replay`, which takes its times and count from the trace",
+        "remove it, or make it a stage of its own",
+    )?;
+    let speed = replay.speed.unwrap_or(1.0);
+    if !(speed.is_finite() && speed > 0.0) {
+        return Err((
+            ".replay.speed",
+            format!("must be a positive number, got {speed}"),
+            None,
+        ));
+    }
+    let block_tokens = replay.block_tokens.unwrap_or(512);
+    if block_tokens == 0 {
+        return Err((".replay.block_tokens", "must be at least 1".into(), None));
+    }
+    let trace = crate::workload::replay::read(&spec_dir.join(&replay.file))
+        .map_err(|e| (".replay.file", e, None))?;
+    Ok(Stage::Replay(ReplayStage {
+        trace: std::sync::Arc::new(trace),
+        speed,
+        block_tokens,
+        file: replay.file.display().to_string(),
+    }))
+}
+
+fn sweep_stage(
+    s: &StageSpec,
+    sweep: crate::spec::SweepSpec,
+    duration: Option<Duration>,
+) -> Result<Stage, StageProblem> {
+    reject_set(
+        &[
+            (s.rate.is_some(), ".rate"),
+            (s.concurrency.is_some(), ".concurrency"),
+            (s.ramp_to.is_some(), ".ramp_to"),
+            (s.think_time.is_some(), ".think_time"),
+            (s.max_concurrency.is_some(), ".max_concurrency"),
+        ],
+        "does not apply to a `sweep`, which finds its own rates",
+        "remove it, or make it a stage of its own",
+    )?;
+    if sweep.rates == 0 {
+        return Err((".sweep.rates", "must be at least 1".into(), None));
+    }
+    if sweep.throughput_concurrency == 0 {
+        return Err((
+            ".sweep.throughput_concurrency",
+            "must be at least 1".into(),
+            None,
+        ));
+    }
+    let arrival = arrival_from_spec(s)?;
+    Ok(Stage::Sweep(SweepStage {
+        arrival,
+        rates: sweep.rates,
+        throughput_concurrency: sweep.throughput_concurrency,
+        duration,
+        requests: s.requests,
+    }))
+}
+
+fn open_stage(s: &StageSpec, rate: f64, duration: Option<Duration>) -> Result<Stage, StageProblem> {
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err((
+            ".rate",
+            format!("must be a positive number, got {rate}"),
+            None,
+        ));
+    }
+    if s.think_time.is_some() {
+        return Err((
+            ".think_time",
+            "applies only to closed-loop stages".into(),
+            Some("remove it, or use `concurrency`".into()),
+        ));
+    }
+    let arrival = arrival_from_spec(s)?;
+    if let Some(to) = s.ramp_to {
+        if !(to.is_finite() && to >= 0.0) {
+            return Err((".ramp_to", format!("must be a rate >= 0, got {to}"), None));
         }
-        (None, Some(concurrency)) => {
-            if concurrency == 0 {
-                return Err((".concurrency", "must be at least 1".into(), None));
-            }
-            reject_set(
-                &[
-                    (s.arrival.is_some(), ".arrival"),
-                    (s.ramp_to.is_some(), ".ramp_to"),
-                    (s.burstiness.is_some(), ".burstiness"),
-                    (s.max_concurrency.is_some(), ".max_concurrency"),
-                ],
-                "applies only to open-loop (`rate`) stages",
-                "remove it, or use `rate` instead of `concurrency`",
-            )?;
-            Ok(Stage::Closed(ClosedStage { concurrency, think_time: s.think_time.map_or(Duration::ZERO, |d| d.0), duration, requests: s.requests }))
+        if duration.is_none() {
+            return Err((".ramp_to", "a ramp needs a `duration`".into(), None));
         }
     }
+    if s.max_concurrency == Some(0) {
+        return Err((".max_concurrency", "must be at least 1".into(), None));
+    }
+    Ok(Stage::Open(OpenStage {
+        arrival,
+        rate,
+        ramp_to: s.ramp_to,
+        duration,
+        requests: s.requests,
+        max_concurrency: s.max_concurrency,
+    }))
+}
+
+fn closed_stage(
+    s: &StageSpec,
+    concurrency: u32,
+    duration: Option<Duration>,
+) -> Result<Stage, StageProblem> {
+    if concurrency == 0 {
+        return Err((".concurrency", "must be at least 1".into(), None));
+    }
+    reject_set(
+        &[
+            (s.arrival.is_some(), ".arrival"),
+            (s.ramp_to.is_some(), ".ramp_to"),
+            (s.burstiness.is_some(), ".burstiness"),
+            (s.max_concurrency.is_some(), ".max_concurrency"),
+        ],
+        "applies only to open-loop (`rate`) stages",
+        "remove it, or use `rate` instead of `concurrency`",
+    )?;
+    Ok(Stage::Closed(ClosedStage {
+        concurrency,
+        think_time: s.think_time.map_or(Duration::ZERO, |d| d.0),
+        duration,
+        requests: s.requests,
+    }))
 }
 
 /// The arrival process of an open stage or a sweep (default poisson).

@@ -18,7 +18,7 @@ pub(super) fn judge(
 ) -> Verdict {
     let j = Judging { slo, confidence };
     let (d, m) = (&agg.dist, &agg.measured);
-    let attempted = m.scheduled - m.dropped - m.cancelled;
+    let attempted = m.attempted();
     match slo.metric {
         Metric::Ttft => j.latency(&d.ttft),
         Metric::TtftFromIntended => j.latency(&d.ttft_intended),
