@@ -356,137 +356,162 @@ fn prompts_from_spec(
             .join(path)
     };
     if let Some(t) = &prompts.templates {
-        let generator = crate::workload::datagen::Generator::load(&relative(&t.file))
-            .map_err(|e| problem("spec.payloadTemplate.prompts.templates.file", e, None))
-            .ok();
-        let output = Length::from_spec(&t.output_tokens)
-            .map_err(|e| {
-                problem(
-                    "spec.payloadTemplate.prompts.templates.output_tokens",
-                    e,
-                    None,
-                )
-            })
-            .ok();
-        return generator
-            .zip(output)
-            .map(|(generator, output)| PromptSource::Templates {
-                generator,
-                output,
-                tokenizer,
-            });
+        return templates_source(t, &relative(&t.file), tokenizer, problem);
     }
-    match prompts {
-        PromptsSpec {
-            synthetic: Some(s), ..
-        } => {
-            let input = Length::from_spec(&s.input_tokens)
+    if let Some(s) = &prompts.synthetic {
+        return synthetic_source(s, seed, problem);
+    }
+    if let Some(path) = &prompts.file {
+        return file_source(&relative(path), tokenizer, problem);
+    }
+    let d = prompts.dataset.as_ref()?;
+    dataset_source(d, &relative(&d.file), tokenizer, problem)
+}
+
+fn templates_source(
+    t: &crate::spec::TemplatesSpec,
+    path: &Path,
+    tokenizer: LocalTokenizer,
+    problem: &mut Problem,
+) -> Option<PromptSource> {
+    let generator = crate::workload::datagen::Generator::load(path)
+        .map_err(|e| problem("spec.payloadTemplate.prompts.templates.file", e, None))
+        .ok();
+    let output = Length::from_spec(&t.output_tokens)
+        .map_err(|e| {
+            problem(
+                "spec.payloadTemplate.prompts.templates.output_tokens",
+                e,
+                None,
+            )
+        })
+        .ok();
+    generator
+        .zip(output)
+        .map(|(generator, output)| PromptSource::Templates {
+            generator,
+            output,
+            tokenizer,
+        })
+}
+
+fn synthetic_source(
+    s: &crate::spec::SyntheticSpec,
+    seed: u64,
+    problem: &mut Problem,
+) -> Option<PromptSource> {
+    let input = Length::from_spec(&s.input_tokens)
+        .map_err(|e| {
+            problem(
+                "spec.payloadTemplate.prompts.synthetic.input_tokens",
+                e,
+                None,
+            )
+        })
+        .ok();
+    let output = Length::from_spec(&s.output_tokens)
+        .map_err(|e| {
+            problem(
+                "spec.payloadTemplate.prompts.synthetic.output_tokens",
+                e,
+                None,
+            )
+        })
+        .ok();
+    if let Some(input) = input
+        && s.prefix_tokens > 0
+        && input.upper() <= s.prefix_tokens
+    {
+        problem(
+            "spec.payloadTemplate.prompts.synthetic.prefix_tokens",
+            format!(
+                "{} leaves no room in prompts of at most {} tokens",
+                s.prefix_tokens,
+                input.upper()
+            ),
+            Some("make input_tokens longer than prefix_tokens".into()),
+        );
+    }
+    input
+        .zip(output)
+        .map(|(i, o)| PromptSource::synthetic(i, o, s.prefix_tokens, s.prefixes, seed))
+}
+
+/// `prompts: { file: … }`: JSONL prompts in order, with their own max_tokens.
+fn file_source(
+    path: &Path,
+    tokenizer: LocalTokenizer,
+    problem: &mut Problem,
+) -> Option<PromptSource> {
+    let options = crate::workload::dataset::Options {
+        format: DatasetFormat::Jsonl,
+        prompt_column: "prompt".into(),
+        max_tokens_column: None,
+        min_input_tokens: 0,
+        max_input_tokens: u32::MAX,
+        skip_invalid: false,
+        tokenizer,
+        default_max_tokens: None,
+    };
+    crate::workload::dataset::load(path, DatasetOrder::Sequential, &options)
+        .map(PromptSource::Dataset)
+        .map_err(|e| problem("spec.payloadTemplate.prompts.file", e, None))
+        .ok()
+}
+
+fn dataset_source(
+    d: &crate::spec::DatasetSpec,
+    path: &Path,
+    tokenizer: LocalTokenizer,
+    problem: &mut Problem,
+) -> Option<PromptSource> {
+    let format = d
+        .format
+        .unwrap_or_else(|| match d.file.extension().and_then(|e| e.to_str()) {
+            Some("json") => DatasetFormat::Sharegpt,
+            Some("csv") => DatasetFormat::Csv,
+            _ => DatasetFormat::Jsonl,
+        });
+    let (min, max) = (
+        d.min_input_tokens.unwrap_or(0),
+        d.max_input_tokens.unwrap_or(u32::MAX),
+    );
+    if min > max {
+        problem(
+            "spec.payloadTemplate.prompts.dataset.min_input_tokens",
+            format!("is above max_input_tokens ({min} > {max})"),
+            None,
+        );
+        return None;
+    }
+    let default_max_tokens = match &d.output_tokens {
+        Some(spec) => Some(
+            Length::from_spec(spec)
                 .map_err(|e| {
                     problem(
-                        "spec.payloadTemplate.prompts.synthetic.input_tokens",
+                        "spec.payloadTemplate.prompts.dataset.output_tokens",
                         e,
                         None,
                     )
                 })
-                .ok();
-            let output = Length::from_spec(&s.output_tokens)
-                .map_err(|e| {
-                    problem(
-                        "spec.payloadTemplate.prompts.synthetic.output_tokens",
-                        e,
-                        None,
-                    )
-                })
-                .ok();
-            if let Some(input) = input
-                && s.prefix_tokens > 0
-                && input.upper() <= s.prefix_tokens
-            {
-                problem(
-                    "spec.payloadTemplate.prompts.synthetic.prefix_tokens",
-                    format!(
-                        "{} leaves no room in prompts of at most {} tokens",
-                        s.prefix_tokens,
-                        input.upper()
-                    ),
-                    Some("make input_tokens longer than prefix_tokens".into()),
-                );
-            }
-            input
-                .zip(output)
-                .map(|(i, o)| PromptSource::synthetic(i, o, s.prefix_tokens, s.prefixes, seed))
-        }
-        PromptsSpec {
-            file: Some(path), ..
-        } => {
-            let options = crate::workload::dataset::Options {
-                format: DatasetFormat::Jsonl,
-                prompt_column: "prompt".into(),
-                max_tokens_column: None,
-                min_input_tokens: 0,
-                max_input_tokens: u32::MAX,
-                skip_invalid: false,
-                tokenizer,
-                default_max_tokens: None,
-            };
-            crate::workload::dataset::load(&relative(path), DatasetOrder::Sequential, &options)
-                .map(PromptSource::Dataset)
-                .map_err(|e| problem("spec.payloadTemplate.prompts.file", e, None))
-                .ok()
-        }
-        PromptsSpec {
-            dataset: Some(d), ..
-        } => {
-            let format =
-                d.format
-                    .unwrap_or_else(|| match d.file.extension().and_then(|e| e.to_str()) {
-                        Some("json") => DatasetFormat::Sharegpt,
-                        Some("csv") => DatasetFormat::Csv,
-                        _ => DatasetFormat::Jsonl,
-                    });
-            let (min, max) = (
-                d.min_input_tokens.unwrap_or(0),
-                d.max_input_tokens.unwrap_or(u32::MAX),
-            );
-            if min > max {
-                problem(
-                    "spec.payloadTemplate.prompts.dataset.min_input_tokens",
-                    format!("is above max_input_tokens ({min} > {max})"),
-                    None,
-                );
-                return None;
-            }
-            let default_max_tokens = match &d.output_tokens {
-                Some(spec) => Some(
-                    Length::from_spec(spec)
-                        .map_err(|e| {
-                            problem(
-                                "spec.payloadTemplate.prompts.dataset.output_tokens",
-                                e,
-                                None,
-                            )
-                        })
-                        .ok()?,
-                ),
-                None => None,
-            };
-            let options = crate::workload::dataset::Options {
-                default_max_tokens,
-                format,
-                prompt_column: d.prompt_column.clone().unwrap_or_else(|| "prompt".into()),
-                max_tokens_column: d.max_tokens_column.clone(),
-                min_input_tokens: min,
-                max_input_tokens: max,
-                skip_invalid: d.skip_invalid,
-                tokenizer,
-            };
-            crate::workload::dataset::load(&relative(&d.file), d.order, &options)
-                .map(PromptSource::Dataset)
-                .map_err(|e| problem("spec.payloadTemplate.prompts.dataset.file", e, None))
-                .ok()
-        }
-        PromptsSpec { .. } => unreachable!("exactly one source was checked above"),
-    }
+                .ok()?,
+        ),
+        None => None,
+    };
+    let options = crate::workload::dataset::Options {
+        default_max_tokens,
+        format,
+        prompt_column: d.prompt_column.clone().unwrap_or_else(|| "prompt".into()),
+        max_tokens_column: d.max_tokens_column.clone(),
+        min_input_tokens: min,
+        max_input_tokens: max,
+        skip_invalid: d.skip_invalid,
+        tokenizer,
+    };
+    crate::workload::dataset::load(path, d.order, &options)
+        .map(PromptSource::Dataset)
+        .map_err(|e| problem("spec.payloadTemplate.prompts.dataset.file", e, None))
+        .ok()
 }
 
 fn http_request_from_spec(r: &HttpRequestSpec, problem: &mut Problem) -> Option<HttpRequest> {
@@ -875,7 +900,57 @@ fn service_from_spec(
     problem: &mut Problem,
 ) -> Option<Service> {
     let path = format!("spec.services.{name}");
-    let endpoint = if s.url == "embedded" {
+    let endpoint = endpoint_from_spec(s, &path, problem);
+    let tls = tls_from_spec(s, &path, spec_dir, problem);
+    if let Some(profile) = &s.profile {
+        if s.url != "embedded" {
+            problem(
+                &format!("{path}.profile"),
+                "a profile only applies to `url: embedded`".into(),
+                Some("remove `profile`, or set `url: embedded`".into()),
+            );
+        } else if let Err(e) = crate::sim::Profile::load(profile) {
+            problem(&format!("{path}.profile"), e.to_string(), None);
+        }
+    }
+    let needs_model = matches!(
+        s.api,
+        ApiKind::Chat | ApiKind::Completions | ApiKind::Embeddings
+    );
+    if s.model.is_none() && s.url != "embedded" && needs_model {
+        problem(
+            &format!("{path}.model"),
+            "is required for a real server".into(),
+            Some("name the served model, as GET /v1/models lists it".into()),
+        );
+    }
+    let api_key = s
+        .api_key_env
+        .as_deref()
+        .and_then(|var| api_key_from_env(var, &format!("{path}.api_key_env"), problem));
+    let headers = headers_from_spec(&s.headers, &path, problem);
+    let tokenizer = tokenizer_from_spec(s, &path, spec_dir, problem);
+    Some(Service {
+        counting: TokenCounting {
+            tokenizer: tokenizer?,
+            named: s.tokenizer.is_some(),
+            always: s.always_count_locally,
+            max_bytes: max_count_bytes,
+        },
+        name: name.to_owned(),
+        endpoint: endpoint?,
+        model: s.model.clone(),
+        api_key,
+        headers,
+        http2: s.http2,
+        tls: tls?,
+    })
+}
+
+/// Where the service is: the simulator, a PostgreSQL DSN (pgvector), or an http(s)
+/// base URL without a trailing `/v1`.
+fn endpoint_from_spec(s: &ServiceSpec, path: &str, problem: &mut Problem) -> Option<Endpoint> {
+    if s.url == "embedded" {
         if s.api == ApiKind::Pgvector {
             problem(
                 &format!("{path}.url"),
@@ -940,41 +1015,23 @@ fn service_from_spec(
             Some("write `embedded` or e.g. `https://llm.example.com`".into()),
         );
         None
-    };
-    let tls = tls_from_spec(s, &path, spec_dir, problem);
-    if let Some(profile) = &s.profile {
-        if s.url != "embedded" {
-            problem(
-                &format!("{path}.profile"),
-                "a profile only applies to `url: embedded`".into(),
-                Some("remove `profile`, or set `url: embedded`".into()),
-            );
-        } else if let Err(e) = crate::sim::Profile::load(profile) {
-            problem(&format!("{path}.profile"), e.to_string(), None);
-        }
     }
-    let needs_model = matches!(
-        s.api,
-        ApiKind::Chat | ApiKind::Completions | ApiKind::Embeddings
-    );
-    if s.model.is_none() && s.url != "embedded" && needs_model {
-        problem(
-            &format!("{path}.model"),
-            "is required for a real server".into(),
-            Some("name the served model, as GET /v1/models lists it".into()),
-        );
-    }
-    let api_key = s
-        .api_key_env
-        .as_deref()
-        .and_then(|var| api_key_from_env(var, &format!("{path}.api_key_env"), problem));
-    let headers = headers_from_spec(&s.headers, &path, problem);
+}
+
+/// The service's local tokenizer: the one named (a tokenizer.json path is relative to
+/// the spec file, like a prompts file), else the simulator's or cl100k.
+fn tokenizer_from_spec(
+    s: &ServiceSpec,
+    path: &str,
+    spec_dir: &Path,
+    problem: &mut Problem,
+) -> Option<LocalTokenizer> {
     let default_tokenizer = if s.url == "embedded" {
         "sim"
     } else {
         "cl100k_base"
     };
-    let tokenizer = match s.tokenizer.as_deref().unwrap_or(default_tokenizer) {
+    match s.tokenizer.as_deref().unwrap_or(default_tokenizer) {
         // A tokenizer.json path is relative to the spec file, like a prompts file.
         name if LocalTokenizer::NAMES.contains(&name) => LocalTokenizer::by_name(name),
         file if file.ends_with(".json") || spec_dir.join(file).is_dir() => {
@@ -983,22 +1040,7 @@ fn service_from_spec(
         unknown => LocalTokenizer::by_name(unknown),
     }
     .map_err(|e| problem(&format!("{path}.tokenizer"), e, None))
-    .ok();
-    Some(Service {
-        counting: TokenCounting {
-            tokenizer: tokenizer?,
-            named: s.tokenizer.is_some(),
-            always: s.always_count_locally,
-            max_bytes: max_count_bytes,
-        },
-        name: name.to_owned(),
-        endpoint: endpoint?,
-        model: s.model.clone(),
-        api_key,
-        headers,
-        http2: s.http2,
-        tls: tls?,
-    })
+    .ok()
 }
 
 /// The TLS settings of an https service, loaded once (certificates read, the key
