@@ -1,0 +1,114 @@
+//! `redline check`: a finished run's records judged against a spec's SLOs, offline.
+
+use super::*;
+
+/// `redline check`: the SLOs of `spec` against the records of a finished run.
+pub(super) async fn check(
+    records: &Path,
+    spec: &Path,
+    strict: bool,
+    junit: Option<&Path>,
+    quiet: bool,
+) -> Result<i32> {
+    let scenario = match load_scenario(spec)? {
+        Ok(scenario) => scenario,
+        Err(errors) => {
+            err(&errors.to_string());
+            return Ok(exit::USAGE);
+        }
+    };
+    let Some(slos) = scenario.slos.clone() else {
+        errln!(
+            "{}: no SLOs to check: add a `kind: ScaleSpec` document with `sloThresholds` (see examples/redlines.yaml)",
+            spec.display()
+        );
+        return Ok(exit::USAGE);
+    };
+    let (aggregator, counts, span) = read_run(records, &scenario, quiet).await?;
+    let mut header = format!(
+        "redline check · {} · {} records of {}",
+        scenario.name,
+        counts.records,
+        records.display()
+    );
+    if let Some((first_us, last_us)) = span {
+        header.push_str(&format!(
+            " ({:.1}s of requests)",
+            last_us.saturating_sub(first_us) as f64 / 1e6
+        ));
+    }
+    outln!("{header}");
+    if counts.truncated_last_line {
+        outln!(
+            "  note: the last line was cut short (the run was killed while writing it) and is left out"
+        );
+    }
+    let verdicts = slos.evaluate(&aggregator);
+    let summary = summarize(
+        &aggregator,
+        RunInfo {
+            name: &scenario.name,
+            target: &records.display().to_string(),
+            model: "",
+            interrupted: false,
+            warnings: Vec::new(),
+            elapsed_s: span.map_or(0.0, |(first, last)| last.saturating_sub(first) as f64 / 1e6),
+            stages: Vec::new(),
+            dataset: None,
+            server_metrics: None,
+            verdicts: Some(verdicts.clone()),
+            aborted: None,
+            proxies: Vec::new(),
+            traces: None,
+            token_settlement: None,
+        },
+    );
+    out(&render_terminal(&summary));
+    if let Some(path) = junit {
+        std::fs::write(
+            path,
+            crate::slo::junit::render(&scenario.name, &verdicts, strict),
+        )
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(if crate::slo::gate_passes(&verdicts, strict) {
+        exit::OK
+    } else {
+        exit::SLO_FAILED
+    })
+}
+
+/// Aggregates a finished run's records, with a progress bar over the file on a
+/// terminal; also gives the span of the requests (first intended start, last end).
+pub(super) async fn read_run(
+    path: &Path,
+    scenario: &Scenario,
+    quiet: bool,
+) -> Result<(
+    crate::metrics::Aggregator,
+    crate::record::ReadCounts,
+    Option<(u64, u64)>,
+)> {
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    let drawer =
+        progress::wanted(quiet).then(|| progress::Drawer::for_bytes("reading", read.clone(), size));
+    let mut aggregator = scenario.aggregator();
+    let (path_owned, counter) = (path.to_owned(), read.clone());
+    let reading = tokio::task::spawn_blocking(move || {
+        let mut span: Option<(u64, u64)> = None;
+        let counts = crate::record::read_records(&path_owned, Some(&counter), |record| {
+            let (first, last) = (record.intended_us, record.done_us());
+            span = Some(span.map_or((first, last), |(a, b)| (a.min(first), b.max(last))));
+            aggregator.add(&record);
+        });
+        counts.map(|counts| (aggregator, counts, span))
+    })
+    .await;
+    if let Some(drawer) = drawer {
+        drawer.finish().await;
+    }
+    Ok(reading.context("the records reader failed")??)
+}

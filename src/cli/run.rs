@@ -1,0 +1,316 @@
+//! `redline run`: a spec or the shorthands, run, then the report and the exit code.
+
+use super::*;
+
+pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
+    let tls = tls_flags(&args)?;
+    let scenario = match &args.spec {
+        Some(path) => match load_scenario_with(path, |file| apply_tls_flags(file, tls.as_ref()))? {
+            Ok(scenario) => scenario,
+            Err(errors) => {
+                err(&errors.to_string());
+                return Ok(exit::USAGE);
+            }
+        },
+        None => match Scenario::from_spec(&shorthand_spec(&args, tls.as_ref())?, "") {
+            Ok(scenario) => scenario,
+            Err(mut errors) => {
+                // The user typed flags, not a spec: name the flag.
+                for error in &mut errors.0 {
+                    if let Some(flag) = flag_for(&error.path) {
+                        error.path = flag.to_owned();
+                    }
+                }
+                err(&errors.to_string());
+                return Ok(exit::USAGE);
+            }
+        },
+    };
+    let run_dir =
+        crate::report::outputs::prepare(args.out.as_deref(), Path::new("out"), &scenario.name)
+            .with_context(|| format!("cannot make the output folder for {}", scenario.name))?;
+    if !run_dir.replaced.is_empty() {
+        errln!(
+            "redline: {} held an earlier run's {}: removed",
+            run_dir.path.display(),
+            run_dir.replaced.join(", ")
+        );
+    }
+    let dir = run_dir.path.clone();
+    let stop = CancellationToken::new();
+    tokio::spawn(stop_on_signal(stop.clone()));
+    let progress = std::sync::Arc::new(crate::runner::Progress::default());
+    let drawer = progress::wanted(args.quiet)
+        .then(|| progress::Drawer::for_run(progress.clone(), scenario.unit()));
+    let options = run_options(&args, tls.as_ref(), progress, &dir).await?;
+    let name = scenario.name.clone();
+    let slos = scenario.slos.clone();
+    let dataset = scenario.dataset_info();
+    let result = run_scenario(scenario, options, stop).await;
+    if let Some(drawer) = drawer {
+        drawer.finish().await;
+    }
+    let result = result?;
+    let about = crate::report::outputs::RunAbout {
+        name: &name,
+        slos: slos.as_ref(),
+        dataset,
+        strict: args.strict,
+    };
+    let finished = crate::report::outputs::finish(&result, about, &dir)?;
+    out(&render_terminal(&finished.summary));
+    outln!(
+        "  records: {}  summary: {}{}",
+        dir.join("records.jsonl").display(),
+        dir.join("summary.json").display(),
+        run_dir
+            .latest
+            .as_ref()
+            .map_or(String::new(), |l| format!("  (also {})", l.display()))
+    );
+    if let Some(junit) = &finished.junit {
+        outln!("  junit: {}", junit.display());
+    }
+    Ok(finished.code)
+}
+
+/// What the runner is asked to do besides the scenario: where the records go, the
+/// progress it bumps, the header it prints, and the listeners and endpoints the flags
+/// name (each refused unless on loopback).
+pub(super) async fn run_options(
+    args: &RunArgs,
+    tls: Option<&TlsSpec>,
+    progress: std::sync::Arc<crate::runner::Progress>,
+    dir: &Path,
+) -> Result<RunOptions> {
+    let metrics_listener = match args.metrics_addr {
+        Some(addr) if !addr.ip().is_loopback() => bail!(
+            "refusing to serve metrics on {addr}: the run's metrics bind loopback; put a scraper or a reverse proxy beside it"
+        ),
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} for --metrics-addr"))?;
+            errln!(
+                "redline: live metrics at http://{}/metrics",
+                listener.local_addr()?
+            );
+            Some(listener)
+        }
+        None => None,
+    };
+    Ok(RunOptions {
+        records_path: dir.join("records.jsonl"),
+        progress: Some(progress),
+        on_start: Some(Box::new(|header| out(&render_header(header)))),
+        otlp_tls: match tls {
+            Some(tls) => Some(
+                crate::client::tls::TlsSettings::load(&crate::client::tls::TlsOptions {
+                    ca_cert: tls.ca_cert.clone(),
+                    client_cert: tls.client_cert.clone(),
+                    client_key: tls.client_key.clone(),
+                    insecure_skip_verify: tls.insecure_skip_verify,
+                })
+                .map_err(|e| anyhow::anyhow!("--{}: {}", e.field.replace('_', "-"), e.message))?,
+            ),
+            None => None,
+        },
+        metrics_listener,
+        otlp_endpoint: match &args.otlp_endpoint {
+            Some(url) => Some(otlp_traces_uri(url)?),
+            None => None,
+        },
+        collect: match args.collect {
+            Some(addr) if !addr.ip().is_loopback() => {
+                bail!("refusing to collect traces on {addr}: the receiver binds loopback")
+            }
+            Some(addr) => Some(crate::runner::CollectOptions {
+                listener: tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on {addr} for --collect"))?,
+                dir: dir.join("collect"),
+                grace: args.collect_grace,
+            }),
+            None => None,
+        },
+    })
+}
+
+/// `--ca-cert`, `--client-cert`/`--client-key` and `--insecure` as a service's `tls`,
+/// when any is given.
+pub(super) fn tls_flags(args: &RunArgs) -> Result<Option<TlsSpec>> {
+    let absolute = |p: &Option<PathBuf>| p.as_deref().map(std::path::absolute).transpose();
+    let spec = TlsSpec {
+        ca_cert: absolute(&args.ca_cert)?,
+        client_cert: absolute(&args.client_cert)?,
+        client_key: absolute(&args.client_key)?,
+        insecure_skip_verify: args.insecure,
+    };
+    Ok((spec != TlsSpec::default()).then_some(spec))
+}
+
+/// The flags' TLS for every https service that has no `tls` of its own.
+pub(super) fn apply_tls_flags(file: &mut SpecFile, tls: Option<&TlsSpec>) {
+    let Some(tls) = tls else { return };
+    for service in file.inference.services.values_mut() {
+        if service.url.starts_with("https://") && service.tls.is_none() {
+            service.tls = Some(tls.clone());
+        }
+    }
+}
+
+/// The command-line flag behind a field of the spec the shorthands build.
+pub(super) fn flag_for(path: &str) -> Option<&'static str> {
+    Some(match path {
+        "spec.load[0].rate" => "--rate",
+        "spec.load[0].sweep.rates" => "--sweep",
+        "spec.load[0].sweep.throughput_concurrency" => "--throughput-concurrency",
+        "spec.load[0].concurrency" => "--concurrency",
+        "spec.load[0].duration" => "--duration",
+        "spec.load[0].requests" => "--requests",
+        "spec.services.llm.url" => "--url",
+        "spec.services.llm.model" => "--model",
+        "spec.services.llm.profile" => "--profile",
+        "spec.services.llm.api_key_env" => "--api-key-env",
+        "spec.services.llm.tokenizer" => "--tokenizer",
+        "spec.payloadTemplate.prompts.synthetic.input_tokens" => "--input-tokens",
+        "spec.payloadTemplate.prompts.synthetic.output_tokens" => "--output-tokens",
+        "spec.payloadTemplate.prompts.file" | "spec.payloadTemplate.prompts.dataset.file" => {
+            "--prompts"
+        }
+        _ => return None,
+    })
+}
+
+/// Builds the same spec a YAML file would hold from the command-line shorthands.
+pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<SpecFile> {
+    let Some(url) = args.url.clone() else {
+        bail!(
+            "give a spec file, or --url (e.g. `redline run --url embedded --rate 10 --duration 30s`)"
+        );
+    };
+    let duration = args
+        .duration
+        .as_deref()
+        .map(Dur::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    if duration.is_none() && args.requests.is_none() {
+        bail!("say how long to run: --duration (e.g. 30s) and/or --requests N");
+    }
+    let rate = args.rate;
+    let concurrency = match (rate, args.concurrency, args.sweep) {
+        (None, None, None) => Some(1),
+        (_, c, _) => c,
+    };
+    let sweep = args.sweep.map(|rates| SweepSpec {
+        rates,
+        throughput_concurrency: args.throughput_concurrency,
+    });
+    let prompts = match &args.prompts {
+        // Each record's own max_tokens, else --output-tokens: never the server's default.
+        Some(path) => PromptsSpec {
+            dataset: Some(DatasetSpec {
+                file: std::path::absolute(path)?,
+                format: Some(DatasetFormat::Jsonl),
+                prompt_column: None,
+                max_tokens_column: None,
+                order: Default::default(),
+                min_input_tokens: None,
+                max_input_tokens: None,
+                skip_invalid: false,
+                output_tokens: Some(LengthSpec::Fixed(args.output_tokens)),
+            }),
+            synthetic: None,
+            file: None,
+            templates: None,
+        },
+        None => PromptsSpec {
+            synthetic: Some(SyntheticSpec {
+                input_tokens: LengthSpec::Fixed(args.input_tokens),
+                output_tokens: LengthSpec::Fixed(args.output_tokens),
+                prefix_tokens: 0,
+                prefixes: 1,
+            }),
+            file: None,
+            dataset: None,
+            templates: None,
+        },
+    };
+    let service = ServiceSpec {
+        url: url.clone(),
+        model: args.model.clone(),
+        profile: args.profile.clone(),
+        api: match args.api {
+            ApiArg::Chat => ApiKind::Chat,
+            ApiArg::Completions => ApiKind::Completions,
+        },
+        api_key_env: args.api_key_env.clone(),
+        headers: BTreeMap::new(),
+        http2: args.http2,
+        tls: tls.filter(|_| url.starts_with("https://")).cloned(),
+        tokenizer: args.tokenizer.clone(),
+        ..ServiceSpec::default()
+    };
+    Ok(SpecFile {
+        path: "command line".into(),
+        metadata: Metadata {
+            name: "cli".into(),
+            labels: BTreeMap::new(),
+        },
+        inference: InferenceSpec {
+            seed: args.seed,
+            services: BTreeMap::from([("llm".to_owned(), service)]),
+            payload_template: PayloadTemplate {
+                prompts: Some(prompts),
+                request: None,
+                service: None,
+                stream: !args.no_stream,
+                include_usage: true,
+                body: serde_json::Map::new(),
+                session: None,
+                flow: Vec::new(),
+                circuit_breaker: None,
+            },
+            load: vec![StageSpec {
+                sweep,
+                rate,
+                concurrency,
+                duration,
+                requests: args.requests,
+                ..StageSpec::default()
+            }],
+            qps_target: None,
+            duration: None,
+            warmup: Dur::default(),
+            cooldown: Dur::default(),
+            timeouts: Default::default(),
+            trace_ids: Default::default(),
+            limits: Default::default(),
+            max_in_flight: None,
+            drain_timeout: None,
+            goodput: None,
+            server_metrics: None,
+            faults: Vec::new(),
+        },
+        scale: None,
+        model_load: None,
+    })
+}
+
+/// `URL/v1/traces` unless the URL names the path already.
+pub(super) fn otlp_traces_uri(url: &str) -> Result<hyper::Uri> {
+    let url = url.trim_end_matches('/');
+    let full = if url.ends_with("/v1/traces") {
+        url.to_owned()
+    } else {
+        format!("{url}/v1/traces")
+    };
+    let uri: hyper::Uri = full
+        .parse()
+        .with_context(|| format!("--otlp-endpoint `{url}` is not a URL"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        bail!("--otlp-endpoint `{url}`: write an http:// or https:// URL");
+    }
+    Ok(uri)
+}

@@ -1,0 +1,311 @@
+//! What each request sends, checked against the service's API: the prompt sources
+//! (synthetic, a file, a dataset, learned templates) and plain HTTP requests.
+
+use super::*;
+
+/// What each request sends, checked against the service's API.
+pub(super) fn workload_from_spec(
+    file: &SpecFile,
+    api: Option<ApiKind>,
+    tokenizer: LocalTokenizer,
+    problem: &mut Problem,
+) -> Option<Workload> {
+    let spec = &file.inference;
+    let template = &spec.payload_template;
+    match (api, &template.prompts, &template.request) {
+        (None, prompts, request) => {
+            // The service is already reported; still check what the payload says.
+            if let Some(prompts) = prompts {
+                prompts_from_spec(prompts, &file.path, spec.seed, LocalTokenizer::Sim, problem);
+            }
+            if let Some(request) = request {
+                http_request_from_spec(request, problem);
+            }
+            None
+        }
+        (Some(ApiKind::Http), Some(_), _) => {
+            problem(
+                "spec.payloadTemplate.prompts",
+                "applies to chat and completions services, not `api: http`".into(),
+                Some("describe the request under `request:` instead".into()),
+            );
+            None
+        }
+        (Some(ApiKind::Http), None, None) => {
+            problem(
+                "spec.payloadTemplate",
+                "an `api: http` service needs a `request`".into(),
+                Some("add e.g. `request: { method: GET, path: / }`".into()),
+            );
+            None
+        }
+        (Some(ApiKind::Http), None, Some(request)) => {
+            http_request_from_spec(request, problem).map(Workload::Http)
+        }
+        (Some(_), _, Some(_)) => {
+            problem(
+                "spec.payloadTemplate.request",
+                "applies only to `api: http` services".into(),
+                Some("set `api: http` on the service, or describe prompts instead".into()),
+            );
+            None
+        }
+        (Some(_), None, None) => {
+            problem(
+                "spec.payloadTemplate",
+                "needs `prompts`: where do the prompts come from?".into(),
+                Some(
+                    "add e.g. `prompts: { synthetic: { input_tokens: 256, output_tokens: 128 } }`"
+                        .into(),
+                ),
+            );
+            None
+        }
+        (Some(kind), Some(prompts), None) => {
+            prompts_from_spec(prompts, &file.path, spec.seed, tokenizer, problem).map(|prompts| {
+                Workload::Llm {
+                    api: if kind == ApiKind::Completions {
+                        Api::Completions
+                    } else {
+                        Api::Chat
+                    },
+                    prompts,
+                    stream: template.stream,
+                    include_usage: template.include_usage,
+                    extra_body: template.body.clone(),
+                }
+            })
+        }
+    }
+}
+
+/// A validated prompt source, or `None` after reporting why not.
+pub(super) fn prompts_from_spec(
+    prompts: &PromptsSpec,
+    spec_path: &str,
+    seed: u64,
+    tokenizer: LocalTokenizer,
+    problem: &mut Problem,
+) -> Option<PromptSource> {
+    let given = [
+        prompts.synthetic.is_some(),
+        prompts.file.is_some(),
+        prompts.dataset.is_some(),
+        prompts.templates.is_some(),
+    ];
+    if given.iter().filter(|g| **g).count() != 1 {
+        problem(
+            "spec.payloadTemplate.prompts",
+            "needs exactly one source".into(),
+            Some(
+                "give `synthetic: {…}`, `file: prompts.jsonl`, `dataset: { file: … }` or `templates: { file: templates.yaml, output_tokens: 128 }`"
+                    .into(),
+            ),
+        );
+        return None;
+    }
+    let relative = |path: &Path| {
+        Path::new(spec_path)
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(path)
+    };
+    if let Some(t) = &prompts.templates {
+        return templates_source(t, &relative(&t.file), tokenizer, problem);
+    }
+    if let Some(s) = &prompts.synthetic {
+        return synthetic_source(s, seed, problem);
+    }
+    if let Some(path) = &prompts.file {
+        return file_source(&relative(path), tokenizer, problem);
+    }
+    let d = prompts.dataset.as_ref()?;
+    dataset_source(d, &relative(&d.file), tokenizer, problem)
+}
+
+pub(super) fn templates_source(
+    t: &crate::spec::TemplatesSpec,
+    path: &Path,
+    tokenizer: LocalTokenizer,
+    problem: &mut Problem,
+) -> Option<PromptSource> {
+    let generator = crate::workload::datagen::Generator::load(path)
+        .map_err(|e| problem("spec.payloadTemplate.prompts.templates.file", e, None))
+        .ok();
+    let output = Length::from_spec(&t.output_tokens)
+        .map_err(|e| {
+            problem(
+                "spec.payloadTemplate.prompts.templates.output_tokens",
+                e,
+                None,
+            )
+        })
+        .ok();
+    generator
+        .zip(output)
+        .map(|(generator, output)| PromptSource::Templates {
+            generator,
+            output,
+            tokenizer,
+        })
+}
+
+pub(super) fn synthetic_source(
+    s: &crate::spec::SyntheticSpec,
+    seed: u64,
+    problem: &mut Problem,
+) -> Option<PromptSource> {
+    let input = Length::from_spec(&s.input_tokens)
+        .map_err(|e| {
+            problem(
+                "spec.payloadTemplate.prompts.synthetic.input_tokens",
+                e,
+                None,
+            )
+        })
+        .ok();
+    let output = Length::from_spec(&s.output_tokens)
+        .map_err(|e| {
+            problem(
+                "spec.payloadTemplate.prompts.synthetic.output_tokens",
+                e,
+                None,
+            )
+        })
+        .ok();
+    if let Some(input) = input
+        && s.prefix_tokens > 0
+        && input.upper() <= s.prefix_tokens
+    {
+        problem(
+            "spec.payloadTemplate.prompts.synthetic.prefix_tokens",
+            format!(
+                "{} leaves no room in prompts of at most {} tokens",
+                s.prefix_tokens,
+                input.upper()
+            ),
+            Some("make input_tokens longer than prefix_tokens".into()),
+        );
+    }
+    input
+        .zip(output)
+        .map(|(i, o)| PromptSource::synthetic(i, o, s.prefix_tokens, s.prefixes, seed))
+}
+
+/// `prompts: { file: … }`: JSONL prompts in order, with their own max_tokens.
+pub(super) fn file_source(
+    path: &Path,
+    tokenizer: LocalTokenizer,
+    problem: &mut Problem,
+) -> Option<PromptSource> {
+    let options = crate::workload::dataset::Options {
+        format: DatasetFormat::Jsonl,
+        prompt_column: "prompt".into(),
+        max_tokens_column: None,
+        min_input_tokens: 0,
+        max_input_tokens: u32::MAX,
+        skip_invalid: false,
+        tokenizer,
+        default_max_tokens: None,
+    };
+    crate::workload::dataset::load(path, DatasetOrder::Sequential, &options)
+        .map(PromptSource::Dataset)
+        .map_err(|e| problem("spec.payloadTemplate.prompts.file", e, None))
+        .ok()
+}
+
+pub(super) fn dataset_source(
+    d: &crate::spec::DatasetSpec,
+    path: &Path,
+    tokenizer: LocalTokenizer,
+    problem: &mut Problem,
+) -> Option<PromptSource> {
+    let format = d
+        .format
+        .unwrap_or_else(|| match d.file.extension().and_then(|e| e.to_str()) {
+            Some("json") => DatasetFormat::Sharegpt,
+            Some("csv") => DatasetFormat::Csv,
+            _ => DatasetFormat::Jsonl,
+        });
+    let (min, max) = (
+        d.min_input_tokens.unwrap_or(0),
+        d.max_input_tokens.unwrap_or(u32::MAX),
+    );
+    if min > max {
+        problem(
+            "spec.payloadTemplate.prompts.dataset.min_input_tokens",
+            format!("is above max_input_tokens ({min} > {max})"),
+            None,
+        );
+        return None;
+    }
+    let default_max_tokens = match &d.output_tokens {
+        Some(spec) => Some(
+            Length::from_spec(spec)
+                .map_err(|e| {
+                    problem(
+                        "spec.payloadTemplate.prompts.dataset.output_tokens",
+                        e,
+                        None,
+                    )
+                })
+                .ok()?,
+        ),
+        None => None,
+    };
+    let options = crate::workload::dataset::Options {
+        default_max_tokens,
+        format,
+        prompt_column: d.prompt_column.clone().unwrap_or_else(|| "prompt".into()),
+        max_tokens_column: d.max_tokens_column.clone(),
+        min_input_tokens: min,
+        max_input_tokens: max,
+        skip_invalid: d.skip_invalid,
+        tokenizer,
+    };
+    crate::workload::dataset::load(path, d.order, &options)
+        .map(PromptSource::Dataset)
+        .map_err(|e| problem("spec.payloadTemplate.prompts.dataset.file", e, None))
+        .ok()
+}
+
+pub(super) fn http_request_from_spec(
+    r: &HttpRequestSpec,
+    problem: &mut Problem,
+) -> Option<HttpRequest> {
+    let path = "spec.payloadTemplate.request";
+    let method = Method::from_bytes(r.method.as_bytes())
+        .map_err(|_| {
+            problem(
+                &format!("{path}.method"),
+                format!("`{}` is not an HTTP method", r.method),
+                Some("write e.g. GET or POST".into()),
+            )
+        })
+        .ok();
+    if !r.path.starts_with('/') || r.path.parse::<hyper::Uri>().is_err() {
+        problem(
+            &format!("{path}.path"),
+            format!("`{}` is not a path", r.path),
+            Some("start it with `/`, e.g. `/health`".into()),
+        );
+        return None;
+    }
+    if let Some(status) = r.expect_status
+        && !(100..=599).contains(&status)
+    {
+        problem(
+            &format!("{path}.expect_status"),
+            format!("{status} is not an HTTP status"),
+            None,
+        );
+    }
+    let headers = headers_from_spec(&r.headers, path, problem);
+    Some(HttpRequest {
+        method: method?,
+        path: r.path.clone(),
+        headers,
+        body: Bytes::from(r.body.clone().unwrap_or_default()),
+        expect_status: r.expect_status,
+    })
+}
