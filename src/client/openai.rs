@@ -155,6 +155,9 @@ pub struct ToolCallParts {
     pub arguments: String,
 }
 
+/// A request failed while reading; the record already says how.
+struct Failed;
+
 struct Reader<'a> {
     target: &'a LlmTarget,
     clock: RunClock,
@@ -329,52 +332,28 @@ impl Reader<'_> {
         let timer = tokio::time::sleep_until(self.first_deadline.into());
         tokio::pin!(timer);
         loop {
-            let next = tokio::select! {
+            let frame = tokio::select! {
                 biased;
-                frame = body.frame() => Ok(frame),
-                _ = &mut timer => Err(()),
-            };
-            let next = match next {
-                Ok(frame) => Ok(frame),
-                Err(()) => {
+                frame = body.frame() => frame,
+                _ = &mut timer => {
                     let due = deadline(self.last_content, last_frame);
                     if Instant::now() < due {
                         timer.as_mut().reset(due.into());
                         continue;
                     }
-                    Err(())
+                    return self.timed_out();
                 }
             };
-            let frame = match next {
-                Err(_) => {
-                    let (stage, what) = if self.last_content.is_none() {
-                        (
-                            Stage::FirstToken,
-                            "no content token before the first-token timeout",
-                        )
-                    } else if Instant::now() >= self.total_deadline {
-                        (
-                            Stage::Stream,
-                            "stream not finished before the total timeout",
-                        )
-                    } else {
-                        (Stage::Stream, "no event within the between-tokens timeout")
-                    };
-                    self.record.fail(Outcome::Timeout, stage, "timeout", what);
-                    return;
-                }
-                Ok(None) => break,
-                Ok(Some(Err(error))) => {
+            let frame = match frame {
+                None => break,
+                Some(Err(error)) => {
                     self.record.last_byte_us = Some(self.clock.now_us());
-                    self.record.fail(
-                        Outcome::Error,
-                        Stage::Stream,
-                        "reset",
-                        format!("stream broken: {error}"),
-                    );
-                    return;
+                    let what = format!("stream broken: {error}");
+                    return self
+                        .record
+                        .fail(Outcome::Error, Stage::Stream, "reset", what);
                 }
-                Ok(Some(Ok(frame))) => frame,
+                Some(Ok(frame)) => frame,
             };
             let at = Instant::now();
             last_frame = at;
@@ -386,72 +365,93 @@ impl Reader<'_> {
             };
             self.record.last_byte_us = Some(self.clock.us(at));
             decoder.feed(data);
-            while let Some(event) = decoder.next_event() {
-                let event = match event {
-                    Ok(event) => event,
-                    Err(error @ SseError::TooLarge { .. }) => {
-                        self.record.fail(
-                            Outcome::Error,
-                            Stage::Stream,
-                            "too_large",
-                            error.to_string(),
-                        );
-                        return;
-                    }
-                    Err(error @ SseError::NotUtf8) => {
-                        self.record.fail(
-                            Outcome::Error,
-                            Stage::Decode,
-                            "invalid_utf8",
-                            error.to_string(),
-                        );
-                        return;
-                    }
-                };
-                if event.data == "[DONE]" {
-                    done = true;
-                    continue;
-                }
-                match serde_json::from_str::<ChunkView>(&event.data) {
-                    Ok(chunk) => {
-                        if let Some(error) = &chunk.error {
-                            self.record.fail(
-                                Outcome::Error,
-                                Stage::Stream,
-                                "stream_error",
-                                format!("server error in stream: {}", error_text(error)),
-                            );
-                            return;
-                        }
-                        self.absorb(&chunk, Some(at));
-                    }
-                    Err(error) => {
-                        self.record.fail(
-                            Outcome::Error,
-                            Stage::Decode,
-                            "invalid_json",
-                            format!(
-                                "event is not JSON ({error}): {}",
-                                preview(event.data.as_bytes())
-                            ),
-                        );
-                        return;
-                    }
-                }
+            if self.take_events(&mut decoder, at, &mut done).is_err() {
+                return;
             }
         }
         if !done {
-            let what = if decoder.has_partial() || self.record.finish_reason.is_none() {
-                (
-                    "truncated",
-                    "stream ended before the answer was complete (no finish_reason, no [DONE])",
-                )
-            } else {
-                ("missing_done", "stream ended without [DONE]")
-            };
-            self.record
-                .fail(Outcome::Error, Stage::Stream, what.0, what.1);
+            self.ended_early(&decoder);
         }
+    }
+
+    /// Records which timeout ended the stream.
+    fn timed_out(&mut self) {
+        let (stage, what) = if self.last_content.is_none() {
+            (
+                Stage::FirstToken,
+                "no content token before the first-token timeout",
+            )
+        } else if Instant::now() >= self.total_deadline {
+            (
+                Stage::Stream,
+                "stream not finished before the total timeout",
+            )
+        } else {
+            (Stage::Stream, "no event within the between-tokens timeout")
+        };
+        self.record.fail(Outcome::Timeout, stage, "timeout", what);
+    }
+
+    /// Takes every whole event the decoder holds; `Err` when one failed the request
+    /// (the record says how).
+    fn take_events(
+        &mut self,
+        decoder: &mut SseDecoder,
+        at: Instant,
+        done: &mut bool,
+    ) -> Result<(), Failed> {
+        while let Some(event) = decoder.next_event() {
+            let event = match event {
+                Ok(event) => event,
+                Err(error) => {
+                    let (stage, class) = match error {
+                        SseError::TooLarge { .. } => (Stage::Stream, "too_large"),
+                        SseError::NotUtf8 => (Stage::Decode, "invalid_utf8"),
+                    };
+                    self.record
+                        .fail(Outcome::Error, stage, class, error.to_string());
+                    return Err(Failed);
+                }
+            };
+            if event.data == "[DONE]" {
+                *done = true;
+                continue;
+            }
+            match serde_json::from_str::<ChunkView>(&event.data) {
+                Ok(chunk) => {
+                    if let Some(error) = &chunk.error {
+                        let what = format!("server error in stream: {}", error_text(error));
+                        self.record
+                            .fail(Outcome::Error, Stage::Stream, "stream_error", what);
+                        return Err(Failed);
+                    }
+                    self.absorb(&chunk, Some(at));
+                }
+                Err(error) => {
+                    let what = format!(
+                        "event is not JSON ({error}): {}",
+                        preview(event.data.as_bytes())
+                    );
+                    self.record
+                        .fail(Outcome::Error, Stage::Decode, "invalid_json", what);
+                    return Err(Failed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The body ended without `[DONE]`: a cut answer, or only the marker missing.
+    fn ended_early(&mut self, decoder: &SseDecoder) {
+        let (class, what) = if decoder.has_partial() || self.record.finish_reason.is_none() {
+            (
+                "truncated",
+                "stream ended before the answer was complete (no finish_reason, no [DONE])",
+            )
+        } else {
+            ("missing_done", "stream ended without [DONE]")
+        };
+        self.record.fail(Outcome::Error, Stage::Stream, class, what);
     }
 
     /// Takes what a chunk (or a whole response) carries into the record.

@@ -109,98 +109,169 @@ struct Entry {
 pub fn load(path: &Path, order: DatasetOrder, options: &Options) -> Result<Dataset, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    let mut records = 0u64;
-    let mut skipped = 0u64;
-    let mut entries = Vec::new();
-    // Each record: Ok(entry), or Err((line, message)).
-    let mut take = |line: usize, parsed: Result<Entry, String>| -> Result<(), String> {
-        records += 1;
+    let mut records = Records {
+        path,
+        skip_invalid: options.skip_invalid,
+        seen: 0,
+        skipped: 0,
+        entries: Vec::new(),
+    };
+    match options.format {
+        DatasetFormat::Jsonl => read_jsonl(&text, &mut records)?,
+        DatasetFormat::Sharegpt => read_sharegpt(&text, &mut records, &options.tokenizer)?,
+        DatasetFormat::Csv => read_csv(&text, &mut records, options)?,
+    }
+    let (kept, outside) = within_length(std::mem::take(&mut records.entries), options);
+    if kept.is_empty() {
+        return Err(format!(
+            "{}: no usable prompts ({} records, {} invalid, {outside} outside {}–{} tokens)",
+            path.display(),
+            records.seen,
+            records.skipped,
+            options.min_input_tokens,
+            options.max_input_tokens
+        ));
+    }
+    let without_max_tokens = if options.default_max_tokens.is_some() {
+        0
+    } else {
+        kept.iter().filter(|p| p.max_tokens.is_none()).count() as u64
+    };
+    Ok(Dataset {
+        info: DatasetInfo {
+            file: path.display().to_string(),
+            records: records.seen,
+            used: kept.len() as u64,
+            skipped_invalid: records.skipped,
+            outside_length: outside,
+            without_max_tokens,
+        },
+        entries: kept,
+        order,
+        default_max_tokens: options.default_max_tokens,
+    })
+}
+
+/// The records read so far: each one is kept, or counted and skipped, or stops the
+/// read naming its line.
+struct Records<'a> {
+    path: &'a Path,
+    skip_invalid: bool,
+    seen: u64,
+    skipped: u64,
+    entries: Vec<Entry>,
+}
+
+impl Records<'_> {
+    fn take(&mut self, line: usize, parsed: Result<Entry, String>) -> Result<(), String> {
+        self.seen += 1;
         match parsed {
-            Ok(entry) => entries.push(entry),
-            Err(_) if options.skip_invalid => skipped += 1,
+            Ok(entry) => self.entries.push(entry),
+            Err(_) if self.skip_invalid => self.skipped += 1,
             Err(e) => {
                 return Err(format!(
                     "{}:{line}: {e} (set `skip_invalid: true` to count and skip such records)",
-                    path.display()
+                    self.path.display()
                 ));
             }
         }
         Ok(())
-    };
-    match options.format {
-        DatasetFormat::Jsonl => {
-            for (n, line) in text.lines().enumerate() {
-                if !line.trim().is_empty() {
-                    take(n + 1, jsonl_entry(line))?;
-                }
-            }
-        }
-        DatasetFormat::Sharegpt => {
-            let value: Value = serde_json::from_str(&text)
-                .map_err(|e| format!("{}: not valid JSON: {e}", path.display()))?;
-            let Value::Array(conversations) = value else {
-                return Err(format!(
-                    "{}: a ShareGPT file is a JSON list of conversations",
-                    path.display()
-                ));
-            };
-            for (n, conversation) in conversations.iter().enumerate() {
-                // Records of a JSON list are numbered by position, from 1.
-                take(n + 1, sharegpt_entry(conversation, &options.tokenizer))?;
-            }
-        }
-        DatasetFormat::Csv => {
-            let mut reader = csv::Reader::from_reader(text.as_bytes());
-            let headers = reader
-                .headers()
-                .map_err(|e| format!("{}: {e}", path.display()))?
-                .clone();
-            let column = |name: &str| {
-                headers.iter().position(|h| h == name).ok_or_else(|| {
-                    format!(
-                        "{}: no column `{name}`; the header has: {}",
-                        path.display(),
-                        headers.iter().collect::<Vec<_>>().join(", ")
-                    )
-                })
-            };
-            let prompt_at = column(&options.prompt_column)?;
-            let max_at = options
-                .max_tokens_column
-                .as_deref()
-                .map(column)
-                .transpose()?;
-            for row in reader.records() {
-                let line = row
-                    .as_ref()
-                    .ok()
-                    .and_then(|r| r.position())
-                    .map_or(0, |p| p.line() as usize);
-                let parsed = row.map_err(|e| e.to_string()).and_then(|row| {
-                    let prompt = row.get(prompt_at).unwrap_or("").to_owned();
-                    if prompt.trim().is_empty() {
-                        return Err(format!("empty `{}`", options.prompt_column));
-                    }
-                    let max_tokens = max_at
-                        .map(|i| {
-                            row.get(i)
-                                .unwrap_or("")
-                                .trim()
-                                .parse::<u32>()
-                                .ok()
-                                .filter(|n| *n > 0)
-                                .ok_or_else(|| "max_tokens must be a positive integer".to_owned())
-                        })
-                        .transpose()?;
-                    Ok(Entry {
-                        prompt: PromptBody::Text(prompt),
-                        max_tokens,
-                    })
-                });
-                take(line, parsed)?;
-            }
+    }
+}
+
+fn read_jsonl(text: &str, records: &mut Records) -> Result<(), String> {
+    for (n, line) in text.lines().enumerate() {
+        if !line.trim().is_empty() {
+            records.take(n + 1, jsonl_entry(line))?;
         }
     }
+    Ok(())
+}
+
+fn read_sharegpt(
+    text: &str,
+    records: &mut Records,
+    tokenizer: &LocalTokenizer,
+) -> Result<(), String> {
+    let path = records.path.display();
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| format!("{path}: not valid JSON: {e}"))?;
+    let Value::Array(conversations) = value else {
+        return Err(format!(
+            "{path}: a ShareGPT file is a JSON list of conversations"
+        ));
+    };
+    for (n, conversation) in conversations.iter().enumerate() {
+        // Records of a JSON list are numbered by position, from 1.
+        records.take(n + 1, sharegpt_entry(conversation, tokenizer))?;
+    }
+    Ok(())
+}
+
+fn read_csv(text: &str, records: &mut Records, options: &Options) -> Result<(), String> {
+    let path = records.path.display().to_string();
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let headers = reader
+        .headers()
+        .map_err(|e| format!("{path}: {e}"))?
+        .clone();
+    let column = |name: &str| {
+        headers.iter().position(|h| h == name).ok_or_else(|| {
+            format!(
+                "{path}: no column `{name}`; the header has: {}",
+                headers.iter().collect::<Vec<_>>().join(", ")
+            )
+        })
+    };
+    let prompt_at = column(&options.prompt_column)?;
+    let max_at = options
+        .max_tokens_column
+        .as_deref()
+        .map(column)
+        .transpose()?;
+    for row in reader.records() {
+        let line = row
+            .as_ref()
+            .ok()
+            .and_then(|r| r.position())
+            .map_or(0, |p| p.line() as usize);
+        let parsed = row
+            .map_err(|e| e.to_string())
+            .and_then(|row| csv_entry(&row, prompt_at, max_at, &options.prompt_column));
+        records.take(line, parsed)?;
+    }
+    Ok(())
+}
+
+fn csv_entry(
+    row: &csv::StringRecord,
+    prompt_at: usize,
+    max_at: Option<usize>,
+    prompt_column: &str,
+) -> Result<Entry, String> {
+    let prompt = row.get(prompt_at).unwrap_or("").to_owned();
+    if prompt.trim().is_empty() {
+        return Err(format!("empty `{prompt_column}`"));
+    }
+    let max_tokens = max_at
+        .map(|i| {
+            row.get(i)
+                .unwrap_or("")
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| "max_tokens must be a positive integer".to_owned())
+        })
+        .transpose()?;
+    Ok(Entry {
+        prompt: PromptBody::Text(prompt),
+        max_tokens,
+    })
+}
+
+/// The entries within the length bounds, as payloads, and how many fell outside.
+fn within_length(entries: Vec<Entry>, options: &Options) -> (Vec<Payload>, u64) {
     let mut outside = 0u64;
     let mut kept = Vec::new();
     for entry in entries {
@@ -227,32 +298,7 @@ pub fn load(path: &Path, order: DatasetOrder, options: &Options) -> Result<Datas
             outside += 1;
         }
     }
-    if kept.is_empty() {
-        return Err(format!(
-            "{}: no usable prompts ({records} records, {skipped} invalid, {outside} outside {}–{} tokens)",
-            path.display(),
-            options.min_input_tokens,
-            options.max_input_tokens
-        ));
-    }
-    let without_max_tokens = if options.default_max_tokens.is_some() {
-        0
-    } else {
-        kept.iter().filter(|p| p.max_tokens.is_none()).count() as u64
-    };
-    Ok(Dataset {
-        info: DatasetInfo {
-            file: path.display().to_string(),
-            records,
-            used: kept.len() as u64,
-            skipped_invalid: skipped,
-            outside_length: outside,
-            without_max_tokens,
-        },
-        entries: kept,
-        order,
-        default_max_tokens: options.default_max_tokens,
-    })
+    (kept, outside)
 }
 
 fn jsonl_entry(line: &str) -> Result<Entry, String> {
