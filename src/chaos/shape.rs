@@ -1,11 +1,12 @@
 //! Response-body faults, applied as the body streams through: event-stream faults
 //! (stall, drip, cut, corrupt, drop `[DONE]`) on whole SSE events, then bandwidth and
-//! slicing on the bytes. Nothing is buffered beyond one event.
+//! slicing on the bytes. Nothing is buffered beyond one event, and no event beyond
+//! [`MAX_HELD_EVENT`]: a longer one passes through unchanged, uncounted.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::{Body, Frame};
@@ -13,6 +14,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::BoxError;
+use crate::client::sse::{Framed, SseFramer};
 
 /// What to do to one response body.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -28,6 +30,10 @@ pub struct Shaping {
     /// Largest write and the seed of the split points.
     pub slice: Option<(usize, u64)>,
 }
+
+/// The longest event the proxy holds to shape whole; LLM stream events are a few
+/// hundred bytes, and a hostile upstream must not grow the proxy's memory.
+pub const MAX_HELD_EVENT: usize = 1 << 20;
 
 /// What a corrupted event carries: the start of a JSON object that never closes.
 pub const CORRUPT_EVENT: &[u8] = b"data: {\"choices\": [{\"delta\": <redline chaos: not JSON>\n\n";
@@ -62,7 +68,7 @@ impl Shaping {
             body,
             events: self.on_events(),
             shaping: self,
-            buffer: BytesMut::new(),
+            framer: SseFramer::new(MAX_HELD_EVENT),
             sent_events: 0,
             queue: VecDeque::new(),
             finished: false,
@@ -82,7 +88,7 @@ impl Shaping {
                 match s.body.frame().await {
                     None => {
                         s.finished = true;
-                        let rest = s.buffer.split().freeze();
+                        let rest = s.framer.rest();
                         if !rest.is_empty() {
                             s.emit(Duration::ZERO, rest);
                         }
@@ -106,7 +112,7 @@ struct Shaper<B> {
     body: B,
     shaping: Shaping,
     events: bool,
-    buffer: BytesMut,
+    framer: SseFramer,
     sent_events: u32,
     queue: VecDeque<(Duration, Bytes)>,
     finished: bool,
@@ -119,13 +125,13 @@ impl<B> Shaper<B> {
             self.emit(Duration::ZERO, data);
             return;
         }
-        self.buffer.extend_from_slice(&data);
+        self.framer.feed(&data);
         while !self.finished {
-            let Some(end) = event_end(&self.buffer) else {
-                break;
-            };
-            let event = self.buffer.split_to(end).freeze();
-            self.event(event);
+            match self.framer.next_frame() {
+                None => break,
+                Some(Framed::Event(event)) => self.event(event),
+                Some(Framed::Oversized(bytes)) => self.emit(Duration::ZERO, bytes),
+            }
         }
     }
 
@@ -178,22 +184,6 @@ impl<B> Shaper<B> {
             self.queue.push_back((wait, piece));
             wait = Duration::ZERO;
         }
-    }
-}
-
-/// The end (exclusive) of the first complete event, blank line included.
-fn event_end(buffer: &[u8]) -> Option<usize> {
-    let lf = buffer
-        .windows(2)
-        .position(|w| w == b"\n\n")
-        .map(|at| at + 2);
-    let crlf = buffer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|at| at + 4);
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }
 

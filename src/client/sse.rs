@@ -2,7 +2,8 @@
 //! arrive, take complete events out. Follows the WHATWG event-stream rules: lines end
 //! with `\n`, `\r\n` or `\r` (a `\r\n` may be split across chunks); a blank line ends
 //! an event; `:` starts a comment; `data` lines are joined with `\n`; one space after
-//! the colon is dropped; a leading byte-order mark is ignored.
+//! the colon is dropped; a leading byte-order mark is ignored. [`SseFramer`] cuts the
+//! same stream into whole raw events for the chaos proxy, which forwards them as sent.
 
 /// One dispatched event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -179,6 +180,104 @@ impl SseDecoder {
     }
 }
 
+/// A piece of an event stream as a proxy forwards it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Framed {
+    /// One whole event as it was sent, its blank line included.
+    Event(bytes::Bytes),
+    /// Bytes of an event longer than the framer holds, passed on unframed so that
+    /// memory stays bounded whatever the server sends.
+    Oversized(bytes::Bytes),
+}
+
+/// Splits an event stream into whole events without decoding them, for a proxy that
+/// forwards events unchanged (or changes whole events). The same line-end rules as
+/// [`SseDecoder`]; each byte is scanned once however the stream is chunked.
+#[derive(Debug)]
+pub struct SseFramer {
+    buffer: bytes::BytesMut,
+    /// Where the current line starts in `buffer`.
+    line_start: usize,
+    /// Bytes of `buffer` already searched for line ends.
+    scanned: usize,
+    max_event_bytes: usize,
+    /// Part of the current event already went out oversized: the rest follows it so.
+    in_oversized: bool,
+}
+
+impl SseFramer {
+    pub fn new(max_event_bytes: usize) -> Self {
+        SseFramer {
+            buffer: bytes::BytesMut::new(),
+            line_start: 0,
+            scanned: 0,
+            max_event_bytes,
+            in_oversized: false,
+        }
+    }
+
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.buffer.extend_from_slice(bytes);
+    }
+
+    /// The next whole event (or oversized piece) the bytes fed so far hold.
+    pub fn next_frame(&mut self) -> Option<Framed> {
+        loop {
+            let found = memchr::memchr2(b'\n', b'\r', &self.buffer[self.scanned..]);
+            let Some(at) = found.map(|i| i + self.scanned) else {
+                self.scanned = self.buffer.len();
+                return self.oversized();
+            };
+            let end = match (self.buffer[at], self.buffer.get(at + 1)) {
+                // A `\r` last in the buffer: a `\n` may follow in the next chunk.
+                (b'\r', None) => {
+                    self.scanned = at;
+                    return self.oversized();
+                }
+                (b'\r', Some(b'\n')) => at + 2,
+                _ => at + 1,
+            };
+            let blank = at == self.line_start;
+            self.scanned = end;
+            self.line_start = end;
+            if !blank && end > self.max_event_bytes {
+                // Many short lines and no blank one: bounded all the same.
+                self.in_oversized = true;
+                return Some(Framed::Oversized(self.take(end)));
+            }
+            if blank {
+                let event = self.take(end);
+                return Some(if std::mem::take(&mut self.in_oversized) {
+                    Framed::Oversized(event)
+                } else {
+                    Framed::Event(event)
+                });
+            }
+        }
+    }
+
+    /// What is left when the stream ends: an unfinished event, or nothing.
+    pub fn rest(&mut self) -> bytes::Bytes {
+        let all = self.buffer.len();
+        self.take(all)
+    }
+
+    fn oversized(&mut self) -> Option<Framed> {
+        if self.buffer.len() <= self.max_event_bytes {
+            return None;
+        }
+        let all = self.buffer.len();
+        self.in_oversized = true;
+        Some(Framed::Oversized(self.take(all)))
+    }
+
+    fn take(&mut self, end: usize) -> bytes::Bytes {
+        self.line_start = 0;
+        self.scanned = 0;
+        self.buffer.split_to(end).freeze()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,7 +362,97 @@ mod tests {
         assert!(!decoder.has_partial());
     }
 
+    fn frame_all(chunks: &[&[u8]], max: usize) -> (Vec<Framed>, bytes::Bytes) {
+        let mut framer = SseFramer::new(max);
+        let mut out = Vec::new();
+        for chunk in chunks {
+            framer.feed(chunk);
+            while let Some(frame) = framer.next_frame() {
+                out.push(frame);
+            }
+        }
+        (out, framer.rest())
+    }
+
+    fn event(bytes: &[u8]) -> Framed {
+        Framed::Event(bytes::Bytes::copy_from_slice(bytes))
+    }
+
+    #[test]
+    fn framing_keeps_events_as_sent_whatever_their_line_ends() {
+        let stream = b"data: a\n\ndata: b\r\n\r\n: c\r\rdata: d\n\ndata: cut";
+        let (frames, rest) = frame_all(&[stream], 1 << 10);
+        assert_eq!(
+            frames,
+            [
+                event(b"data: a\n\n"),
+                event(b"data: b\r\n\r\n"),
+                event(b": c\r\r"),
+                event(b"data: d\n\n"),
+            ]
+        );
+        assert_eq!(&rest[..], b"data: cut");
+    }
+
+    #[test]
+    fn a_crlf_split_between_chunks_is_one_line_end() {
+        let (frames, rest) = frame_all(&[b"data: a\r\n\r", b"\ndata: b\r", b"\n\r\n"], 64);
+        assert_eq!(
+            frames,
+            [event(b"data: a\r\n\r\n"), event(b"data: b\r\n\r\n")]
+        );
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn an_event_longer_than_the_limit_passes_unframed() {
+        let (frames, rest) = frame_all(&[b"data: 0123456789", b"0123456789\n\ndata: x\n\n"], 12);
+        assert_eq!(
+            frames,
+            [
+                Framed::Oversized(bytes::Bytes::from_static(b"data: 0123456789")),
+                Framed::Oversized(bytes::Bytes::from_static(b"0123456789\n\n")),
+                event(b"data: x\n\n"),
+            ]
+        );
+        assert!(rest.is_empty());
+        let lines = b"data: x\n".repeat(4);
+        let (frames, _) = frame_all(&[&lines, b"\n"], 12);
+        assert_eq!(
+            frames,
+            [
+                Framed::Oversized(bytes::Bytes::from_static(b"data: x\ndata: x\n")),
+                Framed::Oversized(bytes::Bytes::from_static(b"data: x\ndata: x\n")),
+                Framed::Oversized(bytes::Bytes::from_static(b"\n")),
+            ]
+        );
+    }
+
     proptest! {
+        #[test]
+        fn any_chunk_split_frames_the_same(
+            payloads in proptest::collection::vec("[a-z{}\":, 0-9]{0,20}", 1..8),
+            crlf in any::<bool>(),
+            cuts in proptest::collection::vec(0usize..400, 0..12),
+        ) {
+            let nl = if crlf { "\r\n" } else { "\n" };
+            let events: Vec<String> = payloads.iter().map(|p| format!("data: {p}{nl}{nl}")).collect();
+            let stream = events.concat();
+            let bytes = stream.as_bytes();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
+            cuts.sort_unstable();
+            let mut chunks = Vec::new();
+            let mut last = 0;
+            for cut in cuts {
+                chunks.push(&bytes[last..cut]);
+                last = cut;
+            }
+            chunks.push(&bytes[last..]);
+            let (frames, rest) = frame_all(&chunks, 1 << 10);
+            prop_assert!(rest.is_empty());
+            prop_assert_eq!(frames, events.iter().map(|e| event(e.as_bytes())).collect::<Vec<_>>());
+        }
+
         #[test]
         fn any_chunk_split_decodes_the_same(
             payloads in proptest::collection::vec("[a-z{}\":, 0-9é]{0,20}", 1..8),
