@@ -132,68 +132,19 @@ impl Chaos {
 
     /// Handles one request. An `Err` makes hyper drop the connection (HTTP/1.1) or
     /// reset the stream (HTTP/2): that is how `abort: { reset: true }` is done.
-    pub async fn handle(
-        self: Arc<Self>,
-        request: Request<Incoming>,
-    ) -> Result<Response<ProxyBody>, BoxError> {
+    pub async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Answer {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let (mut head, body) = request.into_parts();
-        let key = match head.headers.get("traceparent") {
-            Some(tp) => fnv64(roll_key(tp.as_bytes())),
-            None => mix_seed(&[0x006b_6579, self.next_key.fetch_add(1, Ordering::Relaxed)]),
-        };
-        let mut decided: Vec<(String, Action)> = match self.header_faults(&mut head.headers) {
-            Ok(actions) => actions,
+        let (mut plan, named) = match self.decide(&mut head) {
+            Ok(decided) => decided,
             Err(message) => return Ok(proxy_error(StatusCode::BAD_REQUEST, &message)),
         };
-        let since_start = self.started.elapsed();
-        for rule in self.rules().iter() {
-            if let Some(action) = rule.roll(&head, key, self.seed, since_start) {
-                decided.push((rule.name().to_owned(), action));
-            }
-        }
-        // Naming the request for the fault log costs allocations: only for requests a
-        // fault was rolled for (the rest pass with nothing to note).
-        let (traceparent, method, path): (Option<String>, String, String) = if decided.is_empty() {
-            Default::default()
-        } else {
-            (
-                head.headers
-                    .get("traceparent")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned),
-                head.method.to_string(),
-                head.uri.path().to_owned(),
-            )
-        };
-        let id = RequestId {
-            traceparent: traceparent.as_deref(),
-            method: &method,
-            path: &path,
-        };
-        let mut plan = Plan::default();
-        for (rule, action) in decided {
-            plan.add(&self.log, &id, rule, action);
-        }
-
-        if let Some((rule, status)) = plan.answer {
-            return Ok(fault_response(status, &rule, plan.noted));
-        }
-        match plan.abort {
-            Some(AbortHow::Reset) => return Err("reset by a chaos rule".into()),
-            Some(AbortHow::Hang) => {
-                tokio::time::sleep(LONGEST_HANG).await;
-                return Err("held past the longest hang".into());
-            }
-            Some(AbortHow::Status(..)) | None => {}
-        }
-        if !plan.request_delay.is_zero() {
-            tokio::time::sleep(plan.request_delay).await;
+        let id = named.id();
+        if let Some(answer) = plan.before_upstream().await {
+            return answer;
         }
         add_fault_baggage(&mut head.headers, &plan.noted);
-
-        let upstream = self.forward(head, body).await;
-        let response = match upstream {
+        let response = match self.forward(head, body).await {
             Ok(response) => response,
             Err(error) => {
                 self.counters
@@ -211,33 +162,105 @@ impl Chaos {
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let mut body: ProxyBody = body.map_err(|e| Box::new(e) as BoxError).boxed_unsync();
-
         if let Some((rule, path)) = plan.empty_result.take() {
-            let mut whole = bytes::BytesMut::new();
-            while let Some(frame) = body.frame().await {
-                if let Ok(data) = frame?.into_data() {
-                    whole.extend_from_slice(&data);
-                }
-                if whole.len() > MAX_REWRITE_BYTES {
-                    return Ok(proxy_error(
-                        StatusCode::BAD_GATEWAY,
-                        "the answer is too large for `empty_result` to rewrite",
-                    ));
-                }
-            }
-            let bytes = whole.freeze();
-            let rewritten = empty_list(&bytes, &path);
-            if rewritten.is_some() {
-                plan.noted
-                    .push(note(&self.log, &id, rule, "empty_result", None));
-                parts.headers.remove(header::CONTENT_LENGTH);
-            } else {
-                self.unapplied(&rule);
-            }
-            body = Full::new(rewritten.unwrap_or(bytes))
-                .map_err(|never| match never {})
-                .boxed_unsync();
+            body = match self
+                .empty_result(&mut plan, &id, (rule, path), &mut parts, body)
+                .await
+            {
+                Ok(body) => body,
+                Err(answer) => return answer,
+            };
         }
+        let body = self.shape(&mut plan, &id, &mut parts, body);
+        if let Some(value) = fault_header(&plan.noted) {
+            parts
+                .headers
+                .insert(HeaderName::from_static(FAULT_HEADER), value);
+        }
+        Ok(Response::from_parts(parts, body))
+    }
+
+    /// Rolls every rule (and the header faults) for a request: what to do to it, and
+    /// its name for the fault log.
+    fn decide(&self, head: &mut Parts) -> Result<(Plan, Named), String> {
+        let key = match head.headers.get("traceparent") {
+            Some(tp) => fnv64(roll_key(tp.as_bytes())),
+            None => mix_seed(&[0x006b_6579, self.next_key.fetch_add(1, Ordering::Relaxed)]),
+        };
+        let mut decided = self.header_faults(&mut head.headers)?;
+        let since_start = self.started.elapsed();
+        for rule in self.rules().iter() {
+            if let Some(action) = rule.roll(head, key, self.seed, since_start) {
+                decided.push((rule.name().to_owned(), action));
+            }
+        }
+        // Naming the request for the fault log costs allocations: only for requests a
+        // fault was rolled for (the rest pass with nothing to note).
+        let named = if decided.is_empty() {
+            Named::default()
+        } else {
+            Named {
+                traceparent: head
+                    .headers
+                    .get("traceparent")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
+                method: head.method.to_string(),
+                path: head.uri.path().to_owned(),
+            }
+        };
+        let mut plan = Plan::default();
+        for (rule, action) in decided {
+            plan.add(&self.log, &named.id(), rule, action);
+        }
+        Ok((plan, named))
+    }
+
+    /// `empty_result`: the whole answer read (bounded) and its list emptied. `Err` is
+    /// the answer to give instead (the body broke, or is too large to rewrite).
+    async fn empty_result(
+        &self,
+        plan: &mut Plan,
+        id: &RequestId<'_>,
+        (rule, path): (String, Vec<String>),
+        parts: &mut hyper::http::response::Parts,
+        mut body: ProxyBody,
+    ) -> Result<ProxyBody, Answer> {
+        let mut whole = bytes::BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame.map_err(Err)?.into_data() {
+                whole.extend_from_slice(&data);
+            }
+            if whole.len() > MAX_REWRITE_BYTES {
+                return Err(Ok(proxy_error(
+                    StatusCode::BAD_GATEWAY,
+                    "the answer is too large for `empty_result` to rewrite",
+                )));
+            }
+        }
+        let bytes = whole.freeze();
+        let rewritten = empty_list(&bytes, &path);
+        if rewritten.is_some() {
+            plan.noted
+                .push(note(&self.log, id, rule, "empty_result", None));
+            parts.headers.remove(header::CONTENT_LENGTH);
+        } else {
+            self.unapplied(&rule);
+        }
+        Ok(Full::new(rewritten.unwrap_or(bytes))
+            .map_err(|never| match never {})
+            .boxed_unsync())
+    }
+
+    /// The body with the planned shaping: event faults only on an event stream (on
+    /// any other body they would be noise), bandwidth and slicing on any.
+    fn shape(
+        &self,
+        plan: &mut Plan,
+        id: &RequestId<'_>,
+        parts: &mut hyper::http::response::Parts,
+        body: ProxyBody,
+    ) -> ProxyBody {
         let is_event_stream = parts
             .headers
             .get(header::CONTENT_TYPE)
@@ -246,10 +269,9 @@ impl Chaos {
         let mut shaping = std::mem::take(&mut plan.shaping);
         if is_event_stream {
             for (rule, fault, added_ms) in plan.event_faults.drain(..) {
-                plan.noted.push(note(&self.log, &id, rule, fault, added_ms));
+                plan.noted.push(note(&self.log, id, rule, fault, added_ms));
             }
         } else {
-            // Event faults need events; on any other body they would be noise.
             for (rule, ..) in &plan.event_faults {
                 self.unapplied(rule);
             }
@@ -262,15 +284,11 @@ impl Chaos {
         if shaping.changes_length() {
             parts.headers.remove(header::CONTENT_LENGTH);
         }
-        if !shaping.is_empty() {
-            body = shaping.apply(body);
+        if shaping.is_empty() {
+            body
+        } else {
+            shaping.apply(body)
         }
-        if let Some(value) = fault_header(&plan.noted) {
-            parts
-                .headers
-                .insert(HeaderName::from_static(FAULT_HEADER), value);
-        }
-        Ok(Response::from_parts(parts, body))
     }
 
     async fn forward(
@@ -365,6 +383,27 @@ impl Chaos {
     }
 }
 
+/// What a handler answers; an `Err` drops the connection or resets the stream.
+type Answer = Result<Response<ProxyBody>, BoxError>;
+
+/// A request as the fault log names it, owned (taken only when a fault fired).
+#[derive(Default)]
+struct Named {
+    traceparent: Option<String>,
+    method: String,
+    path: String,
+}
+
+impl Named {
+    fn id(&self) -> RequestId<'_> {
+        RequestId {
+            traceparent: self.traceparent.as_deref(),
+            method: &self.method,
+            path: &self.path,
+        }
+    }
+}
+
 /// What the proxy will do to one request, gathered from every rule that fired.
 #[derive(Default)]
 struct Plan {
@@ -388,6 +427,30 @@ enum StatusAnswer {
 }
 
 impl Plan {
+    /// What happens before the upstream is asked: an answer in its place, a reset, a
+    /// hang, or the request delay (then `None`: go on).
+    async fn before_upstream(&mut self) -> Option<Answer> {
+        if let Some((rule, status)) = self.answer.take() {
+            return Some(Ok(fault_response(
+                status,
+                &rule,
+                std::mem::take(&mut self.noted),
+            )));
+        }
+        match self.abort {
+            Some(AbortHow::Reset) => return Some(Err("reset by a chaos rule".into())),
+            Some(AbortHow::Hang) => {
+                tokio::time::sleep(LONGEST_HANG).await;
+                return Some(Err("held past the longest hang".into()));
+            }
+            Some(AbortHow::Status(..)) | None => {}
+        }
+        if !self.request_delay.is_zero() {
+            tokio::time::sleep(self.request_delay).await;
+        }
+        None
+    }
+
     fn add(&mut self, log: &FaultLog, id: &RequestId<'_>, rule: String, action: Action) {
         let ms = |d: Duration| Some(d.as_secs_f64() * 1e3);
         match action {
