@@ -119,9 +119,55 @@ pub fn spans_of(record: &Record, model: &str, origin_ns: u64) -> Vec<Span> {
     };
     let at = |us: u64| origin_ns + us * 1000;
     let start_us = record.sent_us.unwrap_or(record.intended_us);
+    let operation = operation_of(record);
+    let session_parent = record
+        .session
+        .as_ref()
+        .filter(|_| record.step.is_some())
+        .map(|s| session_span_id(&s.trace_id));
+    let mut spans = vec![Span {
+        trace_id: trace_id.clone(),
+        span_id,
+        parent_span_id: session_parent.clone().unwrap_or_default(),
+        name: record
+            .step
+            .as_ref()
+            .map_or_else(|| operation.to_owned(), |s| s.name.clone()),
+        kind: SpanKind::Client as i32,
+        start_time_unix_nano: at(start_us),
+        end_time_unix_nano: at(record.done_us().max(start_us)),
+        attributes: attributes_of(record, model, operation),
+        events: events_of(record, at),
+        status: Some(status_of(record)),
+        ..Span::default()
+    }];
+    if let (Some(end), Some(session_id)) = (&record.session_end, session_parent) {
+        let done = record.done_us();
+        spans.push(Span {
+            trace_id,
+            span_id: session_id,
+            name: "session".into(),
+            kind: SpanKind::Internal as i32,
+            start_time_unix_nano: at(done.saturating_sub(end.e2e_us)),
+            end_time_unix_nano: at(done),
+            attributes: vec![
+                string(attr::LLM_OPERATION_TYPE, "session"),
+                string(
+                    attr::REDLINE_OUTCOME,
+                    format!("{:?}", end.outcome).to_lowercase(),
+                ),
+                int(attr::AGENT_STEP_SEQ, i64::from(end.requests)),
+            ],
+            ..Span::default()
+        });
+    }
+    spans
+}
+
+/// A request span's attributes: the GenAI conventions, then redline's own.
+fn attributes_of(record: &Record, model: &str, operation: &str) -> Vec<KeyValue> {
     let step = record.step.as_ref();
     let kind = step.map_or("chat", |s| s.kind.as_str());
-    let operation = operation_of(record);
     let mut attributes = vec![
         string(attr::GEN_AI_OPERATION_NAME, operation),
         string(attr::GEN_AI_SYSTEM, "openai"),
@@ -165,23 +211,29 @@ pub fn spans_of(record: &Record, model: &str, origin_ns: u64) -> Vec<Span> {
     if let Some(error) = &record.error {
         attributes.push(string(attr::ERROR_TYPE, error.kind.clone()));
     }
-    let mut events = Vec::new();
-    for (name, us) in [
+    attributes
+}
+
+/// The first and last token as span events.
+fn events_of(record: &Record, at: impl Fn(u64) -> u64) -> Vec<Event> {
+    let last_token = record.last_byte_us.filter(|_| record.content_events > 0);
+    [
         ("gen_ai.first_token", record.first_token_us),
-        (
-            "gen_ai.last_token",
-            record.last_byte_us.filter(|_| record.content_events > 0),
-        ),
-    ] {
-        if let Some(us) = us {
-            events.push(Event {
-                time_unix_nano: at(us),
-                name: name.into(),
-                ..Event::default()
-            });
-        }
-    }
-    let status = Status {
+        ("gen_ai.last_token", last_token),
+    ]
+    .into_iter()
+    .filter_map(|(name, us)| {
+        Some(Event {
+            time_unix_nano: at(us?),
+            name: name.into(),
+            ..Event::default()
+        })
+    })
+    .collect()
+}
+
+fn status_of(record: &Record) -> Status {
+    Status {
         code: if record.outcome == Outcome::Ok {
             StatusCode::Ok as i32
         } else {
@@ -191,46 +243,7 @@ pub fn spans_of(record: &Record, model: &str, origin_ns: u64) -> Vec<Span> {
             .error
             .as_ref()
             .map_or(String::new(), |e| format!("{}: {}", e.kind, e.message)),
-    };
-    let session_parent = record
-        .session
-        .as_ref()
-        .filter(|_| record.step.is_some())
-        .map(|s| session_span_id(&s.trace_id));
-    let mut spans = vec![Span {
-        trace_id: trace_id.clone(),
-        span_id,
-        parent_span_id: session_parent.clone().unwrap_or_default(),
-        name: step.map_or_else(|| operation.to_owned(), |s| s.name.clone()),
-        kind: SpanKind::Client as i32,
-        start_time_unix_nano: at(start_us),
-        end_time_unix_nano: at(record.done_us().max(start_us)),
-        attributes,
-        events,
-        status: Some(status),
-        ..Span::default()
-    }];
-    if let (Some(end), Some(session_id)) = (&record.session_end, session_parent) {
-        let done = record.done_us();
-        spans.push(Span {
-            trace_id,
-            span_id: session_id,
-            name: "session".into(),
-            kind: SpanKind::Internal as i32,
-            start_time_unix_nano: at(done.saturating_sub(end.e2e_us)),
-            end_time_unix_nano: at(done),
-            attributes: vec![
-                string(attr::LLM_OPERATION_TYPE, "session"),
-                string(
-                    attr::REDLINE_OUTCOME,
-                    format!("{:?}", end.outcome).to_lowercase(),
-                ),
-                int(attr::AGENT_STEP_SEQ, i64::from(end.requests)),
-            ],
-            ..Span::default()
-        });
     }
-    spans
 }
 
 /// The export of a batch of spans, from service `redline`.
