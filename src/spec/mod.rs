@@ -693,26 +693,6 @@ pub struct SpecFile {
     pub model_load: Option<ModelLoadSpec>,
 }
 
-/// Document `index` of `text` parsed as a `T` spec; errors (with their lines) go to
-/// `errors`.
-fn typed_document<T: serde::de::DeserializeOwned>(
-    file: &str,
-    text: &str,
-    index: usize,
-    errors: &mut Vec<SpecError>,
-) -> Option<T> {
-    let typed = yaml_serde::Deserializer::from_str(text)
-        .nth(index)
-        .map(Document::<T>::deserialize)?;
-    match typed {
-        Ok(doc) => Some(doc.spec),
-        Err(e) => {
-            errors.push(SpecError::from_yaml(file, &e, 0));
-            None
-        }
-    }
-}
-
 /// Reads and parses a spec file, reporting every document's problems together.
 pub fn load(path: &str) -> Result<SpecFile, SpecErrors> {
     let text = std::fs::read_to_string(path).map_err(|e| {
@@ -730,38 +710,89 @@ pub fn load(path: &str) -> Result<SpecFile, SpecErrors> {
 
 /// Parses spec text; `file` names it in errors.
 pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
-    let mut errors = Vec::new();
-    let mut inference: Option<(Metadata, InferenceSpec)> = None;
-    let mut scale: Option<ScaleSpec> = None;
-    let mut model_load: Option<ModelLoadSpec> = None;
-    let at = |line: usize, message: String, fix: Option<String>| SpecError {
-        file: file.to_owned(),
-        line,
-        column: 1,
-        path: String::new(),
-        message,
-        fix,
+    let mut reading = Reading {
+        file,
+        text,
+        errors: Vec::new(),
+        inference: None,
+        scale: None,
+        model_load: None,
     };
-    if text.trim().is_empty() {
-        return Err(SpecErrors(vec![at(
+    let mut documents = 0;
+    if !text.trim().is_empty() {
+        for (index, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
+            documents += 1;
+            reading.document(index, document);
+        }
+    }
+    if documents == 0 {
+        return Err(SpecErrors(vec![reading.error(
             0,
             "the spec file is empty".into(),
             Some("start from examples/quickstart.yaml".into()),
         )]));
     }
-    let mut documents = 0;
-    for (index, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
-        documents += 1;
+    if !reading.errors.is_empty() {
+        return Err(SpecErrors(reading.errors));
+    }
+    match reading.inference {
+        Some((metadata, inference)) => Ok(SpecFile {
+            path: file.to_owned(),
+            metadata,
+            inference,
+            scale: reading.scale,
+            model_load: reading.model_load,
+        }),
+        None => {
+            Err(SpecErrors(vec![
+                reading.error(
+                    0,
+                    "no InferenceSpec document: nothing to run".into(),
+                    Some(
+                        "add a document with `kind: InferenceSpec` (see examples/quickstart.yaml)"
+                            .into(),
+                    ),
+                ),
+            ]))
+        }
+    }
+}
+
+/// A spec file's documents as they are read: at most one of each kind, and every
+/// problem found on the way.
+struct Reading<'a> {
+    file: &'a str,
+    text: &'a str,
+    errors: Vec<SpecError>,
+    inference: Option<(Metadata, InferenceSpec)>,
+    scale: Option<ScaleSpec>,
+    model_load: Option<ModelLoadSpec>,
+}
+
+impl Reading<'_> {
+    fn error(&self, line: usize, message: String, fix: Option<String>) -> SpecError {
+        SpecError {
+            file: self.file.to_owned(),
+            line,
+            column: 1,
+            path: String::new(),
+            message,
+            fix,
+        }
+    }
+
+    /// Reads document `index`: its header, then the document as its kind's own type.
+    fn document(&mut self, index: usize, document: yaml_serde::Deserializer) {
         let header = match Header::deserialize(document) {
             Ok(header) => header,
             Err(e) => {
-                errors.push(SpecError::from_yaml(file, &e, 0));
-                continue;
+                self.errors.push(SpecError::from_yaml(self.file, &e, 0));
+                return;
             }
         };
         if header.api_version != API_VERSION {
-            errors.push(at(
-                nth_line(text, index, "apiVersion:"),
+            self.errors.push(self.error(
+                nth_line(self.text, index, "apiVersion:"),
                 format!(
                     "document {}: unsupported apiVersion `{}`",
                     index + 1,
@@ -772,51 +803,28 @@ pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
         }
         match header.kind.as_str() {
             "InferenceSpec" => {
-                // Parse the same document again, now with the kind's own type, so that
-                // errors keep their line numbers.
-                let typed = yaml_serde::Deserializer::from_str(text)
-                    .nth(index)
-                    .map(Document::<InferenceSpec>::deserialize);
-                match typed {
-                    Some(Ok(doc)) if inference.is_none() => {
-                        inference = Some((doc.metadata, doc.spec))
-                    }
-                    Some(Ok(_)) => errors.push(at(
-                        0,
-                        "more than one InferenceSpec document".into(),
-                        Some("keep one InferenceSpec per file".into()),
-                    )),
-                    Some(Err(e)) => errors.push(SpecError::from_yaml(file, &e, 0)),
-                    None => {}
+                if let Some(doc) = self.typed::<InferenceSpec>(index) {
+                    let kept = self.inference.is_none();
+                    self.inference.get_or_insert((doc.metadata, doc.spec));
+                    self.one_of_a_kind(kept, index, "InferenceSpec");
                 }
             }
             "ScaleSpec" => {
-                if let Some(spec) = typed_document::<ScaleSpec>(file, text, index, &mut errors) {
-                    if scale.replace(spec).is_some() {
-                        errors.push(at(
-                            nth_line(text, index, "kind:"),
-                            "more than one ScaleSpec document".into(),
-                            Some("keep one ScaleSpec per file".into()),
-                        ));
-                    }
+                if let Some(doc) = self.typed::<ScaleSpec>(index) {
+                    let kept = self.scale.replace(doc.spec).is_none();
+                    self.one_of_a_kind(kept, index, "ScaleSpec");
                 }
             }
             "ModelLoadSpec" => {
-                if let Some(spec) = typed_document::<ModelLoadSpec>(file, text, index, &mut errors)
-                {
-                    if model_load.replace(spec).is_some() {
-                        errors.push(at(
-                            nth_line(text, index, "kind:"),
-                            "more than one ModelLoadSpec document".into(),
-                            Some("keep one ModelLoadSpec per file".into()),
-                        ));
-                    }
+                if let Some(doc) = self.typed::<ModelLoadSpec>(index) {
+                    let kept = self.model_load.replace(doc.spec).is_none();
+                    self.one_of_a_kind(kept, index, "ModelLoadSpec");
                 }
             }
-            other => errors.push(SpecError {
+            other => self.errors.push(SpecError {
                 path: "kind".into(),
-                ..at(
-                    nth_line(text, index, "kind:"),
+                ..self.error(
+                    nth_line(self.text, index, "kind:"),
                     format!("unknown kind `{other}` in document {}", index + 1),
                     Some(match error::nearest(other, KINDS) {
                         Some(near) => {
@@ -828,28 +836,25 @@ pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
             }),
         }
     }
-    if documents == 0 {
-        errors.push(at(
-            0,
-            "the spec file is empty".into(),
-            Some("start from examples/quickstart.yaml".into()),
-        ));
+
+    /// Document `index` parsed again, now with its kind's own type, so that errors
+    /// keep their line numbers.
+    fn typed<T: serde::de::DeserializeOwned>(&mut self, index: usize) -> Option<Document<T>> {
+        let typed = yaml_serde::Deserializer::from_str(self.text)
+            .nth(index)
+            .map(Document::<T>::deserialize)?;
+        typed
+            .map_err(|e| self.errors.push(SpecError::from_yaml(self.file, &e, 0)))
+            .ok()
     }
-    if !errors.is_empty() {
-        return Err(SpecErrors(errors));
-    }
-    match inference {
-        Some((metadata, inference)) => Ok(SpecFile {
-            path: file.to_owned(),
-            metadata,
-            inference,
-            scale,
-            model_load,
-        }),
-        None => Err(SpecErrors(vec![at(
-            0,
-            "no InferenceSpec document: nothing to run".into(),
-            Some("add a document with `kind: InferenceSpec` (see examples/quickstart.yaml)".into()),
-        )])),
+
+    fn one_of_a_kind(&mut self, first: bool, index: usize, kind: &str) {
+        if !first {
+            self.errors.push(self.error(
+                nth_line(self.text, index, "kind:"),
+                format!("more than one {kind} document"),
+                Some(format!("keep one {kind} per file")),
+            ));
+        }
     }
 }
