@@ -39,6 +39,8 @@ pub(super) struct FlowRuntime {
     timeouts: Timeouts,
     /// The run's W3C baggage, sent with every request.
     baggage: hyper::header::HeaderValue,
+    /// Where each session's question comes from.
+    prompts: Arc<PromptSource>,
     /// Embeddings of assertions' expected answers, by (service, text).
     expected: tokio::sync::Mutex<HashMap<(String, String), Vec<f32>>>,
 }
@@ -50,6 +52,7 @@ impl FlowRuntime {
         models: BTreeMap<String, String>,
         scenario: &Scenario,
         baggage: hyper::header::HeaderValue,
+        prompts: Arc<PromptSource>,
     ) -> Result<FlowRuntime> {
         let mut chats = BTreeMap::new();
         for step in &plan.steps {
@@ -102,6 +105,7 @@ impl FlowRuntime {
             clients,
             timeouts: scenario.timeouts,
             baggage,
+            prompts,
             expected: tokio::sync::Mutex::new(HashMap::new()),
         })
     }
@@ -388,15 +392,13 @@ pub fn tool_call_hash(name: &str, arguments: &Value) -> String {
 /// Runs one flow session; returns each request's (intended, outcome, end).
 pub(super) async fn run_flow(
     shared: &Arc<Shared>,
+    runtime: &FlowRuntime,
     stage: u32,
     stage_permit: Option<OwnedSemaphorePermit>,
     budget: Option<&Budget>,
     stop: &CancellationToken,
 ) -> SessionRun {
-    let runtime = shared.flow.as_ref().expect("called for flows");
-    let Target::Llm { prompts, .. } = &shared.target else {
-        unreachable!("a flow's prompts come from its prompt source, checked with the spec")
-    };
+    let prompts = &runtime.prompts;
     // Held for the whole session: a stage's cap counts sessions.
     let _stage_permit = stage_permit;
     if budget.is_some_and(|b| !b.take()) {

@@ -47,7 +47,7 @@ use crate::pacer::Pacer;
 use crate::prometheus::live::LiveMetrics;
 use crate::prometheus::scrape::ServerMetrics;
 use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage, TokenSource};
-use crate::scenario::{Endpoint, Scenario, Service, Workload};
+use crate::scenario::{Endpoint, Scenario, Service, SessionPlan, Workload};
 use crate::schedule::{
     ClosedStage, ExecutedStage, OpenArrivals, OpenStage, ReplayStage, Stage, SweepRole, SweepStage,
     sweep_rates,
@@ -135,7 +135,7 @@ pub struct RunResult {
 enum Target {
     Llm {
         target: LlmTarget,
-        prompts: PromptSource,
+        prompts: Arc<PromptSource>,
     },
     Http(HttpTarget),
 }
@@ -171,7 +171,7 @@ fn build_target(scenario: &Scenario, base_url: &str, model: &str) -> Result<Targ
             };
             Target::Llm {
                 target,
-                prompts: prompts.clone(),
+                prompts: Arc::new(prompts.clone()),
             }
         }
         Workload::Http(request) => {
@@ -195,12 +195,80 @@ fn build_target(scenario: &Scenario, base_url: &str, model: &str) -> Result<Targ
     })
 }
 
+/// What one arrival of a stage starts.
+enum Arrival {
+    Request,
+    Session(Sessions),
+}
+
+/// Sessions: each arrival is a run of requests that follow one another.
+#[derive(Clone)]
+enum Sessions {
+    Chat(Conversations),
+    /// Sessions through the flow's steps.
+    Flow(Arc<flow::FlowRuntime>),
+}
+
+/// Multi-turn conversations, their user turns drawn from the prompts.
+#[derive(Clone)]
+struct Conversations {
+    plan: SessionPlan,
+    prompts: Arc<PromptSource>,
+}
+
+impl Sessions {
+    async fn run(
+        &self,
+        shared: &Arc<Shared>,
+        stage: u32,
+        first: Duration,
+        stage_permit: Option<OwnedSemaphorePermit>,
+        budget: Option<&Budget>,
+        stop: &CancellationToken,
+    ) -> SessionRun {
+        match self {
+            Sessions::Chat(chat) => {
+                run_session(shared, chat, stage, first, stage_permit, budget, stop).await
+            }
+            Sessions::Flow(runtime) => {
+                flow::run_flow(shared, runtime, stage, stage_permit, budget, stop).await
+            }
+        }
+    }
+}
+
+/// Sessions and flows draw their prompts from the chat workload's prompt source.
+fn arrival_of(
+    scenario: &Scenario,
+    servers: &Servers,
+    baggage: hyper::header::HeaderValue,
+    target: &Target,
+) -> Result<Arrival> {
+    let prompts = match target {
+        Target::Llm { prompts, .. } => Some(prompts.clone()),
+        Target::Http(_) => None,
+    };
+    Ok(match (&scenario.flow, scenario.session, prompts) {
+        (None, None, _) => Arrival::Request,
+        (Some(plan), _, Some(prompts)) => {
+            let runtime = servers.flow_runtime(plan, scenario, baggage, prompts)?;
+            Arrival::Session(Sessions::Flow(Arc::new(runtime)))
+        }
+        (None, Some(plan), Some(prompts)) => {
+            Arrival::Session(Sessions::Chat(Conversations { plan, prompts }))
+        }
+        (_, _, None) => {
+            anyhow::bail!("sessions and flows need prompts, and this workload sends plain HTTP")
+        }
+    })
+}
+
 /// Shared by every request task.
 struct Shared {
     http: HttpClient,
     target: Target,
-    /// The flow each session runs, when the spec has one.
-    flow: Option<flow::FlowRuntime>,
+    /// What each arrival of a stage starts.
+    arrival: Arrival,
     scenario: Scenario,
     clock: RunClock,
     records: mpsc::UnboundedSender<Inbox>,
@@ -269,9 +337,9 @@ pub async fn run(
         .service
         .headers
         .push((BAGGAGE.clone(), baggage.clone()));
-    let flow = servers.flow_runtime(&scenario, baggage)?;
     let request_base = servers.request_base(&scenario.service.name, base_url.clone());
     let target = build_target(&scenario, &request_base, &model)?;
+    let arrival = arrival_of(&scenario, &servers, baggage, &target)?;
 
     let file = std::fs::File::create(&records_path)
         .with_context(|| format!("cannot create {}", records_path.display()))?;
@@ -298,7 +366,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         http: scenario.service.http_client(&scenario.timeouts),
         target,
-        flow,
+        arrival,
         planned_end: scenario.planned_duration(),
         in_flight: Arc::new(Semaphore::new(scenario.max_in_flight as usize)),
         abort: CancellationToken::new(),
@@ -507,20 +575,17 @@ async fn run_open(
             },
             None => None,
         };
-        if shared.flow.is_some() {
-            // Each arrival is a session through the flow's steps.
-            let (shared, stop) = (shared.clone(), stop.clone());
-            tasks.spawn(async move {
-                flow::run_flow(&shared, index, stage_permit, None, &stop).await;
-            });
-        } else if shared.scenario.session.is_some() {
-            // Each arrival is a conversation; its turns follow their own answers.
-            let (shared, stop) = (shared.clone(), stop.clone());
-            tasks.spawn(async move {
-                run_session(&shared, index, intended, stage_permit, None, &stop).await;
-            });
-        } else {
-            launch(
+        match &shared.arrival {
+            Arrival::Session(sessions) => {
+                // Each arrival is a session; its requests follow their own answers.
+                let (shared, stop, sessions) = (shared.clone(), stop.clone(), sessions.clone());
+                tasks.spawn(async move {
+                    sessions
+                        .run(&shared, index, intended, stage_permit, None, &stop)
+                        .await;
+                });
+            }
+            Arrival::Request => launch(
                 shared,
                 index,
                 intended,
@@ -528,7 +593,7 @@ async fn run_open(
                 stage_permit,
                 None,
                 tasks,
-            );
+            ),
         }
         // A JoinSet keeps each finished task until it is joined: reap them as we go,
         // or memory grows with the length of the run instead of what is in flight.
@@ -757,16 +822,14 @@ struct SessionRun {
 /// session's W3C trace. A failed turn ends the conversation, as a user would give up.
 async fn run_session(
     shared: &Arc<Shared>,
+    conversations: &Conversations,
     stage: u32,
     first: Duration,
     stage_permit: Option<OwnedSemaphorePermit>,
     budget: Option<&Budget>,
     stop: &CancellationToken,
 ) -> SessionRun {
-    let plan = shared.scenario.session.expect("called for sessions");
-    let Target::Llm { prompts, .. } = &shared.target else {
-        unreachable!("sessions need a chat service, checked when the spec was read")
-    };
+    let Conversations { plan, prompts } = conversations;
     // Held for the whole conversation: a stage's cap counts sessions.
     let _stage_permit = stage_permit;
     let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
@@ -882,14 +945,11 @@ async fn run_closed(
                     break;
                 }
                 let intended = now.saturating_duration_since(shared.clock.start());
-                if shared.scenario.session.is_some() || shared.flow.is_some() {
-                    // One conversation (or flow session) at a time per slot.
-                    let session = match shared.flow {
-                        Some(_) => flow::run_flow(&shared, index, None, Some(&budget), &stop).await,
-                        None => {
-                            run_session(&shared, index, intended, None, Some(&budget), &stop).await
-                        }
-                    };
+                if let Arrival::Session(sessions) = &shared.arrival {
+                    // One session at a time per slot.
+                    let session = sessions
+                        .run(&shared, index, intended, None, Some(&budget), &stop)
+                        .await;
                     for (intended_us, outcome, done_us) in session.requests {
                         tally.note(intended_us, outcome, done_us);
                     }

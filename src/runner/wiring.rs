@@ -20,11 +20,13 @@ use crate::chaos::{FaultLog, ProxyCounts, RunningProxy};
 use crate::client::{HttpClient, RunClock};
 use crate::prometheus::live::LiveMetrics;
 use crate::prometheus::scrape::ServerMetrics;
+use crate::scenario::flow::FlowPlan;
 use crate::scenario::{Endpoint, Scenario, Service};
 use crate::sim::{EmbeddedSim, Profile, SimConfig};
 use crate::trace::export::ExportCounts;
 use crate::trace::graph::TraceReport;
 use crate::trace::receiver::Collector;
+use crate::workload::PromptSource;
 
 /// The servers a run starts: one simulator for every `url: embedded` service, and a
 /// chaos proxy in front of each service with fault rules (its traffic goes through
@@ -97,12 +99,11 @@ impl Servers {
     /// The flow's runtime, its services reached as `request_base` says.
     pub(super) fn flow_runtime(
         &self,
+        plan: &Arc<FlowPlan>,
         scenario: &Scenario,
         baggage: hyper::header::HeaderValue,
-    ) -> Result<Option<flow::FlowRuntime>> {
-        let Some(plan) = &scenario.flow else {
-            return Ok(None);
-        };
+        prompts: Arc<PromptSource>,
+    ) -> Result<flow::FlowRuntime> {
         let mut urls = BTreeMap::new();
         let mut models = BTreeMap::new();
         for (name, service) in &plan.services {
@@ -110,7 +111,7 @@ impl Servers {
             urls.insert(name.clone(), base);
             models.insert(name.clone(), self.model_of(&service.service));
         }
-        flow::FlowRuntime::new(plan.clone(), urls, models, scenario, baggage).map(Some)
+        flow::FlowRuntime::new(plan.clone(), urls, models, scenario, baggage, prompts)
     }
 
     /// The proxies' logs of what they injected, for the collector to join.

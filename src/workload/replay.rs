@@ -129,7 +129,7 @@ mod tests {
     fn shared_hash_ids_share_their_prefix_and_lengths_are_exact() {
         let text = |p: Payload| match p.prompt {
             PromptBody::Text(t) => t,
-            PromptBody::Messages(_) => unreachable!(),
+            PromptBody::Messages(m) => panic!("replayed prompts are text, got messages {m:?}"),
         };
         let a = text(payload(&entry(40, &[7, 8]), 16, 1, 0));
         let b = text(payload(&entry(40, &[7, 9]), 16, 1, 1));
