@@ -22,7 +22,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::proxy::Chaos;
-use super::rules::{Problem, Rule};
+use super::rules::Rule;
+use crate::spec::Problem;
 use crate::spec::faults::FaultRuleSpec;
 
 /// One rule as the API lists it.
@@ -215,7 +216,7 @@ fn parse(body: &[u8], name: Option<&str>) -> Result<Rule, Rejection> {
                 .collect::<Vec<_>>()
                 .join("; ")
         ),
-        problems,
+        problems: problems.into_vec(),
     })
 }
 

@@ -32,11 +32,12 @@ use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
 use tokio::net::TcpListener;
 
-use crate::spec::error::{SpecError, SpecErrors, locate};
+use crate::spec::Problems;
+use crate::spec::error::{SpecError, SpecErrors};
 use crate::spec::faults::RulesFile;
 pub use log::FaultLog;
 pub use proxy::Chaos;
-pub use rules::{Problem, Rule, RuleDef};
+pub use rules::{Rule, RuleDef};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -196,25 +197,23 @@ pub fn load_rules(path: &str) -> Result<(RulesFile, Vec<Rule>), SpecErrors> {
 pub fn parse_rules(path: &str, text: &str) -> Result<(RulesFile, Vec<Rule>), SpecErrors> {
     let file: RulesFile = yaml_serde::from_str(text)
         .map_err(|e| SpecErrors(vec![SpecError::from_yaml(path, &e, 0)]))?;
-    let mut problems = Vec::new();
+    let mut problems = Problems::new();
     let mut rules = Vec::new();
     for (i, spec) in file.rules.iter().enumerate() {
         let at = format!("rules[{i}]");
         if spec.service.is_some() {
-            problems.push(Problem {
-                path: format!("{at}.service"),
-                message:
-                    "a rules file serves one upstream: `service` belongs to a spec's `faults:`"
-                        .into(),
-                fix: Some("remove `service`".into()),
-            });
+            problems.add(
+                &format!("{at}.service"),
+                "a rules file serves one upstream: `service` belongs to a spec's `faults:`".into(),
+                Some("remove `service`".into()),
+            );
         }
         if file.rules[..i].iter().any(|r| r.name == spec.name) {
-            problems.push(Problem {
-                path: format!("{at}.name"),
-                message: format!("a rule named `{}` comes earlier", spec.name),
-                fix: Some("give every rule its own name".into()),
-            });
+            problems.add(
+                &format!("{at}.name"),
+                format!("a rule named `{}` comes earlier", spec.name),
+                Some("give every rule its own name".into()),
+            );
         }
         match Rule::validate(spec, &at) {
             Ok(rule) => rules.push(rule),
@@ -224,28 +223,8 @@ pub fn parse_rules(path: &str, text: &str) -> Result<(RulesFile, Vec<Rule>), Spe
     if problems.is_empty() {
         Ok((file, rules))
     } else {
-        Err(located(path, text, problems))
+        Err(problems.located(path, text))
     }
-}
-
-/// Problems as spec errors pointing into the file's text.
-pub fn located(path: &str, text: &str, problems: Vec<Problem>) -> SpecErrors {
-    SpecErrors(
-        problems
-            .into_iter()
-            .map(|p| {
-                let (line, column) = locate(text, &p.path);
-                SpecError {
-                    file: path.to_owned(),
-                    line,
-                    column,
-                    path: p.path,
-                    message: p.message,
-                    fix: p.fix,
-                }
-            })
-            .collect(),
-    )
 }
 
 /// What the chaos proxy counted on its side.

@@ -13,16 +13,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
 
 use crate::seed::mix_seed;
+use crate::spec::Problems;
 use crate::spec::faults::{AbortSpec, DelayAt, DelaySpec, FaultRuleSpec, MatchSpec, RateLimitSpec};
-
-/// One problem with a rule: the field path (under the caller's prefix), what is
-/// wrong, and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub path: String,
-    pub message: String,
-    pub fix: Option<String>,
-}
 
 /// How a delay is drawn, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -203,23 +195,20 @@ pub struct Rule {
     pub injected: AtomicU64,
 }
 
-/// Reports problems of one rule under `at` (e.g. `rules[2]`).
-struct Problems<'a> {
+/// The checks of one rule: its problems named under `at` (e.g. `rules[2]`).
+struct RuleCheck<'a> {
     at: &'a str,
-    found: Vec<Problem>,
+    found: Problems,
 }
 
-impl Problems<'_> {
+impl RuleCheck<'_> {
     fn add(&mut self, field: &str, message: String, fix: Option<&str>) {
-        self.found.push(Problem {
-            path: if field.is_empty() {
-                self.at.to_owned()
-            } else {
-                format!("{}.{field}", self.at)
-            },
-            message,
-            fix: fix.map(str::to_owned),
-        });
+        let path = if field.is_empty() {
+            self.at.to_owned()
+        } else {
+            format!("{}.{field}", self.at)
+        };
+        self.found.add(&path, message, fix.map(str::to_owned));
     }
 
     /// `p`, after checking it is a probability.
@@ -237,10 +226,10 @@ impl Problems<'_> {
 
 impl RuleDef {
     /// Checks a rule as written; every problem is named under `at` (e.g. `rules[2]`).
-    pub fn validate(spec: &FaultRuleSpec, at: &str) -> Result<RuleDef, Vec<Problem>> {
-        let mut problems = Problems {
+    pub fn validate(spec: &FaultRuleSpec, at: &str) -> Result<RuleDef, Problems> {
+        let mut problems = RuleCheck {
             at,
-            found: Vec::new(),
+            found: Problems::new(),
         };
         if spec.name.trim().is_empty() {
             problems.add(
@@ -291,7 +280,7 @@ impl RuleDef {
 }
 
 /// The rule's one fault and its probability, checked.
-fn one_fault(spec: &FaultRuleSpec, problems: &mut Problems) -> Option<(f64, Fault)> {
+fn one_fault(spec: &FaultRuleSpec, problems: &mut RuleCheck) -> Option<(f64, Fault)> {
     let set: Vec<&str> = [
         spec.delay.is_some(),
         spec.abort.is_some(),
@@ -336,7 +325,7 @@ fn one_fault(spec: &FaultRuleSpec, problems: &mut Problems) -> Option<(f64, Faul
 }
 
 /// The faults that shape an answer (and need no more than their own field checked).
-fn stream_fault(spec: &FaultRuleSpec, problems: &mut Problems) -> Option<(f64, Fault)> {
+fn stream_fault(spec: &FaultRuleSpec, problems: &mut RuleCheck) -> Option<(f64, Fault)> {
     let (field, p, fault) = if let Some(f) = &spec.empty_result {
         if f.json_path.split('.').any(str::is_empty) {
             problems.add(
@@ -406,7 +395,7 @@ fn stream_fault(spec: &FaultRuleSpec, problems: &mut Problems) -> Option<(f64, F
     Some((problems.probability(field, p), fault))
 }
 
-fn check_ms(problems: &mut Problems, field: &str, ms: f64) {
+fn check_ms(problems: &mut RuleCheck, field: &str, ms: f64) {
     if !(ms >= 0.0 && ms.is_finite()) {
         problems.add(
             &format!("{field}.ms"),
@@ -416,7 +405,7 @@ fn check_ms(problems: &mut Problems, field: &str, ms: f64) {
     }
 }
 
-fn rate_limit(limit: &RateLimitSpec, problems: &mut Problems) -> Option<Fault> {
+fn rate_limit(limit: &RateLimitSpec, problems: &mut RuleCheck) -> Option<Fault> {
     let burst = limit.burst.unwrap_or(limit.rps.max(1.0));
     if !(limit.rps > 0.0 && limit.rps.is_finite()) {
         problems.add(
@@ -440,7 +429,7 @@ fn rate_limit(limit: &RateLimitSpec, problems: &mut Problems) -> Option<Fault> {
     }
 }
 
-fn match_path(spec: &FaultRuleSpec, problems: &mut Problems) -> Option<PathPattern> {
+fn match_path(spec: &FaultRuleSpec, problems: &mut RuleCheck) -> Option<PathPattern> {
     match &spec.matches.path {
         Some(path) if !path.starts_with('/') => {
             problems.add(
@@ -470,7 +459,7 @@ impl Rule {
     }
 
     /// Validates a rule as written and makes it ready to run.
-    pub fn validate(spec: &FaultRuleSpec, at: &str) -> Result<Rule, Vec<Problem>> {
+    pub fn validate(spec: &FaultRuleSpec, at: &str) -> Result<Rule, Problems> {
         RuleDef::validate(spec, at).map(Rule::new)
     }
 
@@ -576,7 +565,7 @@ fn name_hash(name: &str) -> u64 {
     crate::seed::fnv64(name.as_bytes())
 }
 
-fn delay_dist(delay: &DelaySpec, problems: &mut Problems) -> Option<DelayDist> {
+fn delay_dist(delay: &DelaySpec, problems: &mut RuleCheck) -> Option<DelayDist> {
     let bad = |ms: f64| !(ms >= 0.0 && ms.is_finite());
     let dist = match (
         delay.ms,
@@ -628,7 +617,7 @@ fn delay_dist(delay: &DelaySpec, problems: &mut Problems) -> Option<DelayDist> {
     }
 }
 
-fn abort_how(abort: &AbortSpec, problems: &mut Problems) -> Option<AbortHow> {
+fn abort_how(abort: &AbortSpec, problems: &mut RuleCheck) -> Option<AbortHow> {
     match (abort.status, abort.reset, abort.timeout) {
         (Some(status), false, false) if (100..=599).contains(&status) => {
             Some(AbortHow::Status(status, abort.body.clone()))

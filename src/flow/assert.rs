@@ -7,8 +7,8 @@ use std::sync::{Arc, LazyLock};
 use regex::Regex;
 use serde_json::Value;
 
-use crate::spec::ServiceSpec;
 use crate::spec::flow::AssertSpec;
+use crate::spec::{Problems, ServiceSpec};
 
 /// "Means the same as": the expected text, the bar, and who judges.
 #[derive(Debug, Clone)]
@@ -52,19 +52,17 @@ static NON_FINITE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(^|[^a-z])([+-]?(nan|inf|infinity))([^a-z]|$)").expect("a valid pattern")
 });
 
-type Problem<'a> = dyn FnMut(&str, String, Option<String>) + 'a;
-
 impl Assertion {
     pub fn from_spec(
         spec: &AssertSpec,
         services: &BTreeMap<String, ServiceSpec>,
         at: &str,
-        problem: &mut Problem,
+        problems: &mut Problems,
     ) -> Option<Assertion> {
         let mut ok = true;
         let threshold = spec.threshold.unwrap_or(0.85);
         if !(-1.0..=1.0).contains(&threshold) {
-            problem(
+            problems.add(
                 &format!("{at}.threshold"),
                 format!("{threshold} is not a cosine similarity (-1 to 1)"),
                 Some("write e.g. `threshold: 0.85`".into()),
@@ -74,7 +72,7 @@ impl Assertion {
         if let Some(service) = &spec.embed_service
             && !services.contains_key(service)
         {
-            problem(
+            problems.add(
                 &format!("{at}.embed_service"),
                 format!("names service `{service}`, which is not under spec.services"),
                 None,
@@ -84,7 +82,7 @@ impl Assertion {
         let regex = spec.regex.as_ref().and_then(|pattern| {
             Regex::new(pattern)
                 .map_err(|e| {
-                    problem(
+                    problems.add(
                         &format!("{at}.regex"),
                         format!("is not a regular expression: {e}"),
                         None,
@@ -96,7 +94,7 @@ impl Assertion {
         let schema = spec.json_schema.as_ref().and_then(|schema| {
             jsonschema::validator_for(schema)
                 .map_err(|e| {
-                    problem(
+                    problems.add(
                         &format!("{at}.json_schema"),
                         format!("is not a JSON Schema: {e}"),
                         None,
@@ -109,7 +107,7 @@ impl Assertion {
         if let Some(field) = &spec.field
             && !(field.is_empty() || field.starts_with('/'))
         {
-            problem(
+            problems.add(
                 &format!("{at}.field"),
                 format!("`{field}` is not a JSON Pointer"),
                 Some("start it with `/`, e.g. `/answer` or `/data/0/text`".into()),
@@ -237,10 +235,8 @@ mod tests {
     use super::*;
 
     fn assertion(spec: AssertSpec) -> Assertion {
-        let mut problems = Vec::new();
-        let a = Assertion::from_spec(&spec, &BTreeMap::new(), "a", &mut |p, m, _| {
-            problems.push(format!("{p}: {m}"))
-        });
+        let mut problems = Problems::new();
+        let a = Assertion::from_spec(&spec, &BTreeMap::new(), "a", &mut problems);
         a.unwrap_or_else(|| panic!("{problems:?}"))
     }
 

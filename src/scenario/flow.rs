@@ -15,7 +15,7 @@ use crate::scenario::{Endpoint, Service};
 use crate::sim::tiers::TierConfig;
 use crate::spec::error::nearest;
 use crate::spec::flow::{AssertSpec, ChatStep, FlowStep, HttpStep, SearchStep, ToolStep};
-use crate::spec::{ApiKind, PayloadTemplate, PgvectorSpec, ServiceSpec};
+use crate::spec::{ApiKind, PayloadTemplate, PgvectorSpec, Problems, ServiceSpec};
 
 /// A service a flow calls, with what its kind needs.
 #[derive(Debug, Clone)]
@@ -126,8 +126,6 @@ impl FlowPlan {
     }
 }
 
-type Problem<'a> = dyn FnMut(&str, String, Option<String>) + 'a;
-
 const DEFAULT_USER: &str = "{% if passages %}Answer from the context below.\n\nContext:\n{% for p in passages %}[{{ p.id }}] {{ p.text }}\n{% endfor %}\nQuestion: {% endif %}{{ prompt }}";
 
 /// Checks a flow as written; `None` when it has problems (all reported).
@@ -136,17 +134,12 @@ pub fn from_spec(
     specs: &BTreeMap<String, ServiceSpec>,
     resolved: &BTreeMap<String, Service>,
     spec_dir: &Path,
-    report: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<FlowPlan> {
-    let mut failed = false;
-    let mut problem_fn = |path: &str, message: String, fix: Option<String>| {
-        failed = true;
-        report(path, message, fix);
-    };
-    let problem: &mut Problem = &mut problem_fn;
+    let before = problems.count();
     if template.flow.is_empty() {
         if template.circuit_breaker.is_some() {
-            problem(
+            problems.add(
                 "spec.payloadTemplate.circuitBreaker",
                 "applies to flows only".into(),
                 Some("add a `flow:` with a `tool` step, or remove it".into()),
@@ -154,7 +147,7 @@ pub fn from_spec(
         }
         return None;
     }
-    let flow = one_kind_each(template, problem);
+    let flow = one_kind_each(template, problems);
     let mut planner = Planner {
         specs,
         spec_dir,
@@ -167,23 +160,23 @@ pub fn from_spec(
         .env
         .set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     for ((i, step), name) in flow.iter().zip(step_names(&flow)) {
-        planner.add(*i, step, name, problem);
+        planner.add(*i, step, name, problems);
     }
     let breaker = template
         .circuit_breaker
         .unwrap_or_default()
         .consecutive_timeouts;
     if breaker == 0 {
-        problem(
+        problems.add(
             "spec.payloadTemplate.circuitBreaker.consecutiveTimeouts",
             "must be at least 1".into(),
             None,
         );
     }
-    let services = flow_services(&planner.used_services, specs, resolved, problem);
+    let services = flow_services(&planner.used_services, specs, resolved, problems);
     let tiers = embedded_tiers(&services, specs);
     let Planner { env, steps, .. } = planner;
-    (!failed).then(|| FlowPlan {
+    (problems.count() == before).then(|| FlowPlan {
         steps,
         breaker,
         templates: Arc::new(env),
@@ -195,14 +188,14 @@ pub fn from_spec(
 /// The steps that name exactly one kind, with their index; the others reported.
 fn one_kind_each<'a>(
     template: &'a PayloadTemplate,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Vec<(usize, FlowStep<'a>)> {
     let mut flow = Vec::new();
     for (i, step) in template.flow.iter().enumerate() {
         let kinds = step.kinds();
         match kinds.as_slice() {
             [one] => flow.push((i, *one)),
-            _ => problem(
+            _ => problems.add(
                 &format!("spec.payloadTemplate.flow[{i}]"),
                 match kinds.len() {
                     0 => "the step names no kind".to_owned(),
@@ -250,11 +243,11 @@ struct Planner<'a> {
 }
 
 impl Planner<'_> {
-    fn add(&mut self, i: usize, step: &FlowStep<'_>, name: String, problem: &mut Problem) {
+    fn add(&mut self, i: usize, step: &FlowStep<'_>, name: String, problems: &mut Problems) {
         let kind = kind_of(step);
         let at = format!("spec.payloadTemplate.flow[{i}].{kind}");
         if self.names.contains(&name) {
-            problem(
+            problems.add(
                 &format!("{at}.name"),
                 format!("a step named `{name}` comes earlier"),
                 Some("give every step its own `name`".into()),
@@ -262,24 +255,24 @@ impl Planner<'_> {
         }
         let service = service_of(step);
         self.used_services.insert(service.to_owned());
-        self.check_service(&at, step, problem);
+        self.check_service(&at, step, problems);
         let step_kind = match step {
             FlowStep::Embed(e) => {
                 let input = e.input.as_deref().unwrap_or("{{ prompt }}");
-                self.template(&name, &at, "input", input, problem);
+                self.template(&name, &at, "input", input, problems);
                 Some(StepKind::Embed)
             }
-            FlowStep::Search(s) => self.search(s, &at, problem),
-            FlowStep::Chat(c) => self.chat(c, &name, &at, problem),
-            FlowStep::Tool(t) => self.tool(t, &at, problem),
-            FlowStep::Http(h) => self.http(h, &name, &at, problem),
+            FlowStep::Search(s) => self.search(s, &at, problems),
+            FlowStep::Chat(c) => self.chat(c, &name, &at, problems),
+            FlowStep::Tool(t) => self.tool(t, &at, problems),
+            FlowStep::Http(h) => self.http(h, &name, &at, problems),
         };
         let assert_spec = assert_of(step);
         if let Some(service) = assert_spec.and_then(|a| a.embed_service.as_ref()) {
             self.used_services.insert(service.clone());
         }
         let assert = assert_spec
-            .and_then(|a| Assertion::from_spec(a, self.specs, &format!("{at}.assert"), problem));
+            .and_then(|a| Assertion::from_spec(a, self.specs, &format!("{at}.assert"), problems));
         if let Some(kind) = step_kind {
             self.steps.push(Step {
                 name: name.clone(),
@@ -292,7 +285,7 @@ impl Planner<'_> {
     }
 
     /// The step's service exists and speaks what the step needs.
-    fn check_service(&self, at: &str, step: &FlowStep<'_>, problem: &mut Problem) {
+    fn check_service(&self, at: &str, step: &FlowStep<'_>, problems: &mut Problems) {
         let (kind, service) = (kind_of(step), service_of(step));
         let wanted: &[ApiKind] = match step {
             FlowStep::Embed(_) => &[ApiKind::Embeddings, ApiKind::Chat, ApiKind::Completions],
@@ -309,7 +302,7 @@ impl Planner<'_> {
         match self.specs.get(service) {
             None => {
                 let known: Vec<&str> = self.specs.keys().map(String::as_str).collect();
-                problem(
+                problems.add(
                     &format!("{at}.service"),
                     format!("names service `{service}`, which is not under spec.services"),
                     Some(match nearest(service, &known) {
@@ -326,7 +319,7 @@ impl Planner<'_> {
                     .map(|a| api_name(*a))
                     .collect::<Vec<_>>()
                     .join(" or ");
-                problem(
+                problems.add(
                     &format!("{at}.service"),
                     format!(
                         "a `{kind}` step needs a service with `api: {list}`; `{service}` has `api: {}`",
@@ -344,10 +337,17 @@ impl Planner<'_> {
     /// Compiles `<name>.<field>` and checks that every variable it reads is defined
     /// before the step: the prompt, the passages (empty until a search fills them) and
     /// the earlier steps.
-    fn template(&mut self, name: &str, at: &str, field: &str, source: &str, problem: &mut Problem) {
+    fn template(
+        &mut self,
+        name: &str,
+        at: &str,
+        field: &str,
+        source: &str,
+        problems: &mut Problems,
+    ) {
         let key = format!("{name}.{field}");
         if let Err(e) = self.env.add_template_owned(key.clone(), source.to_owned()) {
-            problem(
+            problems.add(
                 &format!("{at}.{field}"),
                 format!("is not a valid template: {e}"),
                 Some(
@@ -372,7 +372,7 @@ impl Planner<'_> {
             let near = nearest(&root, &choices)
                 .map(|n| format!("did you mean `{n}`? "))
                 .unwrap_or_default();
-            problem(
+            problems.add(
                 &format!("{at}.{field}"),
                 format!("`{variable}` is not defined before step `{name}`"),
                 Some(format!("{near}Defined here: {}", defined.join(", "))),
@@ -380,10 +380,10 @@ impl Planner<'_> {
         }
     }
 
-    fn search(&self, s: &SearchStep, at: &str, problem: &mut Problem) -> Option<StepKind> {
-        let embedding = self.search_embedding(s, at, problem);
+    fn search(&self, s: &SearchStep, at: &str, problems: &mut Problems) -> Option<StepKind> {
+        let embedding = self.search_embedding(s, at, problems);
         if !(1..=10_000).contains(&s.top_k) {
-            problem(
+            problems.add(
                 &format!("{at}.top_k"),
                 format!("{} is not between 1 and 10000", s.top_k),
                 None,
@@ -391,7 +391,7 @@ impl Planner<'_> {
         }
         let threshold = s.recall_threshold.unwrap_or(0.82);
         if !(0.0..=1.0).contains(&threshold) {
-            problem(
+            problems.add(
                 &format!("{at}.recall_threshold"),
                 format!("{threshold} is not between 0 and 1"),
                 Some("write a share: 0.82 for 82 %".into()),
@@ -401,7 +401,7 @@ impl Planner<'_> {
             match GroundTruth::load(&self.spec_dir.join(file)) {
                 Ok(truth) => Some(Arc::new(truth)),
                 Err(e) => {
-                    problem(&format!("{at}.ground_truth"), e, None);
+                    problems.add(&format!("{at}.ground_truth"), e, None);
                     None
                 }
             }
@@ -418,7 +418,12 @@ impl Planner<'_> {
 
     /// The embed step a search takes its vector from: the one it names, else the
     /// last before it.
-    fn search_embedding(&self, s: &SearchStep, at: &str, problem: &mut Problem) -> Option<String> {
+    fn search_embedding(
+        &self,
+        s: &SearchStep,
+        at: &str,
+        problems: &mut Problems,
+    ) -> Option<String> {
         let is_embed = |st: &&Step| matches!(st.kind, StepKind::Embed);
         match &s.embedding {
             Some(from) => {
@@ -428,7 +433,7 @@ impl Planner<'_> {
                     .filter(is_embed)
                     .any(|st| &st.name == from)
                 {
-                    problem(
+                    problems.add(
                         &format!("{at}.embedding"),
                         format!("`{from}` is not an embed step before this one"),
                         Some("name an earlier `embed` step".into()),
@@ -439,7 +444,7 @@ impl Planner<'_> {
             None => {
                 let last = self.steps.iter().rev().find(is_embed);
                 if last.is_none() {
-                    problem(
+                    problems.add(
                         at,
                         "a search needs a vector: no `embed` step comes before it".into(),
                         Some("add `- embed: { service: …, input: \"{{ prompt }}\" }` before the search".into()),
@@ -455,13 +460,13 @@ impl Planner<'_> {
         c: &ChatStep,
         name: &str,
         at: &str,
-        problem: &mut Problem,
+        problems: &mut Problems,
     ) -> Option<StepKind> {
         if let Some(system) = &c.system {
-            self.template(name, at, "system", system, problem);
+            self.template(name, at, "system", system, problems);
         }
         let user = c.user.as_deref().unwrap_or(DEFAULT_USER);
-        self.template(name, at, "user", user, problem);
+        self.template(name, at, "user", user, problems);
         let mut body = c.body.clone();
         if !c.tools.is_empty() {
             let tools: Vec<Value> = c
@@ -482,7 +487,7 @@ impl Planner<'_> {
             Some(choice @ ("auto" | "required" | "none")) => {
                 body.insert("tool_choice".into(), json!(choice));
             }
-            Some(other) => problem(
+            Some(other) => problems.add(
                 &format!("{at}.tool_choice"),
                 format!("`{other}` is not a tool choice"),
                 Some("choose from: auto, required, none".into()),
@@ -498,13 +503,13 @@ impl Planner<'_> {
 
     /// A tool step runs the tool calls of the last chat step before it that offers
     /// tools.
-    fn tool(&self, t: &ToolStep, at: &str, problem: &mut Problem) -> Option<StepKind> {
+    fn tool(&self, t: &ToolStep, at: &str, problems: &mut Problems) -> Option<StepKind> {
         let chat = self.steps.iter().rev().find_map(|st| match &st.kind {
             StepKind::Chat(ChatPlan { tool_names, .. }) => Some((st.name.clone(), tool_names)),
             _ => None,
         });
         let Some((chat, tool_names)) = chat.filter(|(_, tools)| !tools.is_empty()) else {
-            problem(
+            problems.add(
                 at,
                 "a tool step runs the tool calls of a chat step before it, and none offers tools"
                     .into(),
@@ -513,7 +518,7 @@ impl Planner<'_> {
             return None;
         };
         for path_of in t.paths.keys().filter(|p| !tool_names.contains(p)) {
-            problem(
+            problems.add(
                 &format!("{at}.paths.{path_of}"),
                 format!("`{path_of}` is not a tool the `{chat}` step offers"),
                 Some(format!("offered: {}", tool_names.join(", "))),
@@ -532,16 +537,16 @@ impl Planner<'_> {
         h: &HttpStep,
         name: &str,
         at: &str,
-        problem: &mut Problem,
+        problems: &mut Problems,
     ) -> Option<StepKind> {
         if let Some(body) = &h.body {
-            self.template(name, at, "body", body, problem);
+            self.template(name, at, "body", body, problems);
         }
         let method = h.method.as_deref().unwrap_or("POST");
         let method = Method::from_bytes(method.to_uppercase().as_bytes())
             .ok()
             .or_else(|| {
-                problem(
+                problems.add(
                     &format!("{at}.method"),
                     format!("`{method}` is not an HTTP method"),
                     Some("write e.g. POST".into()),
@@ -549,7 +554,7 @@ impl Planner<'_> {
                 None
             });
         if !h.path.starts_with('/') {
-            problem(
+            problems.add(
                 &format!("{at}.path"),
                 format!("`{}` is not a path", h.path),
                 Some("start it with `/`".into()),
@@ -572,7 +577,7 @@ fn flow_services(
     used: &BTreeSet<String>,
     specs: &BTreeMap<String, ServiceSpec>,
     resolved: &BTreeMap<String, Service>,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> BTreeMap<String, FlowService> {
     let mut services = BTreeMap::new();
     for name in used {
@@ -582,7 +587,7 @@ fn flow_services(
         if let Some(table) = &spec.pgvector
             && let Err(e) = crate::flow::search::pg_query(table)
         {
-            problem(&format!("spec.services.{name}.pgvector"), e, None);
+            problems.add(&format!("spec.services.{name}.pgvector"), e, None);
         }
         services.insert(
             name.clone(),

@@ -1,5 +1,5 @@
 //! The validated scenario: what a spec file (or the CLI's shorthands, which build the
-//! same spec types) means, checked once. Every problem is reported together, each with
+//! same spec types) means, checked once. Every problems is reported together, each with
 //! the file, line and field it comes from.
 
 pub mod flow;
@@ -28,10 +28,9 @@ use crate::metrics::RequestSlo;
 use crate::scenario::flow::FlowPlan;
 use crate::schedule::{Arrival, ClosedStage, OpenStage, ReplayStage, Stage, SweepStage, Unit};
 use crate::slo::SloSet;
-use crate::spec::error::locate;
 use crate::spec::{
-    ApiKind, ArrivalKind, DatasetFormat, DatasetOrder, HttpRequestSpec, InferenceSpec, PromptsSpec,
-    ServiceSpec, SpecError, SpecErrors, SpecFile, StageSpec,
+    ApiKind, ArrivalKind, DatasetFormat, DatasetOrder, HttpRequestSpec, InferenceSpec, Problem,
+    Problems, PromptsSpec, ServiceSpec, SpecErrors, SpecFile, StageSpec,
 };
 use crate::tokenizer::{DEFAULT_MAX_COUNT_BYTES, LocalTokenizer, TokenCounting};
 use crate::workload::{Length, PromptSource};
@@ -149,18 +148,7 @@ impl Scenario {
     /// Validates a parsed spec; `text` is the file's text, to locate problems.
     pub fn from_spec(file: &SpecFile, text: &str) -> Result<Scenario, SpecErrors> {
         let spec = &file.inference;
-        let mut errors = Vec::new();
-        let mut problem = |path: &str, message: String, fix: Option<String>| {
-            let (line, column) = locate(text, path);
-            errors.push(SpecError {
-                file: file.path.clone(),
-                line,
-                column,
-                path: path.to_owned(),
-                message,
-                fix,
-            });
-        };
+        let mut problems = Problems::new();
 
         let spec_dir = Path::new(&file.path).parent().unwrap_or(Path::new(""));
         // Every service is checked, used or not; then the one the payload calls.
@@ -172,7 +160,7 @@ impl Scenario {
             .services
             .iter()
             .filter_map(|(name, s)| {
-                service_from_spec(name, s, spec_dir, max_count_bytes, &mut problem)
+                service_from_spec(name, s, spec_dir, max_count_bytes, &mut problems)
             })
             .collect();
         let resolved: BTreeMap<String, Service> = services
@@ -184,10 +172,10 @@ impl Scenario {
             &spec.services,
             &resolved,
             spec_dir,
-            &mut problem,
+            &mut problems,
         );
-        embedded_profiles_agree(spec, &mut problem);
-        let service_name = main_service(spec, flow.as_ref(), &mut problem);
+        embedded_profiles_agree(spec, &mut problems);
+        let service_name = main_service(spec, flow.as_ref(), &mut problems);
         let service = services
             .into_iter()
             .find(|s| Some(&s.name) == service_name.as_ref());
@@ -202,28 +190,26 @@ impl Scenario {
             .map(|s| s.api)
             // A flow's prompts feed its steps, whatever API the first one speaks.
             .map(|api| if flow.is_some() { ApiKind::Chat } else { api });
-        let workload = workload_from_spec(file, api, tokenizer, &mut problem);
+        let workload = workload_from_spec(file, api, tokenizer, &mut problems);
 
-        let stages = stages_from_spec(spec, spec_dir, &mut problem);
+        let stages = stages_from_spec(spec, spec_dir, &mut problems);
 
         let timeouts = timeouts_from_spec(&spec.timeouts);
-        let goodput = goodput_from_spec(spec, &mut problem);
-        let session = session_from_spec(spec, workload.as_ref(), &mut problem);
+        let goodput = goodput_from_spec(spec, &mut problems);
+        let session = session_from_spec(spec, workload.as_ref(), &mut problems);
         let slos = file
             .scale
             .as_ref()
             .filter(|scale| !scale.slo_thresholds.is_empty())
-            .and_then(|scale| SloSet::from_spec(&scale.slo_thresholds, &mut problem));
-        let scrape = scrape_from_spec(spec, &mut problem);
+            .and_then(|scale| SloSet::from_spec(&scale.slo_thresholds, &mut problems));
+        let scrape = scrape_from_spec(spec, &mut problems);
         if spec.max_in_flight == Some(0) {
-            problem("spec.max_in_flight", "must be at least 1".into(), None);
+            problems.add("spec.max_in_flight", "must be at least 1".into(), None);
         }
         let called = service_name.as_deref().unwrap_or("llm");
-        let faults = faults_from_spec(spec, called, flow.as_ref(), &mut problem);
-        if !errors.is_empty() {
-            // In file order, as a reader goes through the file to fix them.
-            errors.sort_by_key(|e| (e.line, e.column));
-            return Err(SpecErrors(errors));
+        let faults = faults_from_spec(spec, called, flow.as_ref(), &mut problems);
+        if !problems.is_empty() {
+            return Err(problems.located(&file.path, text));
         }
         Ok(Scenario {
             name: if file.metadata.name.is_empty() {
@@ -332,7 +318,7 @@ impl Scenario {
 }
 
 /// Embedded services share one simulator, so at most one of them names a profile.
-fn embedded_profiles_agree(spec: &InferenceSpec, problem: &mut Problem) {
+fn embedded_profiles_agree(spec: &InferenceSpec, problems: &mut Problems) {
     let profiles: BTreeSet<&str> = spec
         .services
         .values()
@@ -347,7 +333,7 @@ fn embedded_profiles_agree(spec: &InferenceSpec, problem: &mut Problem) {
             .count()
             > 1
     {
-        problem(
+        problems.add(
             "spec.services",
             format!(
                 "embedded services share one simulator, but name {} profiles ({})",
@@ -364,7 +350,7 @@ fn embedded_profiles_agree(spec: &InferenceSpec, problem: &mut Problem) {
 fn main_service(
     spec: &InferenceSpec,
     flow: Option<&FlowPlan>,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<String> {
     let names: Vec<&str> = spec.services.keys().map(String::as_str).collect();
     let service_name = match &spec.payload_template.service {
@@ -395,7 +381,7 @@ fn main_service(
             }
             None => format!("set `service:` to one of: {}", names.join(", ")),
         };
-        problem("spec.payloadTemplate.service", message, Some(fix));
+        problems.add("spec.payloadTemplate.service", message, Some(fix));
     }
     service_name
 }
@@ -411,7 +397,7 @@ fn timeouts_from_spec(t: &crate::spec::TimeoutsSpec) -> Timeouts {
 }
 
 /// The per-request bounds of goodput, when set.
-fn goodput_from_spec(spec: &InferenceSpec, problem: &mut Problem) -> Option<RequestSlo> {
+fn goodput_from_spec(spec: &InferenceSpec, problems: &mut Problems) -> Option<RequestSlo> {
     spec.goodput.and_then(|g| {
         let ms = |d: Option<crate::spec::Dur>| d.map(|d| d.0.as_secs_f64() * 1e3);
         let slo = RequestSlo {
@@ -420,7 +406,7 @@ fn goodput_from_spec(spec: &InferenceSpec, problem: &mut Problem) -> Option<Requ
             e2e_ms: ms(g.e2e),
         };
         if slo == RequestSlo::default() {
-            problem(
+            problems.add(
                 "spec.goodput",
                 "sets no bound".into(),
                 Some(
@@ -438,12 +424,12 @@ fn goodput_from_spec(spec: &InferenceSpec, problem: &mut Problem) -> Option<Requ
 fn session_from_spec(
     spec: &InferenceSpec,
     workload: Option<&Workload>,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<SessionPlan> {
     spec.payload_template.session.as_ref().and_then(|session| {
         let chat = matches!(workload, Some(Workload::Llm { api: Api::Chat, .. }));
         if !chat {
-            problem(
+            problems.add(
                 "spec.payloadTemplate.session",
                 "needs a chat service: a session sends its history as messages".into(),
                 Some("use `api: chat` (the default) on the service".into()),
@@ -451,7 +437,7 @@ fn session_from_spec(
             return None;
         }
         Length::from_spec(&session.turns)
-            .map_err(|e| problem("spec.payloadTemplate.session.turns", e, None))
+            .map_err(|e| problems.add("spec.payloadTemplate.session.turns", e, None))
             .ok()
             .map(|turns| SessionPlan {
                 turns,
@@ -463,12 +449,12 @@ fn session_from_spec(
 /// Where and how often to scrape the server's Prometheus metrics.
 fn scrape_from_spec(
     spec: &InferenceSpec,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<(Option<String>, Duration)> {
     spec.server_metrics.as_ref().and_then(|m| {
         let interval = m.interval.map_or(Duration::from_secs(1), |d| d.0);
         if interval < Duration::from_millis(100) {
-            problem(
+            problems.add(
                 "spec.server_metrics.interval",
                 "must be at least 100ms".into(),
                 None,
@@ -480,7 +466,7 @@ fn scrape_from_spec(
                 .parse::<hyper::Uri>()
                 .map_or(true, |u| !matches!(u.scheme_str(), Some("http" | "https")))
         {
-            problem(
+            problems.add(
                 "spec.server_metrics.url",
                 format!("`{url}` is not an http:// or https:// URL"),
                 Some("e.g. `url: http://127.0.0.1:8000/metrics`".into()),
@@ -496,7 +482,7 @@ fn faults_from_spec(
     spec: &InferenceSpec,
     called: &str,
     flow: Option<&FlowPlan>,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Vec<RuleDef> {
     let names: Vec<&str> = spec.services.keys().map(String::as_str).collect();
     let flow_services: Vec<&str> = flow
@@ -506,24 +492,24 @@ fn faults_from_spec(
     for (i, rule) in spec.faults.iter().enumerate() {
         let at = format!("spec.faults[{i}]");
         match rule.service.as_deref() {
-            None => problem(
+            None => problems.add(
                 &format!("{at}.name"),
                 "the rule names no service".into(),
                 Some(format!(
                     "add `service: {called}`: the proxy sits in front of one service"
                 )),
             ),
-            Some(name) if !spec.services.contains_key(name) => problem(
+            Some(name) if !spec.services.contains_key(name) => problems.add(
                 &format!("{at}.service"),
                 format!("names service `{name}`, which is not under spec.services"),
                 Some(format!("choose from: {}", names.join(", "))),
             ),
-            Some(name) if name != called && !flow_services.contains(&name) => problem(
+            Some(name) if name != called && !flow_services.contains(&name) => problems.add(
                 &format!("{at}.service"),
                 format!("the run sends no traffic to `{name}`; it calls `{called}`"),
                 Some(format!("put the rule in front of `{called}`")),
             ),
-            Some(name) if spec.services[name].api == ApiKind::Pgvector => problem(
+            Some(name) if spec.services[name].api == ApiKind::Pgvector => problems.add(
                 &format!("{at}.service"),
                 format!("`{name}` speaks PostgreSQL's protocol; the chaos proxy speaks HTTP"),
                 Some("inject search faults into an HTTP vector store (`api: qdrant`)".into()),
@@ -531,7 +517,7 @@ fn faults_from_spec(
             Some(name) => {
                 let url = &spec.services[name].url;
                 if url != "embedded" && crate::chaos::upstream_uri(url, false).is_err() {
-                    problem(
+                    problems.add(
                         &format!("{at}.service"),
                         format!(
                             "`{name}` is at {url}, not on loopback: a run injects faults only into services on this machine"
@@ -544,7 +530,7 @@ fn faults_from_spec(
             }
         }
         if spec.faults[..i].iter().any(|r| r.name == rule.name) {
-            problem(
+            problems.add(
                 &format!("{at}.name"),
                 format!("a rule named `{}` comes earlier", rule.name),
                 Some("give every rule its own name".into()),
@@ -552,16 +538,8 @@ fn faults_from_spec(
         }
         match RuleDef::validate(rule, &at) {
             Ok(def) => faults.push(def),
-            Err(found) => {
-                for p in found {
-                    problem(&p.path, p.message, p.fix);
-                }
-            }
+            Err(found) => problems.extend(found),
         }
     }
     faults
 }
-
-type Problem<'a> = dyn FnMut(&str, String, Option<String>) + 'a;
-
-type StageProblem = (&'static str, String, Option<String>);

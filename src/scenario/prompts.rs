@@ -8,7 +8,7 @@ pub(super) fn workload_from_spec(
     file: &SpecFile,
     api: Option<ApiKind>,
     tokenizer: LocalTokenizer,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<Workload> {
     let spec = &file.inference;
     let template = &spec.payload_template;
@@ -16,15 +16,21 @@ pub(super) fn workload_from_spec(
         (None, prompts, request) => {
             // The service is already reported; still check what the payload says.
             if let Some(prompts) = prompts {
-                prompts_from_spec(prompts, &file.path, spec.seed, LocalTokenizer::Sim, problem);
+                prompts_from_spec(
+                    prompts,
+                    &file.path,
+                    spec.seed,
+                    LocalTokenizer::Sim,
+                    problems,
+                );
             }
             if let Some(request) = request {
-                http_request_from_spec(request, problem);
+                http_request_from_spec(request, problems);
             }
             None
         }
         (Some(ApiKind::Http), Some(_), _) => {
-            problem(
+            problems.add(
                 "spec.payloadTemplate.prompts",
                 "applies to chat and completions services, not `api: http`".into(),
                 Some("describe the request under `request:` instead".into()),
@@ -32,7 +38,7 @@ pub(super) fn workload_from_spec(
             None
         }
         (Some(ApiKind::Http), None, None) => {
-            problem(
+            problems.add(
                 "spec.payloadTemplate",
                 "an `api: http` service needs a `request`".into(),
                 Some("add e.g. `request: { method: GET, path: / }`".into()),
@@ -40,10 +46,10 @@ pub(super) fn workload_from_spec(
             None
         }
         (Some(ApiKind::Http), None, Some(request)) => {
-            http_request_from_spec(request, problem).map(Workload::Http)
+            http_request_from_spec(request, problems).map(Workload::Http)
         }
         (Some(_), _, Some(_)) => {
-            problem(
+            problems.add(
                 "spec.payloadTemplate.request",
                 "applies only to `api: http` services".into(),
                 Some("set `api: http` on the service, or describe prompts instead".into()),
@@ -51,7 +57,7 @@ pub(super) fn workload_from_spec(
             None
         }
         (Some(_), None, None) => {
-            problem(
+            problems.add(
                 "spec.payloadTemplate",
                 "needs `prompts`: where do the prompts come from?".into(),
                 Some(
@@ -62,7 +68,7 @@ pub(super) fn workload_from_spec(
             None
         }
         (Some(kind), Some(prompts), None) => {
-            prompts_from_spec(prompts, &file.path, spec.seed, tokenizer, problem).map(|prompts| {
+            prompts_from_spec(prompts, &file.path, spec.seed, tokenizer, problems).map(|prompts| {
                 Workload::Llm {
                     api: if kind == ApiKind::Completions {
                         Api::Completions
@@ -85,7 +91,7 @@ pub(super) fn prompts_from_spec(
     spec_path: &str,
     seed: u64,
     tokenizer: LocalTokenizer,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<PromptSource> {
     let given = [
         prompts.synthetic.is_some(),
@@ -94,7 +100,7 @@ pub(super) fn prompts_from_spec(
         prompts.templates.is_some(),
     ];
     if given.iter().filter(|g| **g).count() != 1 {
-        problem(
+        problems.add(
             "spec.payloadTemplate.prompts",
             "needs exactly one source".into(),
             Some(
@@ -111,30 +117,30 @@ pub(super) fn prompts_from_spec(
             .join(path)
     };
     if let Some(t) = &prompts.templates {
-        return templates_source(t, &relative(&t.file), tokenizer, problem);
+        return templates_source(t, &relative(&t.file), tokenizer, problems);
     }
     if let Some(s) = &prompts.synthetic {
-        return synthetic_source(s, seed, problem);
+        return synthetic_source(s, seed, problems);
     }
     if let Some(path) = &prompts.file {
-        return file_source(&relative(path), tokenizer, problem);
+        return file_source(&relative(path), tokenizer, problems);
     }
     let d = prompts.dataset.as_ref()?;
-    dataset_source(d, &relative(&d.file), tokenizer, problem)
+    dataset_source(d, &relative(&d.file), tokenizer, problems)
 }
 
 pub(super) fn templates_source(
     t: &crate::spec::TemplatesSpec,
     path: &Path,
     tokenizer: LocalTokenizer,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<PromptSource> {
     let generator = crate::workload::datagen::Generator::load(path)
-        .map_err(|e| problem("spec.payloadTemplate.prompts.templates.file", e, None))
+        .map_err(|e| problems.add("spec.payloadTemplate.prompts.templates.file", e, None))
         .ok();
     let output = Length::from_spec(&t.output_tokens)
         .map_err(|e| {
-            problem(
+            problems.add(
                 "spec.payloadTemplate.prompts.templates.output_tokens",
                 e,
                 None,
@@ -153,11 +159,11 @@ pub(super) fn templates_source(
 pub(super) fn synthetic_source(
     s: &crate::spec::SyntheticSpec,
     seed: u64,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<PromptSource> {
     let input = Length::from_spec(&s.input_tokens)
         .map_err(|e| {
-            problem(
+            problems.add(
                 "spec.payloadTemplate.prompts.synthetic.input_tokens",
                 e,
                 None,
@@ -166,7 +172,7 @@ pub(super) fn synthetic_source(
         .ok();
     let output = Length::from_spec(&s.output_tokens)
         .map_err(|e| {
-            problem(
+            problems.add(
                 "spec.payloadTemplate.prompts.synthetic.output_tokens",
                 e,
                 None,
@@ -177,7 +183,7 @@ pub(super) fn synthetic_source(
         && s.prefix_tokens > 0
         && input.upper() <= s.prefix_tokens
     {
-        problem(
+        problems.add(
             "spec.payloadTemplate.prompts.synthetic.prefix_tokens",
             format!(
                 "{} leaves no room in prompts of at most {} tokens",
@@ -196,7 +202,7 @@ pub(super) fn synthetic_source(
 pub(super) fn file_source(
     path: &Path,
     tokenizer: LocalTokenizer,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<PromptSource> {
     let options = crate::workload::dataset::Options {
         format: DatasetFormat::Jsonl,
@@ -210,7 +216,7 @@ pub(super) fn file_source(
     };
     crate::workload::dataset::load(path, DatasetOrder::Sequential, &options)
         .map(PromptSource::Dataset)
-        .map_err(|e| problem("spec.payloadTemplate.prompts.file", e, None))
+        .map_err(|e| problems.add("spec.payloadTemplate.prompts.file", e, None))
         .ok()
 }
 
@@ -218,7 +224,7 @@ pub(super) fn dataset_source(
     d: &crate::spec::DatasetSpec,
     path: &Path,
     tokenizer: LocalTokenizer,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<PromptSource> {
     let format = d
         .format
@@ -232,7 +238,7 @@ pub(super) fn dataset_source(
         d.max_input_tokens.unwrap_or(u32::MAX),
     );
     if min > max {
-        problem(
+        problems.add(
             "spec.payloadTemplate.prompts.dataset.min_input_tokens",
             format!("is above max_input_tokens ({min} > {max})"),
             None,
@@ -243,7 +249,7 @@ pub(super) fn dataset_source(
         Some(spec) => Some(
             Length::from_spec(spec)
                 .map_err(|e| {
-                    problem(
+                    problems.add(
                         "spec.payloadTemplate.prompts.dataset.output_tokens",
                         e,
                         None,
@@ -265,18 +271,18 @@ pub(super) fn dataset_source(
     };
     crate::workload::dataset::load(path, d.order, &options)
         .map(PromptSource::Dataset)
-        .map_err(|e| problem("spec.payloadTemplate.prompts.dataset.file", e, None))
+        .map_err(|e| problems.add("spec.payloadTemplate.prompts.dataset.file", e, None))
         .ok()
 }
 
 pub(super) fn http_request_from_spec(
     r: &HttpRequestSpec,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<HttpRequest> {
     let path = "spec.payloadTemplate.request";
     let method = Method::from_bytes(r.method.as_bytes())
         .map_err(|_| {
-            problem(
+            problems.add(
                 &format!("{path}.method"),
                 format!("`{}` is not an HTTP method", r.method),
                 Some("write e.g. GET or POST".into()),
@@ -284,7 +290,7 @@ pub(super) fn http_request_from_spec(
         })
         .ok();
     if !r.path.starts_with('/') || r.path.parse::<hyper::Uri>().is_err() {
-        problem(
+        problems.add(
             &format!("{path}.path"),
             format!("`{}` is not a path", r.path),
             Some("start it with `/`, e.g. `/health`".into()),
@@ -294,13 +300,13 @@ pub(super) fn http_request_from_spec(
     if let Some(status) = r.expect_status
         && !(100..=599).contains(&status)
     {
-        problem(
+        problems.add(
             &format!("{path}.expect_status"),
             format!("{status} is not an HTTP status"),
             None,
         );
     }
-    let headers = headers_from_spec(&r.headers, path, problem);
+    let headers = headers_from_spec(&r.headers, path, problems);
     Some(HttpRequest {
         method: method?,
         path: r.path.clone(),

@@ -8,20 +8,20 @@ pub(super) fn service_from_spec(
     s: &ServiceSpec,
     spec_dir: &Path,
     max_count_bytes: usize,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<Service> {
     let path = format!("spec.services.{name}");
-    let endpoint = endpoint_from_spec(s, &path, problem);
-    let tls = tls_from_spec(s, &path, spec_dir, problem);
+    let endpoint = endpoint_from_spec(s, &path, problems);
+    let tls = tls_from_spec(s, &path, spec_dir, problems);
     if let Some(profile) = &s.profile {
         if s.url != "embedded" {
-            problem(
+            problems.add(
                 &format!("{path}.profile"),
                 "a profile only applies to `url: embedded`".into(),
                 Some("remove `profile`, or set `url: embedded`".into()),
             );
         } else if let Err(e) = crate::sim::Profile::load(profile) {
-            problem(&format!("{path}.profile"), e.to_string(), None);
+            problems.add(&format!("{path}.profile"), e.to_string(), None);
         }
     }
     let needs_model = matches!(
@@ -29,7 +29,7 @@ pub(super) fn service_from_spec(
         ApiKind::Chat | ApiKind::Completions | ApiKind::Embeddings
     );
     if s.model.is_none() && s.url != "embedded" && needs_model {
-        problem(
+        problems.add(
             &format!("{path}.model"),
             "is required for a real server".into(),
             Some("name the served model, as GET /v1/models lists it".into()),
@@ -38,9 +38,9 @@ pub(super) fn service_from_spec(
     let api_key = s
         .api_key_env
         .as_deref()
-        .and_then(|var| api_key_from_env(var, &format!("{path}.api_key_env"), problem));
-    let headers = headers_from_spec(&s.headers, &path, problem);
-    let tokenizer = tokenizer_from_spec(s, &path, spec_dir, problem);
+        .and_then(|var| api_key_from_env(var, &format!("{path}.api_key_env"), problems));
+    let headers = headers_from_spec(&s.headers, &path, problems);
+    let tokenizer = tokenizer_from_spec(s, &path, spec_dir, problems);
     Some(Service {
         counting: TokenCounting {
             tokenizer: tokenizer?,
@@ -63,11 +63,11 @@ pub(super) fn service_from_spec(
 pub(super) fn endpoint_from_spec(
     s: &ServiceSpec,
     path: &str,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<Endpoint> {
     if s.url == "embedded" {
         if s.api == ApiKind::Pgvector {
-            problem(
+            problems.add(
                 &format!("{path}.url"),
                 "the simulator speaks Qdrant's API, not PostgreSQL's".into(),
                 Some(
@@ -83,14 +83,14 @@ pub(super) fn endpoint_from_spec(
     } else if s.api == ApiKind::Pgvector {
         let is_dsn = s.url.starts_with("postgresql://") || s.url.starts_with("postgres://");
         if !is_dsn || s.url.parse::<tokio_postgres::Config>().is_err() {
-            problem(
+            problems.add(
                 &format!("{path}.url"),
                 format!("`{}` is not a PostgreSQL connection URL", s.url),
                 Some("write e.g. `postgresql://postgres@127.0.0.1:5432/postgres`".into()),
             );
             None
         } else if s.pgvector.is_none() {
-            problem(
+            problems.add(
                 &format!("{path}.pgvector"),
                 "a pgvector service needs its table".into(),
                 Some(
@@ -108,7 +108,7 @@ pub(super) fn endpoint_from_spec(
         .or(s.url.strip_prefix("https://"))
     {
         if rest.is_empty() || s.url.parse::<hyper::Uri>().is_err() {
-            problem(
+            problems.add(
                 &format!("{path}.url"),
                 format!("`{}` is not a valid URL", s.url),
                 Some("write e.g. `http://127.0.0.1:8000`".into()),
@@ -121,7 +121,7 @@ pub(super) fn endpoint_from_spec(
             ))
         }
     } else {
-        problem(
+        problems.add(
             &format!("{path}.url"),
             format!(
                 "`{}` is neither `embedded` nor an http:// or https:// URL",
@@ -139,7 +139,7 @@ pub(super) fn tokenizer_from_spec(
     s: &ServiceSpec,
     path: &str,
     spec_dir: &Path,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<LocalTokenizer> {
     let default_tokenizer = if s.url == "embedded" {
         "sim"
@@ -154,7 +154,7 @@ pub(super) fn tokenizer_from_spec(
         }
         unknown => LocalTokenizer::by_name(unknown),
     }
-    .map_err(|e| problem(&format!("{path}.tokenizer"), e, None))
+    .map_err(|e| problems.add(&format!("{path}.tokenizer"), e, None))
     .ok()
 }
 
@@ -164,13 +164,13 @@ pub(super) fn tls_from_spec(
     s: &ServiceSpec,
     path: &str,
     spec_dir: &Path,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Option<Option<TlsSettings>> {
     let https = s.url.starts_with("https://");
     match (&s.tls, https) {
         (None, false) => Some(None),
         (Some(_), false) => {
-            problem(
+            problems.add(
                 &format!("{path}.tls"),
                 format!("applies to https:// URLs; `{}` is not one", s.url),
                 Some("remove `tls`, or write the URL with https://".into()),
@@ -187,7 +187,7 @@ pub(super) fn tls_from_spec(
                 insecure_skip_verify: t.insecure_skip_verify,
             };
             if t.insecure_skip_verify && t.ca_cert.is_some() {
-                problem(
+                problems.add(
                     &format!("{path}.tls.insecure_skip_verify"),
                     "checks nothing, so the `ca_cert` beside it would not be used".into(),
                     Some(
@@ -198,7 +198,7 @@ pub(super) fn tls_from_spec(
                 return None;
             }
             TlsSettings::load(&options)
-                .map_err(|e| problem(&format!("{path}.tls.{}", e.field), e.message, None))
+                .map_err(|e| problems.add(&format!("{path}.tls.{}", e.field), e.message, None))
                 .ok()
                 .map(Some)
         }
@@ -210,13 +210,13 @@ pub(super) fn tls_from_spec(
 pub(super) fn headers_from_spec(
     headers: &BTreeMap<String, String>,
     path: &str,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Vec<(HeaderName, HeaderValue)> {
     let mut valid = Vec::new();
     for (k, v) in headers {
         let at = format!("{path}.headers.{k}");
         let Ok(name) = HeaderName::try_from(k.as_str()) else {
-            problem(
+            problems.add(
                 &at,
                 format!("`{k}` is not an HTTP header name"),
                 Some("use letters, digits and `-`, e.g. `x-api-key`".into()),
@@ -228,7 +228,7 @@ pub(super) fn headers_from_spec(
                 value.set_sensitive(true);
                 valid.push((name, value));
             }
-            Err(_) => problem(
+            Err(_) => problems.add(
                 &at,
                 "its value holds a control character (a newline?), which no header can carry"
                     .into(),
@@ -242,11 +242,15 @@ pub(super) fn headers_from_spec(
 /// The `Authorization` value of the key in environment variable `var`, checked once
 /// here: a key that cannot go in a header (a trailing newline from `echo`, say) is a
 /// spec error naming the variable, not a failure of every request.
-pub(super) fn api_key_from_env(var: &str, at: &str, problem: &mut Problem) -> Option<HeaderValue> {
+pub(super) fn api_key_from_env(
+    var: &str,
+    at: &str,
+    problems: &mut Problems,
+) -> Option<HeaderValue> {
     let key = match std::env::var(var) {
         Ok(key) => key,
         Err(std::env::VarError::NotPresent) => {
-            problem(
+            problems.add(
                 at,
                 format!("environment variable `{var}` is not set"),
                 Some(format!("export {var}=… before the run")),
@@ -254,7 +258,7 @@ pub(super) fn api_key_from_env(var: &str, at: &str, problem: &mut Problem) -> Op
             return None;
         }
         Err(std::env::VarError::NotUnicode(_)) => {
-            problem(
+            problems.add(
                 at,
                 format!("environment variable `{var}` is not valid UTF-8"),
                 None,
@@ -270,7 +274,7 @@ pub(super) fn api_key_from_env(var: &str, at: &str, problem: &mut Problem) -> Op
                 Some(c) => format!("the control character U+{:04X}", c as u32),
                 None => "a character an HTTP header cannot carry".to_owned(),
             };
-            problem(
+            problems.add(
                 at,
                 format!("the key in `{var}` holds {what}, so it cannot be sent as a header"),
                 Some(format!(

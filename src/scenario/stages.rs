@@ -6,29 +6,29 @@ use super::*;
 pub(super) fn stages_from_spec(
     spec: &InferenceSpec,
     spec_dir: &Path,
-    problem: &mut Problem,
+    problems: &mut Problems,
 ) -> Vec<Stage> {
     let mut stages = Vec::new();
     match (spec.qps_target, spec.load.is_empty()) {
-        (Some(_), false) => problem("spec.qpsTarget", "cannot be combined with `load`".into(), Some("keep one: `qpsTarget` + `duration`, or `load` stages".into())),
-        (Some(rate), true) if !(rate.is_finite() && rate > 0.0) => problem("spec.qpsTarget", format!("must be a positive number, got {rate}"), None),
+        (Some(_), false) => problems.add("spec.qpsTarget", "cannot be combined with `load`".into(), Some("keep one: `qpsTarget` + `duration`, or `load` stages".into())),
+        (Some(rate), true) if !(rate.is_finite() && rate > 0.0) => problems.add("spec.qpsTarget", format!("must be a positive number, got {rate}"), None),
         (Some(rate), true) => match spec.duration {
             Some(d) => stages.push(Stage::Open(OpenStage { arrival: Arrival::Constant, rate, ramp_to: None, duration: Some(d.0), requests: None, max_concurrency: None })),
-            None => problem("spec.qpsTarget", "needs a `duration`".into(), Some("add e.g. `duration: 60s` beside it".into())),
+            None => problems.add("spec.qpsTarget", "needs a `duration`".into(), Some("add e.g. `duration: 60s` beside it".into())),
         },
-        (None, true) => problem("spec.load", "no load: nothing to run".into(), Some("add stages, e.g. `load: [{ arrival: poisson, rate: 10, duration: 30s }]`, or `qpsTarget` + `duration`".into())),
+        (None, true) => problems.add("spec.load", "no load: nothing to run".into(), Some("add stages, e.g. `load: [{ arrival: poisson, rate: 10, duration: 30s }]`, or `qpsTarget` + `duration`".into())),
         (None, false) => {
             for (i, stage) in spec.load.iter().enumerate() {
                 match stage_from_spec(stage, spec_dir) {
                     Ok(stage) => stages.push(stage),
-                    Err((field, message, fix)) => problem(&format!("spec.load[{i}]{field}"), message, fix),
+                    Err(problem) => problems.push(problem.under(&format!("spec.load[{i}]"))),
                 }
             }
         }
     }
     let planned: Option<Duration> = stages.iter().map(Stage::duration).sum();
     if !spec.cooldown.0.is_zero() && planned.is_none() {
-        problem(
+        problems.add(
             "spec.cooldown",
             "needs every stage to have a `duration`, to know when the end is".into(),
             None,
@@ -37,39 +37,39 @@ pub(super) fn stages_from_spec(
     stages
 }
 
-/// The first field that is set but means nothing for this kind of stage, as a problem.
+/// The first field that is set but means nothing for this kind of stage, as a problems.
 pub(super) fn reject_set(
     fields: &[(bool, &'static str)],
     message: &str,
     fix: &str,
-) -> Result<(), StageProblem> {
+) -> Result<(), Problem> {
     match fields.iter().find(|(set, _)| *set) {
-        Some((_, field)) => Err((field, message.into(), Some(fix.into()))),
+        Some((_, field)) => Err(Problem::new(*field, message.into(), Some(fix.into()))),
         None => Ok(()),
     }
 }
 
-pub(super) fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, StageProblem> {
+pub(super) fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, Problem> {
     if let Some(replay) = &s.replay {
         return replay_stage(s, replay, spec_dir);
     }
     if s.duration.is_none() && s.requests.is_none() {
-        return Err((
+        return Err(Problem::new(
             "",
             "a stage needs a `duration` or a `requests` budget".into(),
             Some("add e.g. `duration: 30s`".into()),
         ));
     }
     if s.requests == Some(0) {
-        return Err((".requests", "must be at least 1".into(), None));
+        return Err(Problem::new(".requests", "must be at least 1".into(), None));
     }
     let duration = s.duration.map(|d| d.0);
     if let Some(sweep) = s.sweep {
         return sweep_stage(s, sweep, duration);
     }
     match (s.rate, s.concurrency) {
-        (Some(_), Some(_)) => Err(("", "has both `rate` (open loop) and `concurrency` (closed loop)".into(), Some("keep one: `rate` for a target request rate, `concurrency` for N sessions back to back".into()))),
-        (None, None) => Err(("", "needs `rate` (open loop) or `concurrency` (closed loop)".into(), Some("add e.g. `rate: 10` or `concurrency: 8`".into()))),
+        (Some(_), Some(_)) => Err(Problem::new("", "has both `rate` (open loop) and `concurrency` (closed loop)".into(), Some("keep one: `rate` for a target request rate, `concurrency` for N sessions back to back".into()))),
+        (None, None) => Err(Problem::new("", "needs `rate` (open loop) or `concurrency` (closed loop)".into(), Some("add e.g. `rate: 10` or `concurrency: 8`".into()))),
         (Some(rate), None) => open_stage(s, rate, duration),
         (None, Some(concurrency)) => closed_stage(s, concurrency, duration),
     }
@@ -79,7 +79,7 @@ pub(super) fn replay_stage(
     s: &StageSpec,
     replay: &crate::spec::ReplaySpec,
     spec_dir: &Path,
-) -> Result<Stage, StageProblem> {
+) -> Result<Stage, Problem> {
     reject_set(
         &[
             (s.rate.is_some(), ".rate"),
@@ -98,7 +98,7 @@ pub(super) fn replay_stage(
     )?;
     let speed = replay.speed.unwrap_or(1.0);
     if !(speed.is_finite() && speed > 0.0) {
-        return Err((
+        return Err(Problem::new(
             ".replay.speed",
             format!("must be a positive number, got {speed}"),
             None,
@@ -106,10 +106,14 @@ pub(super) fn replay_stage(
     }
     let block_tokens = replay.block_tokens.unwrap_or(512);
     if block_tokens == 0 {
-        return Err((".replay.block_tokens", "must be at least 1".into(), None));
+        return Err(Problem::new(
+            ".replay.block_tokens",
+            "must be at least 1".into(),
+            None,
+        ));
     }
     let trace = crate::workload::replay::read(&spec_dir.join(&replay.file))
-        .map_err(|e| (".replay.file", e, None))?;
+        .map_err(|e| Problem::new(".replay.file", e, None))?;
     Ok(Stage::Replay(ReplayStage {
         trace: std::sync::Arc::new(trace),
         speed,
@@ -122,7 +126,7 @@ pub(super) fn sweep_stage(
     s: &StageSpec,
     sweep: crate::spec::SweepSpec,
     duration: Option<Duration>,
-) -> Result<Stage, StageProblem> {
+) -> Result<Stage, Problem> {
     reject_set(
         &[
             (s.rate.is_some(), ".rate"),
@@ -135,10 +139,14 @@ pub(super) fn sweep_stage(
         "remove it, or make it a stage of its own",
     )?;
     if sweep.rates == 0 {
-        return Err((".sweep.rates", "must be at least 1".into(), None));
+        return Err(Problem::new(
+            ".sweep.rates",
+            "must be at least 1".into(),
+            None,
+        ));
     }
     if sweep.throughput_concurrency == 0 {
-        return Err((
+        return Err(Problem::new(
             ".sweep.throughput_concurrency",
             "must be at least 1".into(),
             None,
@@ -158,16 +166,16 @@ pub(super) fn open_stage(
     s: &StageSpec,
     rate: f64,
     duration: Option<Duration>,
-) -> Result<Stage, StageProblem> {
+) -> Result<Stage, Problem> {
     if !(rate.is_finite() && rate > 0.0) {
-        return Err((
+        return Err(Problem::new(
             ".rate",
             format!("must be a positive number, got {rate}"),
             None,
         ));
     }
     if s.think_time.is_some() {
-        return Err((
+        return Err(Problem::new(
             ".think_time",
             "applies only to closed-loop stages".into(),
             Some("remove it, or use `concurrency`".into()),
@@ -176,14 +184,26 @@ pub(super) fn open_stage(
     let arrival = arrival_from_spec(s)?;
     if let Some(to) = s.ramp_to {
         if !(to.is_finite() && to >= 0.0) {
-            return Err((".ramp_to", format!("must be a rate >= 0, got {to}"), None));
+            return Err(Problem::new(
+                ".ramp_to",
+                format!("must be a rate >= 0, got {to}"),
+                None,
+            ));
         }
         if duration.is_none() {
-            return Err((".ramp_to", "a ramp needs a `duration`".into(), None));
+            return Err(Problem::new(
+                ".ramp_to",
+                "a ramp needs a `duration`".into(),
+                None,
+            ));
         }
     }
     if s.max_concurrency == Some(0) {
-        return Err((".max_concurrency", "must be at least 1".into(), None));
+        return Err(Problem::new(
+            ".max_concurrency",
+            "must be at least 1".into(),
+            None,
+        ));
     }
     Ok(Stage::Open(OpenStage {
         arrival,
@@ -199,9 +219,13 @@ pub(super) fn closed_stage(
     s: &StageSpec,
     concurrency: u32,
     duration: Option<Duration>,
-) -> Result<Stage, StageProblem> {
+) -> Result<Stage, Problem> {
     if concurrency == 0 {
-        return Err((".concurrency", "must be at least 1".into(), None));
+        return Err(Problem::new(
+            ".concurrency",
+            "must be at least 1".into(),
+            None,
+        ));
     }
     reject_set(
         &[
@@ -222,11 +246,11 @@ pub(super) fn closed_stage(
 }
 
 /// The arrival process of an open stage or a sweep (default poisson).
-pub(super) fn arrival_from_spec(s: &StageSpec) -> Result<Arrival, StageProblem> {
+pub(super) fn arrival_from_spec(s: &StageSpec) -> Result<Arrival, Problem> {
     Ok(
         match (s.arrival.unwrap_or(ArrivalKind::Poisson), s.burstiness) {
             (ArrivalKind::Gamma, Some(b)) if !(b.is_finite() && b > 0.0) => {
-                return Err((
+                return Err(Problem::new(
                     ".burstiness",
                     format!("must be a positive number, got {b}"),
                     None,
@@ -236,7 +260,7 @@ pub(super) fn arrival_from_spec(s: &StageSpec) -> Result<Arrival, StageProblem> 
                 burstiness: b.unwrap_or(1.0),
             },
             (_, Some(_)) => {
-                return Err((
+                return Err(Problem::new(
                     ".burstiness",
                     "applies only to `arrival: gamma`".into(),
                     Some("set `arrival: gamma`, or remove `burstiness`".into()),

@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 use yaml_serde::{Mapping, Value};
 
 use crate::metrics::Aggregator;
-use crate::spec::Dur;
 use crate::spec::error::nearest;
+use crate::spec::{Dur, Problems};
 pub use metric::{Kind, Metric};
 
 /// The names of the metrics an SLO can name.
@@ -106,12 +106,9 @@ pub struct SloSet {
     pub delay: Duration,
 }
 
-/// Reports a problem at a field path (`spec.sloThresholds.ttft.p99`).
-pub type Problem<'a> = dyn FnMut(&str, String, Option<String>) + 'a;
-
 impl SloSet {
-    /// Reads `sloThresholds`; problems go to `problem`, each with its field path.
-    pub fn from_spec(thresholds: &Mapping, problem: &mut Problem) -> Option<SloSet> {
+    /// Reads `sloThresholds`; problems go to `problems`, each with its field path.
+    pub fn from_spec(thresholds: &Mapping, problems: &mut Problems) -> Option<SloSet> {
         let base = "spec.sloThresholds";
         let mut set = SloSet {
             slos: Vec::new(),
@@ -123,7 +120,7 @@ impl SloSet {
         let mut entries: Vec<(String, Value)> = Vec::new();
         for (key, value) in thresholds {
             let Some(key) = key.as_str() else {
-                problem(base, "keys must be metric names".into(), None);
+                problems.add(base, "keys must be metric names".into(), None);
                 ok = false;
                 continue;
             };
@@ -148,7 +145,7 @@ impl SloSet {
                         }
                     }
                     other => {
-                        problem(
+                        problems.add(
                             &path,
                             format!("unknown preset `{}`", other.unwrap_or("?")),
                             Some(format!("choose from: {}", PRESETS.join(", "))),
@@ -159,7 +156,7 @@ impl SloSet {
                 "confidence" => match value.as_str().map(parse_share).or(value.as_f64().map(Ok)) {
                     Some(Ok(c)) if c > 0.5 && c < 1.0 => set.confidence = c,
                     _ => {
-                        problem(
+                        problems.add(
                             &path,
                             "must be a level between 50% and 100%".into(),
                             Some("e.g. `confidence: 95%`".into()),
@@ -170,14 +167,14 @@ impl SloSet {
                 "abort_on_fail" => match value.as_bool() {
                     Some(b) => set.abort_on_fail = b,
                     None => {
-                        problem(&path, "must be true or false".into(), None);
+                        problems.add(&path, "must be true or false".into(), None);
                         ok = false;
                     }
                 },
                 "delay" => match value.as_str().map(Dur::parse) {
                     Some(Ok(d)) => set.delay = d.0,
                     _ => {
-                        problem(
+                        problems.add(
                             &path,
                             "must be a duration".into(),
                             Some("e.g. `delay: 10s`".into()),
@@ -191,7 +188,7 @@ impl SloSet {
         // Entries written in the spec override a preset's of the same name.
         let mut seen = std::collections::BTreeSet::new();
         for (key, value) in entries.into_iter().rev() {
-            match slos_of(base, &key, &value, problem) {
+            match slos_of(base, &key, &value, problems) {
                 Some(slos) => {
                     for slo in slos {
                         if seen.insert(slo.name.clone()) {
@@ -204,7 +201,7 @@ impl SloSet {
         }
         set.slos.reverse();
         if ok && set.slos.is_empty() {
-            problem(
+            problems.add(
                 base,
                 "sets no SLO".into(),
                 Some("add e.g. `ttft: { p99: \"<= 350ms\" }` or `preset: redlines`".into()),
@@ -216,7 +213,7 @@ impl SloSet {
 }
 
 /// The SLOs of one `sloThresholds` entry.
-fn slos_of(base: &str, key: &str, value: &Value, problem: &mut Problem) -> Option<Vec<Slo>> {
+fn slos_of(base: &str, key: &str, value: &Value, problems: &mut Problems) -> Option<Vec<Slo>> {
     let path = format!("{base}.{key}");
     let (metric, error_kind) = match key.split_once('{') {
         Some((metric, selector)) => {
@@ -227,7 +224,7 @@ fn slos_of(base: &str, key: &str, value: &Value, problem: &mut Problem) -> Optio
             match kind {
                 Some(kind) => (metric, Some(kind.to_owned())),
                 None => {
-                    problem(
+                    problems.add(
                         &path,
                         format!("malformed selector in `{key}`"),
                         Some("only `error_rate` takes one, as `error_rate{kind=timeout}`".into()),
@@ -243,16 +240,16 @@ fn slos_of(base: &str, key: &str, value: &Value, problem: &mut Problem) -> Optio
             Some(near) => format!("did you mean `{near}`? Choose from: {}", METRICS.join(", ")),
             None => format!("choose from: {}", METRICS.join(", ")),
         };
-        problem(&path, format!("unknown metric `{metric}`"), Some(fix));
+        problems.add(&path, format!("unknown metric `{metric}`"), Some(fix));
         return None;
     };
     let kind = parsed.kind();
     let slo =
-        |name: String, quantile: Option<f64>, text: &str, path: &str, problem: &mut Problem| {
+        |name: String, quantile: Option<f64>, text: &str, path: &str, problems: &mut Problems| {
             let (op, threshold) = match parse_expression(text, kind) {
                 Ok(parsed) => parsed,
                 Err(message) => {
-                    problem(path, message, Some(example(kind).into()));
+                    problems.add(path, message, Some(example(kind).into()));
                     return None;
                 }
             };
@@ -261,7 +258,7 @@ fn slos_of(base: &str, key: &str, value: &Value, problem: &mut Problem) -> Optio
                 Kind::GoodShare | Kind::Throughput => !op.upper(),
             };
             if !direction_ok {
-                problem(
+                problems.add(
                     path,
                     format!("`{text}` points the wrong way for `{metric}`"),
                     Some(example(kind).into()),
@@ -280,7 +277,7 @@ fn slos_of(base: &str, key: &str, value: &Value, problem: &mut Problem) -> Optio
         };
     if kind == Kind::Latency {
         let Some(map) = value.as_mapping() else {
-            problem(
+            problems.add(
                 &path,
                 "a latency SLO names its percentiles".into(),
                 Some(format!("write e.g. `{metric}: {{ p99: \"<= 350ms\" }}`")),
@@ -297,7 +294,7 @@ fn slos_of(base: &str, key: &str, value: &Value, problem: &mut Problem) -> Optio
                 .and_then(|p| p.parse::<f64>().ok())
                 .filter(|p| *p > 0.0 && *p < 100.0);
             let (Some(q), Some(text)) = (quantile, text.as_str()) else {
-                problem(
+                problems.add(
                     &stat_path,
                     format!(
                         "`{stat}` is not a percentile between p0 and p100 (exclusive) with an expression"
@@ -312,7 +309,7 @@ fn slos_of(base: &str, key: &str, value: &Value, problem: &mut Problem) -> Optio
                 Some(q / 100.0),
                 text,
                 &stat_path,
-                problem,
+                problems,
             ) {
                 Some(s) => slos.push(s),
                 None => ok = false,
@@ -321,14 +318,14 @@ fn slos_of(base: &str, key: &str, value: &Value, problem: &mut Problem) -> Optio
         return ok.then_some(slos);
     }
     let Some(text) = value.as_str() else {
-        problem(
+        problems.add(
             &path,
             "must be an expression".into(),
             Some(example(kind).into()),
         );
         return None;
     };
-    slo(key.to_owned(), None, text, &path, problem).map(|s| vec![s])
+    slo(key.to_owned(), None, text, &path, problems).map(|s| vec![s])
 }
 
 fn example(kind: Kind) -> &'static str {
@@ -478,10 +475,8 @@ mod tests {
 
     fn set(yaml: &str) -> SloSet {
         let mapping: Mapping = yaml_serde::from_str(yaml).unwrap();
-        let mut problems = Vec::new();
-        let set = SloSet::from_spec(&mapping, &mut |path, message, _| {
-            problems.push(format!("{path}: {message}"))
-        });
+        let mut problems = Problems::new();
+        let set = SloSet::from_spec(&mapping, &mut problems);
         assert!(problems.is_empty(), "{problems:?}");
         set.unwrap()
     }

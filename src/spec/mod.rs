@@ -6,6 +6,7 @@
 pub mod error;
 pub mod faults;
 pub mod flow;
+pub mod problems;
 pub mod schema;
 pub mod values;
 
@@ -15,6 +16,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use error::{SpecError, SpecErrors};
+pub use problems::{Problem, Problems};
 pub use values::{Dur, Size};
 
 /// The API version this build reads.
