@@ -1,6 +1,7 @@
 //! `redline check`: a finished run's records judged against a spec's SLOs, offline.
 
 use super::*;
+use crate::report::outputs::CheckAbout;
 
 /// `redline check`: the SLOs of `spec` against the records of a finished run.
 pub(super) async fn check(
@@ -43,39 +44,16 @@ pub(super) async fn check(
             "  note: the last line was cut short (the run was killed while writing it) and is left out"
         );
     }
-    let verdicts = slos.evaluate(&aggregator);
-    let summary = summarize(
-        &aggregator,
-        RunInfo {
-            name: &scenario.name,
-            target: &records.display().to_string(),
-            model: "",
-            interrupted: false,
-            warnings: Vec::new(),
-            elapsed_s: span.map_or(0.0, |(first, last)| last.saturating_sub(first) as f64 / 1e6),
-            stages: Vec::new(),
-            dataset: None,
-            server_metrics: None,
-            verdicts: Some(verdicts.clone()),
-            aborted: None,
-            proxies: Vec::new(),
-            traces: None,
-            token_settlement: None,
-        },
-    );
+    let about = CheckAbout {
+        name: &scenario.name,
+        records,
+        slos: &slos,
+        elapsed_s: span.map_or(0.0, |(first, last)| last.saturating_sub(first) as f64 / 1e6),
+        strict,
+    };
+    let (summary, code) = crate::report::outputs::check(&aggregator, about, junit)?;
     out(&render_terminal(&summary));
-    if let Some(path) = junit {
-        std::fs::write(
-            path,
-            crate::slo::junit::render(&scenario.name, &verdicts, strict),
-        )
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(if crate::slo::gate_passes(&verdicts, strict) {
-        exit::OK
-    } else {
-        exit::SLO_FAILED
-    })
+    Ok(code)
 }
 
 /// Aggregates a finished run's records, with a progress bar over the file on a

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::report::{RunInfo, render_header, render_terminal, summarize};
+use crate::report::{render_header, render_terminal};
 use crate::runner::{RunOptions, run as run_scenario};
 use crate::scenario::Scenario;
 use crate::spec::{

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::{RunInfo, Summary, render_json, summarize};
+use crate::metrics::Aggregator;
 use crate::runner::RunResult;
-use crate::slo::SloSet;
+use crate::slo::{SloSet, Verdict};
 use crate::workload::dataset::DatasetInfo;
 
 /// Exit codes, as documented in `--help` and the README.
@@ -79,8 +80,7 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
     let junit = match &verdicts {
         Some(verdicts) => {
             let path = dir.join("junit.xml");
-            let xml = crate::slo::junit::render(about.name, verdicts, about.strict);
-            std::fs::write(&path, xml).context("cannot write junit.xml")?;
+            write_junit(&path, about.name, verdicts, about.strict)?;
             Some(path)
         }
         None => None,
@@ -93,18 +93,77 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
     })
 }
 
+/// What `redline check` needs to know about the records it judged.
+pub struct CheckAbout<'a> {
+    pub name: &'a str,
+    /// The records file, named in the summary as the run's target.
+    pub records: &'a Path,
+    pub slos: &'a SloSet,
+    /// From the first request's intended start to the last one's end.
+    pub elapsed_s: f64,
+    pub strict: bool,
+}
+
+/// A finished run's records judged again, offline: the summary of what they hold, with
+/// the verdicts; JUnit written when asked; the exit code of the gate alone (the run's
+/// own interruptions and aborts are not in the records).
+pub fn check(
+    aggregator: &Aggregator,
+    about: CheckAbout<'_>,
+    junit: Option<&Path>,
+) -> Result<(Summary, i32)> {
+    let verdicts = about.slos.evaluate(aggregator);
+    let summary = summarize(
+        aggregator,
+        RunInfo {
+            name: about.name,
+            target: &about.records.display().to_string(),
+            model: "",
+            interrupted: false,
+            warnings: Vec::new(),
+            elapsed_s: about.elapsed_s,
+            stages: Vec::new(),
+            dataset: None,
+            server_metrics: None,
+            verdicts: Some(verdicts.clone()),
+            aborted: None,
+            proxies: Vec::new(),
+            traces: None,
+            token_settlement: None,
+        },
+    );
+    if let Some(path) = junit {
+        write_junit(path, about.name, &verdicts, about.strict)?;
+    }
+    Ok((summary, gate(&verdicts, about.strict)))
+}
+
+fn write_junit(path: &Path, name: &str, verdicts: &[Verdict], strict: bool) -> Result<()> {
+    let xml = crate::slo::junit::render(name, verdicts, strict);
+    std::fs::write(path, xml).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The SLO gate's exit code: every SLO passed (or, without `strict`, was not proven).
+fn gate(verdicts: &[Verdict], strict: bool) -> i32 {
+    if crate::slo::gate_passes(verdicts, strict) {
+        exit::OK
+    } else {
+        exit::SLO_FAILED
+    }
+}
+
 /// Interrupted, then a failed gate (an abort, a failed SLO), then nothing reached, then
 /// the default gate when no SLO is set.
 fn exit_code(
     result: &RunResult,
-    verdicts: Option<&[crate::slo::Verdict]>,
+    verdicts: Option<&[Verdict]>,
     summary: &Summary,
     strict: bool,
 ) -> i32 {
     if result.interrupted {
         return exit::INTERRUPTED;
     }
-    if result.aborted.is_some() || verdicts.is_some_and(|v| !crate::slo::gate_passes(v, strict)) {
+    if result.aborted.is_some() || verdicts.is_some_and(|v| gate(v, strict) != exit::OK) {
         return exit::SLO_FAILED;
     }
     let counts = &result.aggregator.counts;
