@@ -334,16 +334,17 @@ impl Scraper {
     ) -> Result<Scraper> {
         let stop = CancellationToken::new();
         let task = match &scenario.scrape {
-            Some((url, interval)) => {
-                let url = url
-                    .clone()
-                    .unwrap_or_else(|| format!("{base_url}/metrics"))
-                    .parse()
-                    .context("building the metrics URL")?;
+            Some(plan) => {
+                let url = match &plan.url {
+                    Some(url) => url.clone(),
+                    None => format!("{base_url}/metrics")
+                        .parse()
+                        .context("building the metrics URL")?,
+                };
                 Some(tokio::spawn(crate::prometheus::scrape::scrape(
                     http.clone(),
                     url,
-                    *interval,
+                    plan.interval,
                     clock,
                     stop.clone(),
                 )))

@@ -118,7 +118,7 @@ pub struct Scenario {
     pub session: Option<SessionPlan>,
     /// Scraping of the server's metrics: an explicit URL (else the service's
     /// `/metrics`) and the interval.
-    pub scrape: Option<(Option<String>, Duration)>,
+    pub scrape: Option<ScrapePlan>,
     /// Fault rules for a chaos proxy in front of the service (validated).
     pub faults: Vec<RuleDef>,
     /// A RAG or agent chain each session runs, when the payload template has a flow.
@@ -447,10 +447,14 @@ fn session_from_spec(
 }
 
 /// Where and how often to scrape the server's Prometheus metrics.
-fn scrape_from_spec(
-    spec: &InferenceSpec,
-    problems: &mut Problems,
-) -> Option<(Option<String>, Duration)> {
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrapePlan {
+    /// An explicit URL; else the service's `/metrics`.
+    pub url: Option<hyper::Uri>,
+    pub interval: Duration,
+}
+
+fn scrape_from_spec(spec: &InferenceSpec, problems: &mut Problems) -> Option<ScrapePlan> {
     spec.server_metrics.as_ref().and_then(|m| {
         let interval = m.interval.map_or(Duration::from_secs(1), |d| d.0);
         if interval < Duration::from_millis(100) {
@@ -461,19 +465,21 @@ fn scrape_from_spec(
             );
             return None;
         }
-        if let Some(url) = &m.url
-            && url
-                .parse::<hyper::Uri>()
-                .map_or(true, |u| !matches!(u.scheme_str(), Some("http" | "https")))
-        {
-            problems.add(
-                "spec.server_metrics.url",
-                format!("`{url}` is not an http:// or https:// URL"),
-                Some("e.g. `url: http://127.0.0.1:8000/metrics`".into()),
-            );
-            return None;
-        }
-        Some((m.url.clone(), interval))
+        let url = match &m.url {
+            None => None,
+            Some(url) => match url.parse::<hyper::Uri>() {
+                Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) => Some(uri),
+                _ => {
+                    problems.add(
+                        "spec.server_metrics.url",
+                        format!("`{url}` is not an http:// or https:// URL"),
+                        Some("e.g. `url: http://127.0.0.1:8000/metrics`".into()),
+                    );
+                    return None;
+                }
+            },
+        };
+        Some(ScrapePlan { url, interval })
     })
 }
 
