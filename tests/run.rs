@@ -501,7 +501,7 @@ async fn a_hugging_face_tokenizer_counts_what_the_server_did_not_report() {
         file.display()
     ));
     assert_eq!(
-        s.service.counting.tokenizer.name(),
+        s.service().counting.tokenizer.name(),
         file.display().to_string()
     );
     let (_, records) = run_to_records(s, "hf-tokenizer-run").await;

@@ -9,7 +9,7 @@ pub(super) fn validate(path: &std::path::Path) -> Result<i32> {
                 "{}: valid — {} stage(s) against {}",
                 path.display(),
                 scenario.stages.len(),
-                scenario.service.name
+                scenario.service().name
             );
             for (i, stage) in scenario.stages.iter().enumerate() {
                 outln!("  stage {i}: {}", stage.describe(scenario.unit()));

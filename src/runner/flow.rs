@@ -39,6 +39,8 @@ pub(super) struct FlowRuntime {
     timeouts: Timeouts,
     /// The run's W3C baggage, sent with every request.
     baggage: hyper::header::HeaderValue,
+    /// The services the flow calls: their keys, headers and TLS.
+    services: BTreeMap<String, Service>,
     /// Where each session's question comes from.
     prompts: Arc<PromptSource>,
     /// Embeddings of assertions' expected answers, by (service, text).
@@ -57,7 +59,7 @@ impl FlowRuntime {
         let mut chats = BTreeMap::new();
         for step in &plan.steps {
             if let StepKind::Chat(ChatPlan { body, .. }) = &step.kind {
-                let service = &plan.services[&step.service].service;
+                let service = &scenario.services[&step.service];
                 chats.insert(
                     step.name.clone(),
                     LlmTarget {
@@ -85,8 +87,13 @@ impl FlowRuntime {
         }
         let clients = plan
             .services
-            .iter()
-            .map(|(name, s)| (name.clone(), s.service.http_client(&scenario.timeouts)))
+            .keys()
+            .map(|name| {
+                (
+                    name.clone(),
+                    scenario.services[name].http_client(&scenario.timeouts),
+                )
+            })
             .collect();
         let mut tables = BTreeMap::new();
         for (name, service) in &plan.services {
@@ -106,6 +113,7 @@ impl FlowRuntime {
             timeouts: scenario.timeouts,
             baggage,
             prompts,
+            services: scenario.services.clone(),
             expected: tokio::sync::Mutex::new(HashMap::new()),
         })
     }
@@ -124,12 +132,10 @@ impl FlowRuntime {
         body: Vec<u8>,
         traceparent: &str,
     ) -> Result<Request<Full<Bytes>>, String> {
-        let (Some(flow_service), Some(url)) =
-            (self.plan.services.get(service), self.urls.get(service))
+        let (Some(flow_service), Some(url)) = (self.services.get(service), self.urls.get(service))
         else {
             return Err(format!("service `{service}` is not one this flow calls"));
         };
-        let flow_service = &flow_service.service;
         let mut builder = Request::builder()
             .method(method)
             .uri(format!("{url}{path}"))

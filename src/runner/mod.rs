@@ -140,8 +140,16 @@ enum Target {
     Http(HttpTarget),
 }
 
-fn build_target(scenario: &Scenario, base_url: &str, model: &str) -> Result<Target> {
+fn build_target(
+    scenario: &Scenario,
+    base_url: &str,
+    model: &str,
+    baggage: &hyper::header::HeaderValue,
+) -> Result<Target> {
     let max_response_bytes = scenario.max_response_bytes;
+    let service = scenario.service();
+    let mut service_headers = service.headers.clone();
+    service_headers.push((BAGGAGE.clone(), baggage.clone()));
     Ok(match &scenario.workload {
         Workload::Llm {
             api,
@@ -162,12 +170,12 @@ fn build_target(scenario: &Scenario, base_url: &str, model: &str) -> Result<Targ
                 model: model.to_owned(),
                 stream: *stream,
                 include_usage: *include_usage,
-                api_key: scenario.service.api_key.clone(),
-                headers: scenario.service.headers.clone(),
+                api_key: service.api_key.clone(),
+                headers: service_headers,
                 extra_body: extra_body.clone(),
                 timeouts: scenario.timeouts,
                 max_response_bytes,
-                counting: scenario.service.counting.clone(),
+                counting: service.counting.clone(),
             };
             Target::Llm {
                 target,
@@ -175,9 +183,9 @@ fn build_target(scenario: &Scenario, base_url: &str, model: &str) -> Result<Targ
             }
         }
         Workload::Http(request) => {
-            let mut headers = scenario.service.headers.clone();
+            let mut headers = service_headers;
             headers.extend(request.headers.iter().cloned());
-            if let Some(key) = &scenario.service.api_key {
+            if let Some(key) = &service.api_key {
                 headers.push((AUTHORIZATION, key.clone()));
             }
             Target::Http(HttpTarget {
@@ -326,19 +334,14 @@ pub async fn run(
         collect: collect_options,
     } = options;
     let servers = Servers::start(&scenario).await?;
-    let base_url = servers.url_of(&scenario.service);
-    let model = servers.model_of(&scenario.service);
+    let base_url = servers.url_of(scenario.service());
+    let model = servers.model_of(scenario.service());
     // W3C baggage on every request: which run and scenario sent it, so the services'
     // own spans and logs can be told apart by run.
     let run_id = new_run_id();
     let baggage = baggage_of(run_id, &scenario.name);
-    let mut scenario = scenario;
-    scenario
-        .service
-        .headers
-        .push((BAGGAGE.clone(), baggage.clone()));
-    let request_base = servers.request_base(&scenario.service.name, base_url.clone());
-    let target = build_target(&scenario, &request_base, &model)?;
+    let request_base = servers.request_base(&scenario.service().name, base_url.clone());
+    let target = build_target(&scenario, &request_base, &model, &baggage)?;
     let arrival = arrival_of(&scenario, &servers, baggage, &target)?;
 
     let file = std::fs::File::create(&records_path)
@@ -364,7 +367,7 @@ pub async fn run(
         span_sink,
     ));
     let shared = Arc::new(Shared {
-        http: scenario.service.http_client(&scenario.timeouts),
+        http: scenario.service().http_client(&scenario.timeouts),
         target,
         arrival,
         planned_end: scenario.planned_duration(),

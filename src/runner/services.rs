@@ -47,12 +47,8 @@ pub(super) fn header_of(
 /// The profile of the simulator `url: embedded` services share, if any is embedded:
 /// the main service's, else the first embedded flow service's that names one.
 pub(super) fn embedded_profile(scenario: &Scenario) -> Option<String> {
-    let flow_services = scenario
-        .flow
-        .iter()
-        .flat_map(|f| f.services.values().map(|s| &s.service));
-    std::iter::once(&scenario.service)
-        .chain(flow_services)
+    scenario
+        .called_services()
         .filter_map(|s| match &s.endpoint {
             Endpoint::Embedded { profile } => Some(profile.clone()),
             Endpoint::Url(_) => None,

@@ -50,12 +50,7 @@ impl Servers {
             if servers.proxies.contains_key(&name) {
                 continue;
             }
-            let service = scenario
-                .flow
-                .as_ref()
-                .and_then(|f| f.services.get(&name))
-                .map(|f| &f.service)
-                .unwrap_or(&scenario.service);
+            let service = scenario.services.get(&name).unwrap_or(scenario.service());
             let proxy = start_proxy(scenario, service, &servers.url_of(service)).await?;
             servers.notes.push(format!(
                 "chaos proxy for `{}` on {}; admin API on http://{}",
@@ -106,10 +101,11 @@ impl Servers {
     ) -> Result<flow::FlowRuntime> {
         let mut urls = BTreeMap::new();
         let mut models = BTreeMap::new();
-        for (name, service) in &plan.services {
-            let base = self.request_base(name, self.url_of(&service.service));
+        for name in plan.services.keys() {
+            let service = &scenario.services[name];
+            let base = self.request_base(name, self.url_of(service));
             urls.insert(name.clone(), base);
-            models.insert(name.clone(), self.model_of(&service.service));
+            models.insert(name.clone(), self.model_of(service));
         }
         flow::FlowRuntime::new(plan.clone(), urls, models, scenario, baggage, prompts)
     }
@@ -133,20 +129,16 @@ async fn start_embedded(scenario: &Scenario) -> Result<Option<(EmbeddedSim, Stri
     };
     let profile = Profile::load(&profile)?;
     let model = scenario
-        .service
+        .service()
         .model
         .clone()
-        .filter(|_| matches!(scenario.service.endpoint, Endpoint::Embedded { .. }))
+        .filter(|_| matches!(scenario.service().endpoint, Endpoint::Embedded { .. }))
         .unwrap_or_else(|| profile.model.clone());
     let sim = EmbeddedSim::start(SimConfig {
         profile,
         model: Some(model.clone()),
         seed: scenario.seed,
-        tiers: scenario
-            .flow
-            .as_ref()
-            .map(|f| f.tiers.clone())
-            .unwrap_or_default(),
+        tiers: scenario.sim_tiers.clone(),
     })
     .await
     .context("cannot start the embedded simulator")?;

@@ -11,8 +11,7 @@ use serde_json::{Value, json};
 
 use crate::flow::assert::Assertion;
 use crate::flow::recall::GroundTruth;
-use crate::scenario::{Endpoint, Service};
-use crate::sim::tiers::TierConfig;
+use crate::scenario::Service;
 use crate::spec::error::nearest;
 use crate::spec::flow::{AssertSpec, ChatStep, FlowStep, HttpStep, SearchStep, ToolStep};
 use crate::spec::{ApiKind, PayloadTemplate, PgvectorSpec, Problems, ServiceSpec};
@@ -20,7 +19,6 @@ use crate::spec::{ApiKind, PayloadTemplate, PgvectorSpec, Problems, ServiceSpec}
 /// A service a flow calls, with what its kind needs.
 #[derive(Debug, Clone)]
 pub struct FlowService {
-    pub service: Service,
     pub api: ApiKind,
     /// Qdrant's collection.
     pub collection: String,
@@ -102,8 +100,6 @@ pub struct FlowPlan {
     /// Templates by `<step>.<field>`.
     pub templates: Arc<minijinja::Environment<'static>>,
     pub services: BTreeMap<String, FlowService>,
-    /// How the embedded simulator's search and tool tiers behave.
-    pub tiers: TierConfig,
 }
 
 impl FlowPlan {
@@ -174,14 +170,12 @@ pub fn from_spec(
         );
     }
     let services = flow_services(&planner.used_services, specs, resolved, problems);
-    let tiers = embedded_tiers(&services, specs);
     let Planner { env, steps, .. } = planner;
     (problems.count() == before).then(|| FlowPlan {
         steps,
         breaker,
         templates: Arc::new(env),
         services,
-        tiers,
     })
 }
 
@@ -581,7 +575,7 @@ fn flow_services(
 ) -> BTreeMap<String, FlowService> {
     let mut services = BTreeMap::new();
     for name in used {
-        let (Some(spec), Some(service)) = (specs.get(name), resolved.get(name)) else {
+        let (Some(spec), true) = (specs.get(name), resolved.contains_key(name)) else {
             continue;
         };
         if let Some(table) = &spec.pgvector
@@ -592,7 +586,6 @@ fn flow_services(
         services.insert(
             name.clone(),
             FlowService {
-                service: service.clone(),
                 api: spec.api,
                 collection: spec.collection.clone().unwrap_or_else(|| "docs".into()),
                 pgvector: spec.pgvector.clone(),
@@ -600,40 +593,6 @@ fn flow_services(
         );
     }
     services
-}
-
-/// How the embedded simulator's search and tool tiers behave, from the embedded
-/// services the flow calls.
-fn embedded_tiers(
-    services: &BTreeMap<String, FlowService>,
-    specs: &BTreeMap<String, ServiceSpec>,
-) -> TierConfig {
-    let mut tiers = TierConfig::default();
-    for (name, service) in services {
-        let spec = &specs[name];
-        if !matches!(service.service.endpoint, Endpoint::Embedded { .. }) {
-            continue;
-        }
-        match spec.api {
-            ApiKind::Qdrant => {
-                tiers.warm_corpus = true;
-                if let Some(latency) = spec.latency {
-                    tiers.search_latency = latency;
-                }
-                if let Some(size) = spec.corpus_size {
-                    tiers.corpus_size = size as usize;
-                }
-            }
-            ApiKind::Tools => {
-                if let Some(latency) = spec.latency {
-                    tiers.tool_latency = latency;
-                }
-                tiers.tool_failure_rate = spec.failure_rate.unwrap_or(0.0);
-            }
-            _ => {}
-        }
-    }
-    tiers
 }
 
 fn is_defined(variable: &str, defined: &[String]) -> bool {

@@ -27,6 +27,7 @@ use crate::client::tls::{TlsOptions, TlsSettings};
 use crate::metrics::RequestSlo;
 use crate::scenario::flow::FlowPlan;
 use crate::schedule::{Arrival, ClosedStage, OpenStage, ReplayStage, Stage, SweepStage, Unit};
+use crate::sim::tiers::TierConfig;
 use crate::slo::SloSet;
 use crate::spec::{
     ApiKind, ArrivalKind, DatasetFormat, DatasetOrder, HttpRequestSpec, InferenceSpec, Problem,
@@ -99,7 +100,12 @@ pub struct HttpRequest {
 pub struct Scenario {
     pub name: String,
     pub seed: u64,
-    pub service: Service,
+    /// Every service the run calls, by name: the payload's and a flow's steps'.
+    pub services: BTreeMap<String, Service>,
+    /// The one the payload calls (a flow's: its first step's); see [`Scenario::service`].
+    pub main_service: String,
+    /// How the embedded simulator's search and tool tiers behave.
+    pub sim_tiers: TierConfig,
     pub workload: Workload,
     pub stages: Vec<Stage>,
     pub warmup: Duration,
@@ -163,10 +169,8 @@ impl Scenario {
                 service_from_spec(name, s, spec_dir, max_count_bytes, &mut problems)
             })
             .collect();
-        let resolved: BTreeMap<String, Service> = services
-            .iter()
-            .map(|s| (s.name.clone(), s.clone()))
-            .collect();
+        let mut resolved: BTreeMap<String, Service> =
+            services.into_iter().map(|s| (s.name.clone(), s)).collect();
         let flow = crate::scenario::flow::from_spec(
             &spec.payload_template,
             &spec.services,
@@ -176,9 +180,7 @@ impl Scenario {
         );
         embedded_profiles_agree(spec, &mut problems);
         let service_name = main_service(spec, flow.as_ref(), &mut problems);
-        let service = services
-            .into_iter()
-            .find(|s| Some(&s.name) == service_name.as_ref());
+        let service = service_name.as_ref().and_then(|n| resolved.get(n));
         let tokenizer = service
             .as_ref()
             .map_or(LocalTokenizer::Sim, |s| s.counting.tokenizer.clone());
@@ -211,6 +213,11 @@ impl Scenario {
         if !problems.is_empty() {
             return Err(problems.located(&file.path, text));
         }
+        let main = service_name.expect("no problems means a service");
+        resolved.retain(|name, _| {
+            *name == main || flow.as_ref().is_some_and(|f| f.services.contains_key(name))
+        });
+        let sim_tiers = embedded_tiers(&resolved, &spec.services);
         Ok(Scenario {
             name: if file.metadata.name.is_empty() {
                 "redline".into()
@@ -218,7 +225,9 @@ impl Scenario {
                 file.metadata.name.clone()
             },
             seed: spec.seed,
-            service: service.expect("no errors means a service"),
+            main_service: main,
+            services: resolved,
+            sim_tiers,
             workload: workload.expect("no errors means a workload"),
             stages,
             warmup: spec.warmup.0,
@@ -240,6 +249,20 @@ impl Scenario {
         })
     }
 
+    /// The service the payload calls.
+    pub fn service(&self) -> &Service {
+        &self.services[&self.main_service]
+    }
+
+    /// Every service the run calls, the payload's first.
+    pub fn called_services(&self) -> impl Iterator<Item = &Service> {
+        let others = self
+            .services
+            .values()
+            .filter(|s| s.name != self.main_service);
+        std::iter::once(self.service()).chain(others)
+    }
+
     /// What the workload's dataset held, when it reads one.
     pub fn dataset_info(&self) -> Option<crate::workload::dataset::DatasetInfo> {
         match &self.workload {
@@ -254,15 +277,8 @@ impl Scenario {
     /// What a reader of the results must know first: services whose certificates were
     /// not checked.
     pub fn warnings(&self) -> Vec<String> {
-        let flow_services = self
-            .flow
-            .iter()
-            .flat_map(|f| f.services.values().map(|s| &s.service));
-        let mut named = BTreeSet::new();
-        std::iter::once(&self.service)
-            .chain(flow_services)
+        self.called_services()
             .filter(|s| s.tls.as_ref().is_some_and(TlsSettings::insecure))
-            .filter(|s| named.insert(s.name.clone()))
             .map(|s| {
                 format!(
                     "TLS certificates of `{}` were not verified (insecure_skip_verify / --insecure): the server's identity is unchecked",

@@ -287,3 +287,38 @@ pub(super) fn api_key_from_env(
     value.set_sensitive(true);
     Some(value)
 }
+
+/// How the embedded simulator's search and tool tiers behave, from the embedded
+/// services the run calls: a concern of the simulator the run stands up, not of any
+/// one flow.
+pub(super) fn embedded_tiers(
+    called: &BTreeMap<String, Service>,
+    specs: &BTreeMap<String, ServiceSpec>,
+) -> TierConfig {
+    let mut tiers = TierConfig::default();
+    for (name, service) in called {
+        let spec = &specs[name];
+        if !matches!(service.endpoint, Endpoint::Embedded { .. }) {
+            continue;
+        }
+        match spec.api {
+            ApiKind::Qdrant => {
+                tiers.warm_corpus = true;
+                if let Some(latency) = spec.latency {
+                    tiers.search_latency = latency;
+                }
+                if let Some(size) = spec.corpus_size {
+                    tiers.corpus_size = size as usize;
+                }
+            }
+            ApiKind::Tools => {
+                if let Some(latency) = spec.latency {
+                    tiers.tool_latency = latency;
+                }
+                tiers.tool_failure_rate = spec.failure_rate.unwrap_or(0.0);
+            }
+            _ => {}
+        }
+    }
+    tiers
+}
