@@ -90,9 +90,12 @@ pub struct SweepStage {
 /// A trace's requests at its own times (divided by `speed`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplayStage {
-    pub trace: std::sync::Arc<Vec<crate::workload::replay::TraceEntry>>,
+    /// When each request of the trace arrives, from its first, at the trace's speed.
+    pub offsets: std::sync::Arc<Vec<Duration>>,
+    /// How much faster than recorded (the offsets are divided by it).
     pub speed: f64,
-    pub block_tokens: u32,
+    /// Which of the scenario's traces holds the requests' prompts.
+    pub trace: usize,
     /// Shown in reports.
     pub file: String,
 }
@@ -174,8 +177,8 @@ impl Stage {
             Stage::Sweep(SweepStage {
                 duration, rates, ..
             }) => duration.map(|d| d * (rates + 2)),
-            Stage::Replay(ReplayStage { trace, speed, .. }) => {
-                trace.last().map(|e| e.at.div_f64(*speed))
+            Stage::Replay(ReplayStage { offsets, speed, .. }) => {
+                offsets.last().map(|at| at.div_f64(*speed))
             }
         }
     }
@@ -186,7 +189,7 @@ impl Stage {
             Stage::Open(OpenStage { requests, .. })
             | Stage::Closed(ClosedStage { requests, .. })
             | Stage::Sweep(SweepStage { requests, .. }) => *requests,
-            Stage::Replay(ReplayStage { trace, .. }) => Some(trace.len() as u64),
+            Stage::Replay(ReplayStage { offsets, .. }) => Some(offsets.len() as u64),
         }
     }
 

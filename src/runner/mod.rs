@@ -618,26 +618,23 @@ async fn run_replay(
     tasks: &mut JoinSet<()>,
     stop: &CancellationToken,
 ) -> Result<Duration> {
-    let ReplayStage {
-        trace,
-        speed,
-        block_tokens,
-        ..
-    } = stage;
-    let speed = *speed;
-    let offsets: Vec<Duration> = trace.iter().map(|e| e.at.div_f64(speed)).collect();
+    let prompts = &shared.scenario.traces[stage.trace];
+    let offsets: Vec<Duration> = stage
+        .offsets
+        .iter()
+        .map(|at| at.div_f64(stage.speed))
+        .collect();
     let mut pacer = Pacer::start(shared.clock.start() + stage_start, offsets.into_iter())
         .context("cannot start the pacer thread")?;
     let mut last = stage_start;
-    for entry in trace.iter() {
+    for n in 0..stage.offsets.len() {
         let Some(offset) = pacer.next_unless(stop).await else {
             break;
         };
         let intended = stage_start + offset;
         last = intended;
         let seq = shared.take_seq();
-        let payload =
-            crate::workload::replay::payload(entry, *block_tokens, shared.scenario.seed, seq);
+        let payload = prompts.payload(n, shared.scenario.seed, seq);
         launch(shared, index, intended, seq, None, Some(payload), tasks);
         while tasks.try_join_next().is_some() {}
     }

@@ -34,6 +34,7 @@ use crate::spec::{
     Problems, PromptsSpec, ServiceSpec, SpecErrors, SpecFile, StageSpec,
 };
 use crate::tokenizer::{DEFAULT_MAX_COUNT_BYTES, LocalTokenizer, TokenCounting};
+use crate::workload::replay::TracePrompts;
 use crate::workload::{Length, PromptSource};
 
 /// Where the service is.
@@ -108,6 +109,8 @@ pub struct Scenario {
     pub sim_tiers: TierConfig,
     pub workload: Workload,
     pub stages: Vec<Stage>,
+    /// The prompts of the replay stages' traces; a replay stage names its own.
+    pub traces: Vec<TracePrompts>,
     pub warmup: Duration,
     pub cooldown: Duration,
     pub timeouts: Timeouts,
@@ -194,7 +197,7 @@ impl Scenario {
             .map(|api| if flow.is_some() { ApiKind::Chat } else { api });
         let workload = workload_from_spec(file, api, tokenizer, &mut problems);
 
-        let stages = stages_from_spec(spec, spec_dir, &mut problems);
+        let (stages, traces) = stages_from_spec(spec, spec_dir, &mut problems);
 
         let timeouts = timeouts_from_spec(&spec.timeouts);
         let goodput = goodput_from_spec(spec, &mut problems);
@@ -230,6 +233,7 @@ impl Scenario {
             sim_tiers,
             workload: workload.expect("no errors means a workload"),
             stages,
+            traces,
             warmup: spec.warmup.0,
             cooldown: spec.cooldown.0,
             timeouts,

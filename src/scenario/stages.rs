@@ -7,8 +7,9 @@ pub(super) fn stages_from_spec(
     spec: &InferenceSpec,
     spec_dir: &Path,
     problems: &mut Problems,
-) -> Vec<Stage> {
+) -> (Vec<Stage>, Vec<TracePrompts>) {
     let mut stages = Vec::new();
+    let mut traces = Vec::new();
     match (spec.qps_target, spec.load.is_empty()) {
         (Some(_), false) => problems.add("spec.qpsTarget", "cannot be combined with `load`".into(), Some("keep one: `qpsTarget` + `duration`, or `load` stages".into())),
         (Some(rate), true) if !(rate.is_finite() && rate > 0.0) => problems.add("spec.qpsTarget", format!("must be a positive number, got {rate}"), None),
@@ -19,7 +20,7 @@ pub(super) fn stages_from_spec(
         (None, true) => problems.add("spec.load", "no load: nothing to run".into(), Some("add stages, e.g. `load: [{ arrival: poisson, rate: 10, duration: 30s }]`, or `qpsTarget` + `duration`".into())),
         (None, false) => {
             for (i, stage) in spec.load.iter().enumerate() {
-                match stage_from_spec(stage, spec_dir) {
+                match stage_from_spec(stage, spec_dir, &mut traces) {
                     Ok(stage) => stages.push(stage),
                     Err(problem) => problems.push(problem.under(&format!("spec.load[{i}]"))),
                 }
@@ -34,7 +35,7 @@ pub(super) fn stages_from_spec(
             None,
         );
     }
-    stages
+    (stages, traces)
 }
 
 /// The first field that is set but means nothing for this kind of stage, as a problems.
@@ -49,9 +50,14 @@ pub(super) fn reject_set(
     }
 }
 
-pub(super) fn stage_from_spec(s: &StageSpec, spec_dir: &Path) -> Result<Stage, Problem> {
+/// One stage; a replay's prompts go to `traces`, which the stage names by index.
+pub(super) fn stage_from_spec(
+    s: &StageSpec,
+    spec_dir: &Path,
+    traces: &mut Vec<TracePrompts>,
+) -> Result<Stage, Problem> {
     if let Some(replay) = &s.replay {
-        return replay_stage(s, replay, spec_dir);
+        return replay_stage(s, replay, spec_dir, traces);
     }
     if s.duration.is_none() && s.requests.is_none() {
         return Err(Problem::new(
@@ -79,6 +85,7 @@ pub(super) fn replay_stage(
     s: &StageSpec,
     replay: &crate::spec::ReplaySpec,
     spec_dir: &Path,
+    traces: &mut Vec<TracePrompts>,
 ) -> Result<Stage, Problem> {
     reject_set(
         &[
@@ -112,12 +119,13 @@ pub(super) fn replay_stage(
             None,
         ));
     }
-    let trace = crate::workload::replay::read(&spec_dir.join(&replay.file))
+    let trace = crate::workload::replay::read(&spec_dir.join(&replay.file), block_tokens)
         .map_err(|e| Problem::new(".replay.file", e, None))?;
+    traces.push(trace.prompts);
     Ok(Stage::Replay(ReplayStage {
-        trace: std::sync::Arc::new(trace),
+        offsets: std::sync::Arc::new(trace.offsets),
         speed,
-        block_tokens,
+        trace: traces.len() - 1,
         file: replay.file.display().to_string(),
     }))
 }

@@ -15,22 +15,49 @@ use crate::seed::mix_seed;
 use crate::workload::payload::{Payload, PromptBody};
 use crate::workload::words;
 
+/// A trace as read: when each request arrives (for the schedule), and what it asks
+/// (for the workload), in trace order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    /// Offsets from the trace's first request.
+    pub offsets: Vec<Duration>,
+    pub prompts: TracePrompts,
+}
+
+/// What each request of a trace asks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracePrompts {
+    requests: Vec<TraceRequest>,
+    /// Tokens per hash id's block.
+    block_tokens: u32,
+}
+
 /// One request of a trace.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TraceEntry {
-    /// Offset from the trace's first request.
-    pub at: Duration,
-    pub input_tokens: u32,
-    pub output_tokens: u32,
+struct TraceRequest {
+    input_tokens: u32,
+    output_tokens: u32,
     /// Ids of the prompt's blocks, in order; equal ids are equal text.
-    pub hash_ids: Vec<u64>,
+    hash_ids: Vec<u64>,
 }
 
 /// Reads a trace; errors name the file and line.
-pub fn read(path: &Path) -> Result<Vec<TraceEntry>, String> {
+pub fn read(path: &Path, block_tokens: u32) -> Result<Trace, String> {
+    let (offsets, requests) = read_requests(path)?;
+    Ok(Trace {
+        offsets,
+        prompts: TracePrompts {
+            requests,
+            block_tokens,
+        },
+    })
+}
+
+fn read_requests(path: &Path) -> Result<(Vec<Duration>, Vec<TraceRequest>), String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    let mut entries = Vec::new();
+    let mut offsets = Vec::new();
+    let mut requests = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -63,33 +90,40 @@ pub fn read(path: &Path) -> Result<Vec<TraceEntry>, String> {
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(format!("{}: hash_ids must be a list", at())),
         };
-        entries.push(TraceEntry {
-            at: Duration::from_secs_f64(timestamp_ms / 1e3),
+        offsets.push(Duration::from_secs_f64(timestamp_ms / 1e3));
+        requests.push(TraceRequest {
             input_tokens: input as u32,
             output_tokens: output as u32,
             hash_ids,
         });
     }
-    if entries.is_empty() {
+    if offsets.is_empty() {
         return Err(format!("{}: the trace is empty", path.display()));
     }
-    if entries.windows(2).any(|w| w[1].at < w[0].at) {
+    if offsets.windows(2).any(|w| w[1] < w[0]) {
         return Err(format!(
             "{}: timestamps must not decrease (sort the trace by timestamp)",
             path.display()
         ));
     }
-    let first = entries[0].at;
-    for e in &mut entries {
-        e.at -= first;
+    let first = offsets[0];
+    for at in &mut offsets {
+        *at -= first;
     }
-    Ok(entries)
+    Ok((offsets, requests))
 }
 
-/// The prompt of a trace entry: one block of `block_tokens` words per hash id (the last
-/// cut to the input length), then fresh words up to the input length. A block's words
-/// depend only on its id and the seed, so shared ids give shared prefixes.
-pub fn payload(entry: &TraceEntry, block_tokens: u32, seed: u64, index: u64) -> Payload {
+impl TracePrompts {
+    /// The prompt of the trace's request `n`, sent as request `index`.
+    pub fn payload(&self, n: usize, seed: u64, index: u64) -> Payload {
+        payload(&self.requests[n], self.block_tokens, seed, index)
+    }
+}
+
+/// The prompt of a trace request: one block of `block_tokens` words per hash id (the
+/// last cut to the input length), then fresh words up to the input length. A block's
+/// words depend only on its id and the seed, so shared ids give shared prefixes.
+fn payload(entry: &TraceRequest, block_tokens: u32, seed: u64, index: u64) -> Payload {
     let mut text = String::new();
     let mut left = entry.input_tokens;
     for id in &entry.hash_ids {
@@ -116,9 +150,8 @@ pub fn payload(entry: &TraceEntry, block_tokens: u32, seed: u64, index: u64) -> 
 mod tests {
     use super::*;
 
-    fn entry(input: u32, ids: &[u64]) -> TraceEntry {
-        TraceEntry {
-            at: Duration::ZERO,
+    fn entry(input: u32, ids: &[u64]) -> TraceRequest {
+        TraceRequest {
             input_tokens: input,
             output_tokens: 4,
             hash_ids: ids.to_vec(),
@@ -149,7 +182,7 @@ mod tests {
             "{\"timestamp\": 1000, \"input_length\": 10, \"output_length\": 2}\n{\"timestamp\": 1250, \"input_length\": 10}\n",
         )
         .unwrap();
-        let err = read(&path).unwrap_err();
+        let err = read(&path, 16).unwrap_err();
         assert!(
             err.ends_with("trace.jsonl:2: needs `output_length` or `output_tokens`, a number >= 0"),
             "{err}"
@@ -159,9 +192,9 @@ mod tests {
             "{\"timestamp\": 1000, \"input_length\": 10, \"output_length\": 2, \"hash_ids\": [1]}\n{\"timestamp\": 1250, \"input_length\": 10, \"output_length\": 2}\n",
         )
         .unwrap();
-        let entries = read(&path).unwrap();
-        assert_eq!(entries[1].at, Duration::from_millis(250));
-        assert_eq!(entries[0].hash_ids, [1]);
+        let trace = read(&path, 16).unwrap();
+        assert_eq!(trace.offsets[1], Duration::from_millis(250));
+        assert_eq!(trace.prompts.requests[0].hash_ids, [1]);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
