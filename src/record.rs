@@ -33,7 +33,7 @@ pub enum Outcome {
     schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
-pub enum Stage {
+pub enum FailStage {
     Connect,
     Send,
     FirstByte,
@@ -47,7 +47,7 @@ pub enum Stage {
 /// A typed failure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Failure {
-    pub stage: Stage,
+    pub stage: FailStage,
     /// e.g. `http_5xx`, `http_429`, `timeout`, `connect_refused`, `reset`,
     /// `truncated`, `invalid_json`, `empty_output`, `stream_error`, `in_flight_limit`.
     pub kind: String,
@@ -392,7 +392,13 @@ impl Record {
         }
     }
 
-    pub fn fail(&mut self, outcome: Outcome, stage: Stage, kind: &str, message: impl Into<String>) {
+    pub fn fail(
+        &mut self,
+        outcome: Outcome,
+        stage: FailStage,
+        kind: &str,
+        message: impl Into<String>,
+    ) {
         self.outcome = outcome;
         self.error = Some(Failure {
             stage,

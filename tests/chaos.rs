@@ -16,7 +16,7 @@ use common::{client, run_to_records, scenario, summary_of};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use redline::chaos::{FaultLog, ProxyConfig, RunningProxy, parse_rules};
-use redline::record::{Outcome, Record, Stage};
+use redline::record::{FailStage, Outcome, Record};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -233,26 +233,26 @@ async fn stream_faults_become_typed_outcomes() {
     for r in run_with("cut_stream: { probability: 1, after_events: 4 }", "cut").await {
         assert_eq!(
             outcome(&r),
-            (Outcome::Error, Stage::Stream, "truncated".into())
+            (Outcome::Error, FailStage::Stream, "truncated".into())
         );
         assert_eq!(r.content_events, 3, "the role event, then 3 tokens");
     }
     for r in run_with("corrupt_event: { probability: 1, event: 3 }", "corrupt").await {
         assert_eq!(
             outcome(&r),
-            (Outcome::Error, Stage::Decode, "invalid_json".into())
+            (Outcome::Error, FailStage::Decode, "invalid_json".into())
         );
     }
     for r in run_with("stall_first_token: { probability: 1, ms: 1500 }", "stall").await {
         assert_eq!(
             outcome(&r),
-            (Outcome::Timeout, Stage::FirstToken, "timeout".into())
+            (Outcome::Timeout, FailStage::FirstToken, "timeout".into())
         );
     }
     for r in run_with("drop_done: { probability: 1 }", "nodone").await {
         assert_eq!(
             outcome(&r),
-            (Outcome::Error, Stage::Stream, "missing_done".into())
+            (Outcome::Error, FailStage::Stream, "missing_done".into())
         );
     }
     for r in run_with(
@@ -462,7 +462,7 @@ async fn resets_and_hangs_are_typed_failures() {
         let e = r.error.as_ref().unwrap();
         assert_eq!(
             (r.outcome, e.stage, e.kind.as_str()),
-            (Outcome::Error, Stage::Send, "reset"),
+            (Outcome::Error, FailStage::Send, "reset"),
             "{e:?}"
         );
         assert_eq!(r.faults[0].fault, "abort");
@@ -472,7 +472,7 @@ async fn resets_and_hangs_are_typed_failures() {
         let e = r.error.as_ref().unwrap();
         assert_eq!(
             (r.outcome, e.stage),
-            (Outcome::Timeout, Stage::FirstByte),
+            (Outcome::Timeout, FailStage::FirstByte),
             "{e:?}"
         );
     }

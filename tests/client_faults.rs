@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redline::client::openai::{Api, LlmTarget, call};
 use redline::client::{RunClock, Timeouts, http_client};
-use redline::record::{Outcome, Phase, Record, Stage, TokenSource};
+use redline::record::{FailStage, Outcome, Phase, Record, TokenSource};
 use redline::workload::payload::{Payload, PromptBody};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -140,7 +140,7 @@ async fn run_with(script: Vec<Act>, stream: bool, change: impl FnOnce(&mut LlmTa
     record
 }
 
-fn failure(r: &Record) -> (Outcome, Stage, String) {
+fn failure(r: &Record) -> (Outcome, FailStage, String) {
     let f = r.error.as_ref().expect("a failure is recorded");
     (r.outcome, f.stage, f.kind.clone())
 }
@@ -236,7 +236,7 @@ async fn a_stall_before_the_first_token_times_out_at_that_stage() {
     .await;
     assert_eq!(
         failure(&r),
-        (Outcome::Timeout, Stage::FirstToken, "timeout".into())
+        (Outcome::Timeout, FailStage::FirstToken, "timeout".into())
     );
     assert!(
         r.first_token_us.is_none(),
@@ -259,7 +259,7 @@ async fn a_stall_between_tokens_times_out_in_the_stream() {
     .await;
     assert_eq!(
         failure(&r),
-        (Outcome::Timeout, Stage::Stream, "timeout".into())
+        (Outcome::Timeout, FailStage::Stream, "timeout".into())
     );
     assert_eq!(r.content_events, 2);
 }
@@ -287,7 +287,7 @@ async fn a_stream_ended_early_is_truncated_and_a_missing_done_is_named() {
     .await;
     assert_eq!(
         failure(&r),
-        (Outcome::Error, Stage::Stream, "truncated".into())
+        (Outcome::Error, FailStage::Stream, "truncated".into())
     );
     let r = run(
         vec![
@@ -301,7 +301,7 @@ async fn a_stream_ended_early_is_truncated_and_a_missing_done_is_named() {
     .await;
     assert_eq!(
         failure(&r),
-        (Outcome::Error, Stage::Stream, "missing_done".into())
+        (Outcome::Error, FailStage::Stream, "missing_done".into())
     );
 }
 
@@ -317,7 +317,10 @@ async fn a_connection_cut_mid_stream_is_a_reset() {
         true,
     )
     .await;
-    assert_eq!(failure(&r), (Outcome::Error, Stage::Stream, "reset".into()));
+    assert_eq!(
+        failure(&r),
+        (Outcome::Error, FailStage::Stream, "reset".into())
+    );
 }
 
 #[tokio::test]
@@ -335,7 +338,7 @@ async fn events_that_are_not_json_are_decode_errors() {
     .await;
     assert_eq!(
         failure(&r),
-        (Outcome::Error, Stage::Decode, "invalid_json".into())
+        (Outcome::Error, FailStage::Decode, "invalid_json".into())
     );
 }
 
@@ -353,7 +356,7 @@ async fn an_error_object_inside_the_stream_is_a_stream_error() {
     .await;
     assert_eq!(
         failure(&r),
-        (Outcome::Error, Stage::Stream, "stream_error".into())
+        (Outcome::Error, FailStage::Stream, "stream_error".into())
     );
     assert!(r.error.unwrap().message.contains("engine died"));
 }
@@ -368,7 +371,7 @@ async fn http_errors_keep_the_server_message() {
     let r = run(vec![Act::Send(head)], true).await;
     assert_eq!(
         failure(&r),
-        (Outcome::Error, Stage::FirstByte, "http_5xx".into())
+        (Outcome::Error, FailStage::FirstByte, "http_5xx".into())
     );
     assert_eq!(r.status, Some(503));
     assert!(r.error.unwrap().message.ends_with("overloaded"));
@@ -384,7 +387,7 @@ async fn a_non_json_answer_is_a_decode_error() {
     let r = run(vec![Act::Send(head)], false).await;
     assert_eq!(
         failure(&r),
-        (Outcome::Error, Stage::Decode, "invalid_json".into())
+        (Outcome::Error, FailStage::Decode, "invalid_json".into())
     );
 }
 
@@ -397,7 +400,7 @@ async fn a_huge_response_is_refused_not_buffered() {
     let r = run(script, true).await;
     assert_eq!(
         failure(&r),
-        (Outcome::Error, Stage::Stream, "too_large".into())
+        (Outcome::Error, FailStage::Stream, "too_large".into())
     );
 }
 

@@ -7,7 +7,7 @@ mod common;
 use axum::Router;
 use axum::routing::post;
 use common::{run_to_records, scenario, summary_of, temp_dir};
-use redline::record::{Outcome, Record, SessionOutcome, Stage};
+use redline::record::{FailStage, Outcome, Record, SessionOutcome};
 use redline::sim::tiers::{Corpus, LatencySpec, TierConfig};
 use redline::sim::{EmbeddedSim, Profile, SimConfig};
 use serde_json::{Value, json};
@@ -82,7 +82,7 @@ async fn three_tool_timeouts_open_the_circuit_breaker_and_skip_the_rest() {
         let e = call.error.as_ref().unwrap();
         assert_eq!(
             (call.outcome, e.stage, e.kind.as_str()),
-            (Outcome::Timeout, Stage::FirstByte, "timeout")
+            (Outcome::Timeout, FailStage::FirstByte, "timeout")
         );
         let step = call.step.as_ref().unwrap();
         assert_eq!(step.tool.as_deref(), Some("lookup"));
@@ -321,7 +321,7 @@ async fn a_semantic_assertion_passes_a_paraphrase_and_fails_an_unrelated_answer(
         .error
         .as_ref()
         .expect("the unrelated answer fails");
-    assert_eq!((e.stage, e.kind.as_str()), (Stage::Assert, "assert"));
+    assert_eq!((e.stage, e.kind.as_str()), (FailStage::Assert, "assert"));
     assert!(
         e.message.starts_with("step `ask`: similarity 0.")
             && e.message.ends_with("< 0.85 (cosine of `embed` embeddings)"),
@@ -345,7 +345,7 @@ async fn a_tool_that_answers_text_is_a_typed_failure_of_its_step() {
         let e = call.error.as_ref().unwrap();
         assert_eq!(
             (call.outcome, e.stage, e.kind.as_str()),
-            (Outcome::Error, Stage::Decode, "invalid_json")
+            (Outcome::Error, FailStage::Decode, "invalid_json")
         );
         assert!(e.message.contains("this is not JSON"), "{}", e.message);
     }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use common::{run_to_records, scenario, summary_of, temp_dir};
 use redline::net::ServerTls;
 use redline::net::tls::{Ca, Validity};
-use redline::record::{Outcome, Record, Stage};
+use redline::record::{FailStage, Outcome, Record};
 use redline::sim::{EmbeddedSim, Profile, SimConfig};
 
 /// A simulator over TLS with `cert`/`key`, requiring client certificates from
@@ -49,7 +49,11 @@ fn tls_failure(records: &[Record]) -> String {
         .map(|r| {
             assert_eq!(r.outcome, Outcome::Error, "{r:?}");
             let e = r.error.as_ref().unwrap();
-            assert_eq!((e.stage, e.kind.as_str()), (Stage::Connect, "tls"), "{e:?}");
+            assert_eq!(
+                (e.stage, e.kind.as_str()),
+                (FailStage::Connect, "tls"),
+                "{e:?}"
+            );
             e.message.clone()
         })
         .collect();

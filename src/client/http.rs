@@ -9,7 +9,7 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request, Uri};
 
 use super::{HttpClient, RunClock, Timeouts};
-use crate::record::{Outcome, Record, Stage};
+use crate::record::{FailStage, Outcome, Record};
 
 /// Everything one request needs; the same for every request of a run.
 #[derive(Debug, Clone)]
@@ -82,7 +82,7 @@ pub async fn call(
             .map_or("a 2xx status".to_owned(), |s| format!("status {s}"));
         record.fail(
             Outcome::Error,
-            Stage::FirstByte,
+            FailStage::FirstByte,
             kind,
             format!("HTTP {status}, expected {expected}"),
         );

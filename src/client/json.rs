@@ -10,7 +10,7 @@ use hyper::Request;
 use serde_json::Value;
 
 use super::{HttpClient, RunClock};
-use crate::record::{Outcome, Record, Stage};
+use crate::record::{FailStage, Outcome, Record};
 
 /// What a JSON call returned.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +54,7 @@ pub async fn call(
         let kind = super::status_kind(status);
         record.fail(
             Outcome::Error,
-            Stage::FirstByte,
+            FailStage::FirstByte,
             kind,
             format!("HTTP {status}: {}", preview(&bytes)),
         );
@@ -65,7 +65,7 @@ pub async fn call(
         Err(error) => {
             record.fail(
                 Outcome::Error,
-                Stage::Decode,
+                FailStage::Decode,
                 "invalid_json",
                 format!("answer is not JSON ({error}): {}", preview(&bytes)),
             );

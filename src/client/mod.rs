@@ -15,7 +15,7 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use crate::record::{InjectedFault, Outcome, Record, Stage};
+use crate::record::{FailStage, InjectedFault, Outcome, Record};
 use tls::{Alpn, Connector, TlsSettings};
 
 /// A keep-alive pool of connections, plain or TLS, and what its last failed connection
@@ -146,7 +146,7 @@ pub async fn send_until(
 ) -> Option<hyper::Response<hyper::body::Incoming>> {
     let response = match tokio::time::timeout_at(deadline.into(), send(http, request)).await {
         Err(_) => {
-            record.fail(Outcome::Timeout, Stage::FirstByte, "timeout", timeout);
+            record.fail(Outcome::Timeout, FailStage::FirstByte, "timeout", timeout);
             return None;
         }
         Ok(Err(error)) => {
@@ -211,7 +211,7 @@ pub async fn read_body(
             Err(_) => {
                 record.fail(
                     crate::record::Outcome::Timeout,
-                    Stage::Stream,
+                    FailStage::Stream,
                     "timeout",
                     "body not complete before the total timeout",
                 );
@@ -221,7 +221,7 @@ pub async fn read_body(
             Ok(Some(Err(error))) => {
                 record.fail(
                     crate::record::Outcome::Error,
-                    Stage::Stream,
+                    FailStage::Stream,
                     "reset",
                     format!("body broken: {error}"),
                 );
@@ -236,7 +236,7 @@ pub async fn read_body(
                 if size > max_bytes {
                     record.fail(
                         crate::record::Outcome::Error,
-                        Stage::Stream,
+                        FailStage::Stream,
                         "too_large",
                         format!("response larger than {max_bytes} bytes"),
                     );
@@ -263,9 +263,11 @@ pub fn status_kind(status: u16) -> &'static str {
 }
 
 /// Names a failure to get a response: stage, kind and message.
-pub fn classify_send_error(error: &SendError) -> (Stage, &'static str, String) {
+pub fn classify_send_error(error: &SendError) -> (FailStage, &'static str, String) {
     let error = match error {
-        SendError::SharedConnect { kind, .. } => return (Stage::Connect, kind, error.to_string()),
+        SendError::SharedConnect { kind, .. } => {
+            return (FailStage::Connect, kind, error.to_string());
+        }
         SendError::Client(error) => error,
     };
     let io_kind = std::iter::successors(std::error::Error::source(error), |e| e.source())
@@ -279,10 +281,10 @@ pub fn classify_send_error(error: &SendError) -> (Stage, &'static str, String) {
     let ours = std::iter::successors(std::error::Error::source(error), |e| e.source())
         .find_map(|e| e.downcast_ref::<tls::ConnectError>());
     if let Some(connect) = ours.filter(|e| !matches!(e, tls::ConnectError::Tcp(_))) {
-        return (Stage::Connect, connect.kind(), connect.to_string());
+        return (FailStage::Connect, connect.kind(), connect.to_string());
     }
     if let Some(reason) = tls::tls_failure_in(error) {
-        return (Stage::Connect, "tls", format!("TLS failed: {reason}"));
+        return (FailStage::Connect, "tls", format!("TLS failed: {reason}"));
     }
     if error.is_connect() {
         let kind = match io_kind {
@@ -291,12 +293,12 @@ pub fn classify_send_error(error: &SendError) -> (Stage, &'static str, String) {
             Some(ConnectionReset) => "reset",
             _ => "connect_error",
         };
-        return (Stage::Connect, kind, message);
+        return (FailStage::Connect, kind, message);
     }
     let kind = match io_kind {
         Some(ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof) => "reset",
         _ if message.contains("closed") || message.contains("incomplete") => "reset",
         _ => "io",
     };
-    (Stage::Send, kind, message)
+    (FailStage::Send, kind, message)
 }

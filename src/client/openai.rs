@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::sse::{SseDecoder, SseError};
 use super::{HttpClient, RunClock, Timeouts};
 
-use crate::record::{Outcome, Record, ServerTruth, Stage, TokenSource};
+use crate::record::{FailStage, Outcome, Record, ServerTruth, TokenSource};
 use crate::tokenizer::TokenCounting;
 use crate::workload::payload::{Payload, PromptBody};
 
@@ -235,7 +235,7 @@ impl Reader<'_> {
             self.record.last_byte_us = Some(self.clock.now_us());
             self.record.fail(
                 Outcome::Error,
-                Stage::FirstByte,
+                FailStage::FirstByte,
                 kind,
                 format!("HTTP {status}: {}", error_message(&bytes)),
             );
@@ -258,7 +258,7 @@ impl Reader<'_> {
                     Err(_) => {
                         self.record.fail(
                             Outcome::Timeout,
-                            Stage::Stream,
+                            FailStage::Stream,
                             "timeout",
                             "body not complete before the total timeout",
                         );
@@ -268,7 +268,7 @@ impl Reader<'_> {
                     Ok(Some(Err(error))) => {
                         self.record.fail(
                             Outcome::Error,
-                            Stage::Stream,
+                            FailStage::Stream,
                             "reset",
                             format!("body broken: {error}"),
                         );
@@ -283,7 +283,7 @@ impl Reader<'_> {
                 if bytes.len() + data.len() > limit {
                     self.record.fail(
                         Outcome::Error,
-                        Stage::Stream,
+                        FailStage::Stream,
                         "too_large",
                         format!("response larger than {limit} bytes"),
                     );
@@ -304,7 +304,7 @@ impl Reader<'_> {
             Err(error) => {
                 self.record.fail(
                     Outcome::Error,
-                    Stage::Decode,
+                    FailStage::Decode,
                     "invalid_json",
                     format!("response is not JSON ({error}): {}", preview(&bytes)),
                 );
@@ -351,7 +351,7 @@ impl Reader<'_> {
                     let what = format!("stream broken: {error}");
                     return self
                         .record
-                        .fail(Outcome::Error, Stage::Stream, "reset", what);
+                        .fail(Outcome::Error, FailStage::Stream, "reset", what);
                 }
                 Some(Ok(frame)) => frame,
             };
@@ -378,16 +378,19 @@ impl Reader<'_> {
     fn timed_out(&mut self) {
         let (stage, what) = if self.last_content.is_none() {
             (
-                Stage::FirstToken,
+                FailStage::FirstToken,
                 "no content token before the first-token timeout",
             )
         } else if Instant::now() >= self.total_deadline {
             (
-                Stage::Stream,
+                FailStage::Stream,
                 "stream not finished before the total timeout",
             )
         } else {
-            (Stage::Stream, "no event within the between-tokens timeout")
+            (
+                FailStage::Stream,
+                "no event within the between-tokens timeout",
+            )
         };
         self.record.fail(Outcome::Timeout, stage, "timeout", what);
     }
@@ -405,8 +408,8 @@ impl Reader<'_> {
                 Ok(event) => event,
                 Err(error) => {
                     let (stage, class) = match error {
-                        SseError::TooLarge { .. } => (Stage::Stream, "too_large"),
-                        SseError::NotUtf8 => (Stage::Decode, "invalid_utf8"),
+                        SseError::TooLarge { .. } => (FailStage::Stream, "too_large"),
+                        SseError::NotUtf8 => (FailStage::Decode, "invalid_utf8"),
                     };
                     self.record
                         .fail(Outcome::Error, stage, class, error.to_string());
@@ -422,7 +425,7 @@ impl Reader<'_> {
                     if let Some(error) = &chunk.error {
                         let what = format!("server error in stream: {}", error_text(error));
                         self.record
-                            .fail(Outcome::Error, Stage::Stream, "stream_error", what);
+                            .fail(Outcome::Error, FailStage::Stream, "stream_error", what);
                         return Err(Failed);
                     }
                     self.absorb(&chunk, Some(at));
@@ -433,7 +436,7 @@ impl Reader<'_> {
                         preview(event.data.as_bytes())
                     );
                     self.record
-                        .fail(Outcome::Error, Stage::Decode, "invalid_json", what);
+                        .fail(Outcome::Error, FailStage::Decode, "invalid_json", what);
                     return Err(Failed);
                 }
             }
@@ -451,7 +454,8 @@ impl Reader<'_> {
         } else {
             ("missing_done", "stream ended without [DONE]")
         };
-        self.record.fail(Outcome::Error, Stage::Stream, class, what);
+        self.record
+            .fail(Outcome::Error, FailStage::Stream, class, what);
     }
 
     /// Takes what a chunk (or a whole response) carries into the record.
@@ -596,7 +600,7 @@ impl Reader<'_> {
         {
             self.record.fail(
                 Outcome::Error,
-                Stage::Stream,
+                FailStage::Stream,
                 "empty_output",
                 "the answer has no content",
             );

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::recall::id_text;
 use crate::client::RunClock;
-use crate::record::{Outcome, Record, Stage};
+use crate::record::{FailStage, Outcome, Record};
 use crate::spec::{Distance, PgvectorSpec};
 
 /// One search result.
@@ -157,18 +157,18 @@ async fn pg_search(
         let client = pool
             .get()
             .await
-            .map_err(|e| (Stage::Connect, "connect_error", e.to_string()))?;
+            .map_err(|e| (FailStage::Connect, "connect_error", e.to_string()))?;
         record.headers_us = Some(clock.now_us());
         client
             .query(query, &[&literal, &i64::from(top_k)])
             .await
-            .map_err(|e| (Stage::FirstByte, "db_error", e.to_string()))
+            .map_err(|e| (FailStage::FirstByte, "db_error", e.to_string()))
     };
     let rows = match tokio::time::timeout(timeout, run).await {
         Err(_) => {
             record.fail(
                 Outcome::Timeout,
-                Stage::FirstByte,
+                FailStage::FirstByte,
                 "timeout",
                 format!("no rows within {timeout:?}"),
             );
@@ -191,7 +191,7 @@ async fn pg_search(
                 _ => {
                     record.fail(
                         Outcome::Error,
-                        Stage::Decode,
+                        FailStage::Decode,
                         "db_decode",
                         "a row is not (id, text, distance)",
                     );

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::record::{Outcome, Phase, PrefixMark, Record, Stage, TokenSource};
+use crate::record::{FailStage, Outcome, Phase, PrefixMark, Record, TokenSource};
 
 /// Highest value a latency histogram holds: one hour in microseconds.
 const MAX_US: u64 = 3_600_000_000;
@@ -114,7 +114,7 @@ impl Counts {
 /// A failure class with its count and one example message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FailureCount {
-    pub stage: Stage,
+    pub stage: FailStage,
     pub kind: String,
     pub count: u64,
     pub example: String,
@@ -285,7 +285,7 @@ pub struct Aggregator {
     /// Measured requests that failed for the service being unavailable.
     pub unavailable: u64,
     pub dist: Distributions,
-    pub failures: BTreeMap<(Stage, String), FailureClass>,
+    pub failures: BTreeMap<(FailStage, String), FailureClass>,
     pub windows: BTreeMap<u64, Window>,
     pub output_tokens: u64,
     pub input_tokens: u64,
@@ -629,12 +629,12 @@ mod tests {
         warm.phase = Phase::Warmup;
         agg.add(&warm);
         let mut failed = Record::unsent(2, 0, Phase::Measure, 5);
-        failed.fail(Outcome::Error, Stage::FirstByte, "http_5xx", "HTTP 503");
+        failed.fail(Outcome::Error, FailStage::FirstByte, "http_5xx", "HTTP 503");
         agg.add(&failed);
         let mut dropped = Record::unsent(3, 0, Phase::Measure, 5);
         dropped.fail(
             Outcome::Dropped,
-            Stage::Client,
+            FailStage::Client,
             "in_flight_limit",
             "at the limit",
         );

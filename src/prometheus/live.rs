@@ -250,7 +250,7 @@ mod tests {
         let mut failed = Record::unsent(1, 0, Phase::Measure, 0);
         failed.fail(
             Outcome::Timeout,
-            crate::record::Stage::FirstToken,
+            crate::record::FailStage::FirstToken,
             "timeout",
             "late",
         );

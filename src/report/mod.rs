@@ -19,7 +19,7 @@ use crate::chaos::ProxyCounts;
 use crate::metrics::{Aggregator, Counts, Dist, FailureCount, RequestSlo, StageStats, Window};
 use crate::prometheus::scrape::ServerMetrics;
 use crate::schedule::{ExecutedStage, SweepRole};
-use crate::slo::{Aborted, Outcome, Verdict};
+use crate::slo::{Aborted, Judgement, Verdict};
 use crate::workload::dataset::DatasetInfo;
 
 /// Version of the summary's shape; bumped when a field changes meaning.

@@ -172,7 +172,7 @@ fn exit_code(
         && summary
             .errors
             .iter()
-            .all(|e| e.stage == crate::record::Stage::Connect);
+            .all(|e| e.stage == crate::record::FailStage::Connect);
     if unreachable {
         exit::UNREACHABLE
     } else if summary.default_gate.is_some_and(|g| !g.passed) {

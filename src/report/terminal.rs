@@ -28,9 +28,9 @@ pub(super) fn render_verdicts(
     };
     for v in verdicts {
         let outcome = match v.outcome {
-            Outcome::Pass => "pass",
-            Outcome::Fail => "FAIL",
-            Outcome::NotProven => "not proven",
+            Judgement::Pass => "pass",
+            Judgement::Fail => "FAIL",
+            Judgement::NotProven => "not proven",
         };
         let mut extra = String::new();
         if let Some(more) = v.samples_to_decide {

@@ -46,7 +46,7 @@ use crate::metrics::Aggregator;
 use crate::pacer::Pacer;
 use crate::prometheus::live::LiveMetrics;
 use crate::prometheus::scrape::ServerMetrics;
-use crate::record::{Outcome, Phase, Record, SessionMark, Stage as FailStage, TokenSource};
+use crate::record::{FailStage, Outcome, Phase, Record, SessionMark, TokenSource};
 use crate::scenario::{Endpoint, Scenario, Service, SessionPlan, Workload};
 use crate::schedule::{
     ClosedStage, ExecutedStage, OpenArrivals, OpenStage, ReplayStage, Stage, SweepRole, SweepStage,

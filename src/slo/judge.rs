@@ -6,7 +6,7 @@
 use hdrhistogram::Histogram;
 
 use super::stats::{self, Decision};
-use super::{Kind, Metric, Op, Outcome, Slo, Verdict};
+use super::{Judgement, Kind, Metric, Op, Slo, Verdict};
 use crate::metrics::Aggregator;
 
 /// Judges one SLO over the run's statistics.
@@ -74,7 +74,7 @@ impl Judging<'_> {
     #[allow(clippy::too_many_arguments)]
     fn verdict(
         &self,
-        outcome: Outcome,
+        outcome: Judgement,
         observed: Option<f64>,
         bound: Option<f64>,
         unit: &str,
@@ -98,7 +98,7 @@ impl Judging<'_> {
 
     fn no_data(&self, unit: &str, why: &str) -> Verdict {
         self.verdict(
-            Outcome::NotProven,
+            Judgement::NotProven,
             None,
             None,
             unit,
@@ -112,9 +112,9 @@ impl Judging<'_> {
     /// independent samples (a mean recall, a share of tokens, a scraped rate).
     fn observed_only(&self, observed: f64, samples: u64, note: &str) -> Verdict {
         let outcome = if self.slo.op.holds(observed, self.slo.threshold) {
-            Outcome::Pass
+            Judgement::Pass
         } else {
-            Outcome::Fail
+            Judgement::Fail
         };
         let note = Some(note.to_owned());
         self.verdict(
@@ -150,7 +150,7 @@ impl Judging<'_> {
         // Without an upper bound a pass cannot be proven; a breach still can be, from
         // the samples over the threshold, and the note says which.
         let note = bound.is_none().then(|| match outcome {
-            Outcome::Fail => format!(
+            Judgement::Fail => format!(
                 "{bad} of {n} samples over the threshold prove the breach; too few to bound the p{} itself",
                 q * 100.0
             ),
@@ -247,13 +247,13 @@ impl Judging<'_> {
         let half = z * (var / m as f64).sqrt();
         let (lower, upper) = (mean - half, mean + half);
         let (outcome, bound) = if slo.op.holds(lower, slo.threshold) {
-            (Outcome::Pass, lower)
+            (Judgement::Pass, lower)
         } else if !slo.op.holds(upper, slo.threshold) {
-            (Outcome::Fail, upper)
+            (Judgement::Fail, upper)
         } else {
-            (Outcome::NotProven, lower)
+            (Judgement::NotProven, lower)
         };
-        let further = (outcome == Outcome::NotProven && mean != slo.threshold).then(|| {
+        let further = (outcome == Judgement::NotProven && mean != slo.threshold).then(|| {
             let needed = (z * var.sqrt() / (mean - slo.threshold)).powi(2).ceil() as u64;
             needed.saturating_sub(m)
         });
@@ -271,12 +271,12 @@ impl Judging<'_> {
 }
 
 /// The outcome of a share test and, when undecided, the further samples needed.
-fn decided(bad: u64, n: u64, allowed: f64, inclusive: bool, c: f64) -> (Outcome, Option<u64>) {
+fn decided(bad: u64, n: u64, allowed: f64, inclusive: bool, c: f64) -> (Judgement, Option<u64>) {
     match stats::decide(bad, n, allowed, inclusive, c) {
-        Decision::Within => (Outcome::Pass, None),
-        Decision::Beyond => (Outcome::Fail, None),
+        Decision::Within => (Judgement::Pass, None),
+        Decision::Beyond => (Judgement::Fail, None),
         Decision::Undecided => (
-            Outcome::NotProven,
+            Judgement::NotProven,
             stats::trials_to_decide(bad, n, allowed, inclusive, c).map(|t| t.saturating_sub(n)),
         ),
     }

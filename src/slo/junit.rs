@@ -4,16 +4,16 @@
 
 use std::fmt::Write;
 
-use super::{Outcome, Verdict};
+use super::{Judgement, Verdict};
 
 /// The verdicts of run `name` as a JUnit XML document.
 pub fn render(name: &str, verdicts: &[Verdict], strict: bool) -> String {
     let failed =
-        |v: &Verdict| v.outcome == Outcome::Fail || (strict && v.outcome == Outcome::NotProven);
+        |v: &Verdict| v.outcome == Judgement::Fail || (strict && v.outcome == Judgement::NotProven);
     let failures = verdicts.iter().filter(|v| failed(v)).count();
     let skipped = verdicts
         .iter()
-        .filter(|v| !failed(v) && v.outcome == Outcome::NotProven)
+        .filter(|v| !failed(v) && v.outcome == Judgement::NotProven)
         .count();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let suite = escape(&format!("redline SLOs: {name}"));
@@ -40,7 +40,7 @@ pub fn render(name: &str, verdicts: &[Verdict], strict: bool) -> String {
                 ">\n      <failure message=\"{detail}\" type=\"{}\">{detail}</failure>\n    </testcase>",
                 outcome_name(v.outcome)
             );
-        } else if v.outcome == Outcome::NotProven {
+        } else if v.outcome == Judgement::NotProven {
             let _ = writeln!(
                 out,
                 ">\n      <skipped message=\"{detail}\"/>\n    </testcase>"
@@ -53,11 +53,11 @@ pub fn render(name: &str, verdicts: &[Verdict], strict: bool) -> String {
     out
 }
 
-fn outcome_name(outcome: Outcome) -> &'static str {
+fn outcome_name(outcome: Judgement) -> &'static str {
     match outcome {
-        Outcome::Pass => "pass",
-        Outcome::Fail => "fail",
-        Outcome::NotProven => "not_proven",
+        Judgement::Pass => "pass",
+        Judgement::Fail => "fail",
+        Judgement::NotProven => "not_proven",
     }
 }
 
@@ -95,7 +95,7 @@ fn escape(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn verdict(slo: &str, outcome: Outcome) -> Verdict {
+    fn verdict(slo: &str, outcome: Judgement) -> Verdict {
         Verdict {
             slo: slo.into(),
             expression: "<= 350ms".into(),
@@ -113,9 +113,9 @@ mod tests {
     #[test]
     fn failures_carry_the_figures_and_strict_fails_the_unproven() {
         let verdicts = [
-            verdict("ttft.p99", Outcome::Fail),
-            verdict("e2e.p99", Outcome::Pass),
-            verdict("tpot.p95", Outcome::NotProven),
+            verdict("ttft.p99", Judgement::Fail),
+            verdict("e2e.p99", Judgement::Pass),
+            verdict("tpot.p95", Judgement::NotProven),
         ];
         let xml = render("t", &verdicts, false);
         assert!(xml.contains("tests=\"3\" failures=\"1\" errors=\"0\" skipped=\"1\""));

@@ -381,9 +381,10 @@ fn parse_share(text: &str) -> Result<f64, String> {
     .map_err(|e| e.to_string())
 }
 
+/// What judging an SLO found: met, missed, or not enough data to tell either way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum Judgement {
     Pass,
     Fail,
     NotProven,
@@ -394,7 +395,7 @@ pub enum Outcome {
 pub struct Verdict {
     pub slo: String,
     pub expression: String,
-    pub outcome: Outcome,
+    pub outcome: Judgement,
     /// The observed value, in `unit`.
     pub observed: Option<f64>,
     /// The one-sided confidence bound on the side that must clear the threshold.
@@ -444,7 +445,7 @@ impl SloSet {
     pub fn certain_breaches(&self, agg: &Aggregator) -> Vec<Verdict> {
         self.evaluate(agg)
             .into_iter()
-            .filter(|v| v.outcome == Outcome::Fail)
+            .filter(|v| v.outcome == Judgement::Fail)
             .collect()
     }
 }
@@ -462,16 +463,16 @@ pub struct Aborted {
 /// is at worst not proven.
 pub fn gate_passes(verdicts: &[Verdict], strict: bool) -> bool {
     verdicts.iter().all(|v| match v.outcome {
-        Outcome::Pass => true,
-        Outcome::NotProven => !strict,
-        Outcome::Fail => false,
+        Judgement::Pass => true,
+        Judgement::NotProven => !strict,
+        Judgement::Fail => false,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Outcome as RecordOutcome, Phase, Record, Stage};
+    use crate::record::{FailStage, Outcome as RecordOutcome, Phase, Record};
 
     fn set(yaml: &str) -> SloSet {
         let mapping: Mapping = yaml_serde::from_str(yaml).unwrap();
@@ -525,21 +526,21 @@ mod tests {
         let v = s.evaluate(&agg);
         let by = |name: &str| v.iter().find(|v| v.slo == name).unwrap().clone();
         let pass = by("pass_rate");
-        assert_eq!(pass.outcome, Outcome::NotProven);
+        assert_eq!(pass.outcome, Judgement::NotProven);
         // ≈ 59,914 needed in all at 95 %.
         let more = pass.samples_to_decide.unwrap();
         assert!((58_900..=58_930).contains(&more), "{more}");
         // Over 60 % of requests above 350 ms: certain to fail, and p50 too.
-        assert_eq!(by("ttft.p99").outcome, Outcome::Fail);
-        assert_eq!(by("ttft.p50").outcome, Outcome::Fail);
+        assert_eq!(by("ttft.p99").outcome, Judgement::Fail);
+        assert_eq!(by("ttft.p50").outcome, Judgement::Fail);
         // No 5xx in 1,000: the upper bound (0.3 %) clears 1 %.
-        assert_eq!(by("error_rate{kind=http_5xx}").outcome, Outcome::Pass);
+        assert_eq!(by("error_rate{kind=http_5xx}").outcome, Judgement::Pass);
         // A 5xx in every tenth request is certain to break it.
         for i in 0..100 {
             let mut failed = Record::unsent(2_000 + i, 0, Phase::Measure, 0);
             failed.fail(
                 RecordOutcome::Error,
-                Stage::FirstByte,
+                FailStage::FirstByte,
                 "http_5xx",
                 "HTTP 503",
             );
@@ -551,7 +552,7 @@ mod tests {
                 .find(|v| v.slo == "error_rate{kind=http_5xx}")
                 .unwrap()
                 .outcome,
-            Outcome::Fail
+            Judgement::Fail
         );
     }
 
@@ -565,7 +566,7 @@ mod tests {
             agg.add(&ok(i, 50));
         }
         let v = &s.evaluate(&agg)[0];
-        assert_eq!((v.outcome, v.bound), (Outcome::Fail, None));
+        assert_eq!((v.outcome, v.bound), (Judgement::Fail, None));
         assert_eq!(
             v.note.as_deref(),
             Some(
@@ -588,9 +589,9 @@ mod tests {
             samples_to_decide: None,
             note: None,
         };
-        let verdicts = [v(Outcome::Pass), v(Outcome::NotProven)];
+        let verdicts = [v(Judgement::Pass), v(Judgement::NotProven)];
         assert!(gate_passes(&verdicts, false));
         assert!(!gate_passes(&verdicts, true));
-        assert!(!gate_passes(&[v(Outcome::Fail)], false));
+        assert!(!gate_passes(&[v(Judgement::Fail)], false));
     }
 }

@@ -213,7 +213,7 @@ mod tests {
         failed.last_byte_us = Some(50_000);
         failed.fail(
             Outcome::Error,
-            crate::record::Stage::FirstByte,
+            crate::record::FailStage::FirstByte,
             "http_5xx",
             "503",
         );
