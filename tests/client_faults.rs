@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use redline::client::openai::{Api, LlmTarget, call};
+use redline::client::openai::{LlmApi, LlmTarget, call};
 use redline::client::{RunClock, Timeouts, http_client};
 use redline::record::{FailStage, Outcome, Phase, Record, TokenSource};
 use redline::workload::payload::{Payload, PromptBody};
@@ -102,7 +102,7 @@ async fn run_with(script: Vec<Act>, stream: bool, change: impl FnOnce(&mut LlmTa
     };
     let target = LlmTarget {
         uri: format!("{base}/v1/chat/completions").parse().unwrap(),
-        api: Api::Chat,
+        api: LlmApi::Chat,
         model: "m".into(),
         stream,
         include_usage: true,

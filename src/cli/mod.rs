@@ -387,7 +387,7 @@ pub struct RunArgs {
     pub profile: Option<String>,
     /// Shorthand: chat or completions.
     #[arg(long, value_enum, default_value = "chat", help_heading = "Shorthands")]
-    pub api: ApiArg,
+    pub api: crate::client::openai::LlmApi,
     /// Shorthand: open-loop Poisson rate, requests per second.
     #[arg(long, conflicts_with = "concurrency", help_heading = "Shorthands")]
     pub rate: Option<f64>,
@@ -453,12 +453,6 @@ pub enum SchemaOf {
     Spec,
     Summary,
     Record,
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum ApiArg {
-    Chat,
-    Completions,
 }
 
 /// Runs the parsed command; returns the process exit code.

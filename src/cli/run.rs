@@ -1,6 +1,7 @@
 //! `redline run`: a spec or the shorthands, run, then the report and the exit code.
 
 use super::*;
+use crate::client::openai::LlmApi;
 
 pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
     let tls = tls_flags(&args)?;
@@ -242,8 +243,8 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
         model: args.model.clone(),
         profile: args.profile.clone(),
         api: match args.api {
-            ApiArg::Chat => ApiKind::Chat,
-            ApiArg::Completions => ApiKind::Completions,
+            LlmApi::Chat => ApiKind::Chat,
+            LlmApi::Completions => ApiKind::Completions,
         },
         api_key_env: args.api_key_env.clone(),
         headers: BTreeMap::new(),

@@ -20,9 +20,10 @@ use crate::record::{FailStage, Outcome, Record, ServerTruth, TokenSource};
 use crate::tokenizer::TokenCounting;
 use crate::workload::payload::{Payload, PromptBody};
 
-/// Which OpenAI API to call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
+/// Which OpenAI API to call (or, in the simulator, was called); also `--api` of the
+/// command line's shorthand run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LlmApi {
     Chat,
     Completions,
 }
@@ -32,7 +33,7 @@ pub enum Api {
 pub struct LlmTarget {
     /// `…/v1/chat/completions` or `…/v1/completions`.
     pub uri: Uri,
-    pub api: Api,
+    pub api: LlmApi,
     pub model: String,
     pub stream: bool,
     /// Ask for `usage` in the stream (`stream_options.include_usage`).
@@ -54,12 +55,12 @@ impl LlmTarget {
     pub fn body(&self, payload: &Payload) -> Value {
         let mut body = json!({"model": self.model, "stream": self.stream});
         match (&payload.prompt, self.api) {
-            (PromptBody::Text(text), Api::Completions) => body["prompt"] = json!(text),
-            (PromptBody::Text(text), Api::Chat) => {
+            (PromptBody::Text(text), LlmApi::Completions) => body["prompt"] = json!(text),
+            (PromptBody::Text(text), LlmApi::Chat) => {
                 body["messages"] = json!([{"role": "user", "content": text}])
             }
-            (PromptBody::Messages(messages), Api::Chat) => body["messages"] = json!(messages),
-            (PromptBody::Messages(messages), Api::Completions) => {
+            (PromptBody::Messages(messages), LlmApi::Chat) => body["messages"] = json!(messages),
+            (PromptBody::Messages(messages), LlmApi::Completions) => {
                 // A completions endpoint takes text: join the messages' contents.
                 let text: Vec<&str> = messages
                     .iter()

@@ -66,7 +66,7 @@ impl FlowRuntime {
                         uri: format!("{}/v1/chat/completions", urls[&step.service])
                             .parse()
                             .context("building a chat step's URL")?,
-                        api: Api::Chat,
+                        api: LlmApi::Chat,
                         model: models[&step.service].clone(),
                         stream: true,
                         include_usage: true,

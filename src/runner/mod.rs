@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 use crate::chaos::ProxyCounts;
 use crate::chaos::{FaultLog, ProxyConfig, Rule, RunningProxy, upstream_uri};
 use crate::client::http::{self, HttpTarget};
-use crate::client::openai::{self, Api, LlmTarget};
+use crate::client::openai::{self, LlmApi, LlmTarget};
 use crate::client::{HttpClient, RunClock};
 use crate::metrics::Aggregator;
 use crate::pacer::Pacer;
@@ -159,8 +159,8 @@ fn build_target(
             extra_body,
         } => {
             let path = match api {
-                Api::Chat => "/v1/chat/completions",
-                Api::Completions => "/v1/completions",
+                LlmApi::Chat => "/v1/chat/completions",
+                LlmApi::Completions => "/v1/completions",
             };
             let target = LlmTarget {
                 uri: format!("{base_url}{path}")

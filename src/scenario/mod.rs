@@ -22,7 +22,7 @@ use hyper::header::{HeaderName, HeaderValue};
 
 use crate::chaos::RuleDef;
 use crate::client::Timeouts;
-use crate::client::openai::Api;
+use crate::client::openai::LlmApi;
 use crate::client::tls::{TlsOptions, TlsSettings};
 use crate::metrics::RequestSlo;
 use crate::scenario::flow::FlowPlan;
@@ -75,7 +75,7 @@ impl Service {
 pub enum Workload {
     /// An OpenAI-compatible API, with prompts from a source.
     Llm {
-        api: Api,
+        api: LlmApi,
         prompts: PromptSource,
         stream: bool,
         include_usage: bool,
@@ -447,7 +447,13 @@ fn session_from_spec(
     problems: &mut Problems,
 ) -> Option<SessionPlan> {
     spec.payload_template.session.as_ref().and_then(|session| {
-        let chat = matches!(workload, Some(Workload::Llm { api: Api::Chat, .. }));
+        let chat = matches!(
+            workload,
+            Some(Workload::Llm {
+                api: LlmApi::Chat,
+                ..
+            })
+        );
         if !chat {
             problems.add(
                 "spec.payloadTemplate.session",

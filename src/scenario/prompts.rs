@@ -71,9 +71,9 @@ pub(super) fn workload_from_spec(
             prompts_from_spec(prompts, &file.path, spec.seed, tokenizer, problems).map(|prompts| {
                 Workload::Llm {
                     api: if kind == ApiKind::Completions {
-                        Api::Completions
+                        LlmApi::Completions
                     } else {
-                        Api::Chat
+                        LlmApi::Chat
                     },
                     prompts,
                     stream: template.stream,
@@ -135,7 +135,7 @@ pub(super) fn templates_source(
     tokenizer: LocalTokenizer,
     problems: &mut Problems,
 ) -> Option<PromptSource> {
-    let generator = crate::workload::datagen::Generator::load(path)
+    let generator = crate::workload::datagen::TemplateSampler::load(path)
         .map_err(|e| problems.add("spec.payloadTemplate.prompts.templates.file", e, None))
         .ok();
     let output = Length::from_spec(&t.output_tokens)

@@ -18,7 +18,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use super::metrics::SimMetrics;
 use super::profile::Profile;
 use super::scheduler::{Emission, NewRequest, Scheduler, Timeline};
-use super::text::{FinishReason, Generator};
+use super::text::{AnswerGenerator, FinishReason};
 
 /// What a request's stream receives.
 #[derive(Debug)]
@@ -107,7 +107,7 @@ impl Engine {
     pub fn submit(
         &self,
         prompt: Vec<u32>,
-        generator: Generator,
+        generator: AnswerGenerator,
         arrival_ns: u64,
     ) -> UnboundedReceiver<Event> {
         let (events, receiver) = unbounded_channel();

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::profile::Profile;
-use super::text::{AnswerLimits, Generator, ToolCall, prompt_seed, tool_arguments};
+use super::text::{AnswerGenerator, AnswerLimits, ToolCall, prompt_seed, tool_arguments};
 use crate::seed::mix_seed;
 use crate::tokenizer::sim as sim_tokenizer;
 
@@ -199,7 +199,7 @@ pub struct EmbeddingRequest {
 #[derive(Debug)]
 pub struct Plan {
     pub prompt: Vec<u32>,
-    pub generator: Generator,
+    pub generator: AnswerGenerator,
     pub stream: bool,
     pub include_usage: bool,
     pub tool_call: Option<ToolCall>,
@@ -332,8 +332,8 @@ fn plan(
         stop: sampling.stop.map(Stop::into_vec).unwrap_or_default(),
     };
     let generator = match &tool_call {
-        Some(call) => Generator::tool_call(call, &limits),
-        None => Generator::text(prompt_seed(&prompt, seed), &limits),
+        Some(call) => AnswerGenerator::tool_call(call, &limits),
+        None => AnswerGenerator::text(prompt_seed(&prompt, seed), &limits),
     };
     Ok(Plan {
         prompt,

@@ -16,14 +16,14 @@ use std::sync::Arc;
 
 use super::kv::{BlockId, BlockPool, block_hash};
 use super::profile::{Profile, StepShape};
-use super::text::{FinishReason, Generator};
+use super::text::{AnswerGenerator, FinishReason};
 
 /// A request as the engine receives it.
 #[derive(Debug)]
 pub struct NewRequest {
     pub id: u64,
     pub prompt: Vec<u32>,
-    pub generator: Generator,
+    pub generator: AnswerGenerator,
     /// When the server received it, nanoseconds since server start.
     pub arrival_ns: u64,
 }
@@ -98,7 +98,7 @@ struct Sequence {
     /// Prompt then generated tokens.
     tokens: Vec<u32>,
     prompt_len: u32,
-    generator: Generator,
+    generator: AnswerGenerator,
     /// Tokens whose KV is computed.
     computed: u32,
     blocks: Vec<BlockId>,

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use super::*;
-use crate::sim::text::{AnswerLimits, Generator};
+use crate::sim::text::{AnswerGenerator, AnswerLimits};
 
 /// A finished request as seen in virtual time.
 #[derive(Debug, Clone)]
@@ -23,7 +23,7 @@ fn request(id: u64, prompt: Vec<u32>, max_tokens: u32, arrival_ns: u64) -> NewRe
     };
     NewRequest {
         id,
-        generator: Generator::text(crate::sim::text::prompt_seed(&prompt, 0), &limits),
+        generator: AnswerGenerator::text(crate::sim::text::prompt_seed(&prompt, 0), &limits),
         prompt,
         arrival_ns,
     }

@@ -28,6 +28,7 @@ use super::profile::Profile;
 use super::scheduler::Timeline;
 use super::text::FinishReason;
 use super::tiers::{self, TierConfig, Tiers};
+use crate::client::openai::LlmApi;
 use crate::tokenizer::sim as sim_tokenizer;
 
 /// How a simulator is set up.
@@ -244,17 +245,11 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Api {
-    Chat,
-    Completions,
-}
-
 async fn chat_completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
     let arrival_ns = state.clock.now_ns();
     let plan =
         openai::parse(&body).and_then(|request| openai::plan_chat(request, &state.context()));
-    answer(state, plan, Api::Chat, arrival_ns, request_hash(&body)).await
+    answer(state, plan, LlmApi::Chat, arrival_ns, request_hash(&body)).await
 }
 
 /// `POST /tokenize {"content": …}` (llama.cpp) or `/extras/tokenize {"input": …}`
@@ -291,7 +286,7 @@ async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Respons
     answer(
         state,
         plan,
-        Api::Completions,
+        LlmApi::Completions,
         arrival_ns,
         request_hash(&body),
     )
@@ -301,7 +296,7 @@ async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Respons
 async fn answer(
     state: Arc<SimState>,
     plan: Result<Plan, ApiError>,
-    api: Api,
+    api: LlmApi,
     arrival_ns: u64,
     request_hash: u64,
 ) -> Response {
@@ -426,7 +421,7 @@ fn json_string(text: &str) -> String {
 /// Formats the chunks of one answer. The constant head of every chunk is rendered
 /// once, so a token costs one escape of its text.
 struct Chunks {
-    api: Api,
+    api: LlmApi,
     id: String,
     created: u64,
     model: String,
@@ -437,10 +432,10 @@ struct Chunks {
 }
 
 impl Chunks {
-    fn new(api: Api, model: &str, n: u64, tool_call: Option<super::text::ToolCall>) -> Chunks {
+    fn new(api: LlmApi, model: &str, n: u64, tool_call: Option<super::text::ToolCall>) -> Chunks {
         let (id, object) = match api {
-            Api::Chat => (format!("chatcmpl-{n:016x}"), "chat.completion.chunk"),
-            Api::Completions => (format!("cmpl-{n:016x}"), "text_completion"),
+            LlmApi::Chat => (format!("chatcmpl-{n:016x}"), "chat.completion.chunk"),
+            LlmApi::Completions => (format!("cmpl-{n:016x}"), "text_completion"),
         };
         let created = unix_now();
         let head = format!(
@@ -462,33 +457,33 @@ impl Chunks {
     fn token(&self, index: u32, delta: &str) -> Bytes {
         let escaped = json_string(delta);
         let mut out = String::with_capacity(self.head.len() + escaped.len() + 160);
-        if index == 0 && self.api == Api::Chat {
+        if index == 0 && self.api == LlmApi::Chat {
             // vLLM sends the role with the first output, not before it.
             out.push_str(&self.head);
             out.push_str("\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
         }
         out.push_str(&self.head);
         match (self.api, &self.tool_call) {
-            (Api::Chat, Some(call)) if index == 0 => {
+            (LlmApi::Chat, Some(call)) if index == 0 => {
                 out.push_str(&format!(
                     "\"delta\":{{\"tool_calls\":[{{\"index\":0,\"id\":{},\"type\":\"function\",\"function\":{{\"name\":{},\"arguments\":{escaped}}}}}]}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n",
                     Value::from(call.id.as_str()),
                     Value::from(call.name.as_str())
                 ));
             }
-            (Api::Chat, Some(_)) => {
+            (LlmApi::Chat, Some(_)) => {
                 out.push_str(
                     "\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":",
                 );
                 out.push_str(&escaped);
                 out.push_str("}}]},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
             }
-            (Api::Chat, None) => {
+            (LlmApi::Chat, None) => {
                 out.push_str("\"delta\":{\"content\":");
                 out.push_str(&escaped);
                 out.push_str("},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
             }
-            (Api::Completions, _) => {
+            (LlmApi::Completions, _) => {
                 out.push_str("\"text\":");
                 out.push_str(&escaped);
                 out.push_str(
@@ -503,10 +498,10 @@ impl Chunks {
     /// of them, then `[DONE]`.
     fn finish(&self, reason: FinishReason, timeline: &Timeline, include_usage: bool) -> Bytes {
         let choice = match self.api {
-            Api::Chat => {
+            LlmApi::Chat => {
                 json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": reason.as_str()})
             }
-            Api::Completions => {
+            LlmApi::Completions => {
                 json!({"index": 0, "text": "", "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null})
             }
         };
@@ -527,8 +522,8 @@ impl Chunks {
 
     fn envelope(&self, choices: Vec<Value>) -> Value {
         let object = match self.api {
-            Api::Chat => "chat.completion.chunk",
-            Api::Completions => "text_completion",
+            LlmApi::Chat => "chat.completion.chunk",
+            LlmApi::Completions => "text_completion",
         };
         json!({"id": self.id, "object": object, "created": self.created, "model": self.model, "choices": choices})
     }
@@ -536,26 +531,26 @@ impl Chunks {
     /// A non-streaming response body.
     fn full_body(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Value {
         let choice = match (self.api, &self.tool_call) {
-            (Api::Chat, Some(call)) => json!({
+            (LlmApi::Chat, Some(call)) => json!({
                 "index": 0,
                 "message": {"role": "assistant", "content": null, "tool_calls": [
                     {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": text}}
                 ]},
                 "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null
             }),
-            (Api::Chat, None) => json!({
+            (LlmApi::Chat, None) => json!({
                 "index": 0,
                 "message": {"role": "assistant", "content": text, "tool_calls": []},
                 "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null
             }),
-            (Api::Completions, _) => json!({
+            (LlmApi::Completions, _) => json!({
                 "index": 0, "text": text, "logprobs": null,
                 "finish_reason": reason.as_str(), "stop_reason": null
             }),
         };
         let object = match self.api {
-            Api::Chat => "chat.completion",
-            Api::Completions => "text_completion",
+            LlmApi::Chat => "chat.completion",
+            LlmApi::Completions => "text_completion",
         };
         json!({
             "id": self.id, "object": object, "created": self.created, "model": self.model,

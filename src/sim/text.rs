@@ -52,7 +52,7 @@ pub struct Token {
 
 /// Produces an answer one token at a time.
 #[derive(Debug)]
-pub struct Generator {
+pub struct AnswerGenerator {
     rng: ChaCha8Rng,
     /// Tokens this answer will have unless a stop string ends it first.
     length: u32,
@@ -83,9 +83,9 @@ pub struct AnswerLimits {
     pub stop: Vec<String>,
 }
 
-impl Generator {
+impl AnswerGenerator {
     /// A text answer, seeded by `seed` (already mixed with the prompt).
-    pub fn text(seed: u64, limits: &AnswerLimits) -> Generator {
+    pub fn text(seed: u64, limits: &AnswerLimits) -> AnswerGenerator {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let [low, high] = limits.natural_length;
         let natural = rng.random_range(low..=high.max(low));
@@ -98,7 +98,7 @@ impl Generator {
         } else {
             (wanted, at_length)
         };
-        Generator {
+        AnswerGenerator {
             rng,
             length,
             at_length,
@@ -116,7 +116,7 @@ impl Generator {
     }
 
     /// A tool call answer: the arguments streamed as tokens.
-    pub fn tool_call(call: &ToolCall, limits: &AnswerLimits) -> Generator {
+    pub fn tool_call(call: &ToolCall, limits: &AnswerLimits) -> AnswerGenerator {
         let pieces: Vec<String> = sim_tokenizer::Pieces::new(&call.arguments)
             .map(str::to_owned)
             .collect();
@@ -126,7 +126,7 @@ impl Generator {
         } else {
             (pieces.len() as u32, FinishReason::ToolCalls)
         };
-        Generator {
+        AnswerGenerator {
             rng: ChaCha8Rng::seed_from_u64(0),
             length: length.max(1),
             at_length,
@@ -300,7 +300,7 @@ mod tests {
         }
     }
 
-    fn run(mut generator: Generator) -> (String, Vec<u32>, FinishReason) {
+    fn run(mut generator: AnswerGenerator) -> (String, Vec<u32>, FinishReason) {
         let (mut text, mut ids) = (String::new(), Vec::new());
         loop {
             let token = generator.next_token();
@@ -321,7 +321,7 @@ mod tests {
 
     #[test]
     fn max_tokens_gives_exact_length_and_the_text_round_trips() {
-        let (text, ids, reason) = run(Generator::text(7, &limits(Some(100), &[])));
+        let (text, ids, reason) = run(AnswerGenerator::text(7, &limits(Some(100), &[])));
         assert_eq!(ids.len(), 100);
         assert_eq!(reason, FinishReason::Length);
         assert_eq!(sim_tokenizer::encode(&text), ids);
@@ -329,9 +329,9 @@ mod tests {
 
     #[test]
     fn same_seed_same_answer_other_seed_other_answer() {
-        let a = run(Generator::text(1, &limits(None, &[])));
-        let b = run(Generator::text(1, &limits(None, &[])));
-        let c = run(Generator::text(2, &limits(None, &[])));
+        let a = run(AnswerGenerator::text(1, &limits(None, &[])));
+        let b = run(AnswerGenerator::text(1, &limits(None, &[])));
+        let c = run(AnswerGenerator::text(2, &limits(None, &[])));
         assert_eq!(a, b);
         assert_ne!(a.0, c.0);
         assert_eq!(a.2, FinishReason::Stop, "natural end without max_tokens");
@@ -342,20 +342,20 @@ mod tests {
     fn the_context_window_caps_the_length() {
         let mut l = limits(Some(100), &[]);
         l.room = 10;
-        let (_, ids, reason) = run(Generator::text(3, &l));
+        let (_, ids, reason) = run(AnswerGenerator::text(3, &l));
         assert_eq!((ids.len(), reason), (10, FinishReason::Length));
     }
 
     #[test]
     fn stop_string_spanning_tokens_ends_the_answer_and_never_leaks() {
-        let (full, _, _) = run(Generator::text(9, &limits(Some(60), &[])));
+        let (full, _, _) = run(AnswerGenerator::text(9, &limits(Some(60), &[])));
         // A stop string made of the end of the 5th word and the start of the 6th.
         let words: Vec<&str> = sim_tokenizer::Pieces::new(&full).collect();
         let prefix: String = words[..5].concat();
         let stop = format!("{}{}", &words[4][words[4].len() - 2..], &words[5][..2]);
         let expected = &full[..full.find(&stop).unwrap()];
         assert!(expected.len() <= prefix.len());
-        let (text, _, reason) = run(Generator::text(9, &limits(Some(60), &[&stop])));
+        let (text, _, reason) = run(AnswerGenerator::text(9, &limits(Some(60), &[&stop])));
         assert_eq!(reason, FinishReason::Stop);
         assert_eq!(text, expected);
     }
@@ -385,7 +385,7 @@ mod tests {
             name: "search".into(),
             arguments: args.clone(),
         };
-        let (text, _, reason) = run(Generator::tool_call(&call, &limits(None, &[])));
+        let (text, _, reason) = run(AnswerGenerator::tool_call(&call, &limits(None, &[])));
         assert_eq!((text, reason), (args, FinishReason::ToolCalls));
     }
 }

@@ -21,7 +21,7 @@ use crate::seed::mix_seed;
 use crate::spec::LengthSpec;
 use crate::tokenizer::LocalTokenizer;
 use crate::tokenizer::sim::WORDS;
-use crate::workload::datagen::Generator;
+use crate::workload::datagen::TemplateSampler;
 use crate::workload::dataset::Dataset;
 use crate::workload::payload::{Payload, PromptBody};
 
@@ -126,7 +126,7 @@ pub enum PromptSource {
     Dataset(Dataset),
     /// Prompts drawn from learned templates.
     Templates {
-        generator: Generator,
+        generator: TemplateSampler,
         output: Length,
         /// Counts each prompt's tokens, for when the server reports none.
         tokenizer: LocalTokenizer,

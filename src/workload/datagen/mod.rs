@@ -281,7 +281,7 @@ fn fidelity(
     centroids: &Centroids,
     options: &Options,
 ) -> Fidelity {
-    let generator = Generator::new(templates.to_vec());
+    let generator = TemplateSampler::new(templates.to_vec());
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed ^ 0x4649_4445);
     let mut generated_lengths = Vec::with_capacity(sample.len());
     let mut generated_shares = vec![0.0; centroids.len()];
@@ -362,19 +362,19 @@ impl Welford {
 
 /// Draws prompts from templates in proportion to their weights.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Generator {
+pub struct TemplateSampler {
     templates: Vec<Template>,
     total: f64,
 }
 
-impl Generator {
-    pub fn new(templates: Vec<Template>) -> Generator {
+impl TemplateSampler {
+    pub fn new(templates: Vec<Template>) -> TemplateSampler {
         let total = templates.iter().map(|t| t.weight).sum();
-        Generator { templates, total }
+        TemplateSampler { templates, total }
     }
 
     /// Reads a file written by `redline datagen`.
-    pub fn load(path: &Path) -> Result<Generator, String> {
+    pub fn load(path: &Path) -> Result<TemplateSampler, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         let file: TemplateFile = yaml_serde::from_str(&text).map_err(|e| {
@@ -389,7 +389,7 @@ impl Generator {
                 path.display()
             ));
         }
-        Ok(Generator::new(file.templates))
+        Ok(TemplateSampler::new(file.templates))
     }
 
     /// One prompt: a template drawn by weight, each slot filled with a value seen.
@@ -518,7 +518,7 @@ mod tests {
         let (file, _) = learn(&path, &options(8)).unwrap();
         let out = path.with_extension("yaml");
         write(&file, &out).unwrap();
-        let generator = Generator::load(&out).unwrap();
+        let generator = TemplateSampler::load(&out).unwrap();
         let draw = |seed| {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             (0..20)
