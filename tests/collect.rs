@@ -8,12 +8,12 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::Request;
-use redline::trace::receiver::{Collector, MAX_BODY_BYTES, app};
+use redline::trace::receiver::{MAX_BODY_BYTES, SpanStore, app};
 
 #[tokio::test]
 async fn malformed_and_oversized_exports_are_rejected_and_counted() {
     let dir = common::temp_dir("collect-http");
-    let collector = Arc::new(Collector::create(&dir, 1000).unwrap());
+    let collector = Arc::new(SpanStore::create(&dir, 1000).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(axum::serve(listener, app(collector.clone())).into_future());

@@ -373,7 +373,7 @@ async fn exported_spans_graph_the_flow_topology() {
     .await;
     let dir = temp_dir("flow-otlp");
     let collector =
-        std::sync::Arc::new(redline::trace::receiver::Collector::create(&dir, 100_000).unwrap());
+        std::sync::Arc::new(redline::trace::receiver::SpanStore::create(&dir, 100_000).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let collect_addr = listener.local_addr().unwrap();
     tokio::spawn(

@@ -206,7 +206,7 @@ pub(super) async fn collect(
         );
     }
     let collector = std::sync::Arc::new(
-        crate::trace::receiver::Collector::create(out, max_spans)
+        crate::trace::receiver::SpanStore::create(out, max_spans)
             .with_context(|| format!("cannot write to {}", out.display()))?,
     );
     let tls = tls.load()?;

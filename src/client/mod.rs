@@ -6,7 +6,7 @@ pub mod json;
 pub mod openai;
 pub mod sse;
 pub mod tls;
-pub mod tokenize;
+pub mod server_tokenizer;
 
 use std::time::{Duration, Instant};
 

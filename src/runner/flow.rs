@@ -223,7 +223,7 @@ impl Session<'_> {
         })
     }
 
-    /// Records the request's end; the previous record goes to the collector.
+    /// Records the request's end; the previous record goes to the recorder.
     fn finish(&mut self, slot: Slot) {
         let record = slot.record;
         self.run

@@ -1,5 +1,5 @@
 //! Carries out a scenario: schedules requests on their intended times, sends them,
-//! and streams one record per scheduled request to the collector, which writes
+//! and streams one record per scheduled request to the recorder, which writes
 //! `records.jsonl` as they complete and keeps the statistics.
 //!
 //! Open-loop stages sleep until each absolute intended time (never chained sleeps), so
@@ -10,7 +10,7 @@
 //! in-flight requests get `drain_timeout` to finish, and whatever is left is recorded
 //! as `cancelled`.
 
-mod collector;
+mod recorder;
 mod flow;
 mod progress;
 mod services;
@@ -19,7 +19,7 @@ mod wiring;
 
 pub use progress::{Progress, ProgressSnapshot, StageStatus};
 
-use collector::*;
+use recorder::*;
 use services::*;
 use wiring::{ObserverOptions, Observers, Scraper, Servers};
 
@@ -312,7 +312,7 @@ impl Shared {
 
     fn emit(&self, record: Record) {
         self.progress.ended(record.outcome == Outcome::Ok);
-        // The collector runs until the runner closes its inbox, after every request
+        // The recorder runs until the runner closes its inbox, after every request
         // task has ended; a send error would mean it failed, and the run reports that.
         let _ = self.records.send(Inbox::Record(Box::new(record)));
     }
@@ -357,7 +357,7 @@ pub async fn run(
     };
     let (observers, span_sink) =
         Observers::start(observer_options, &scenario, &model, clock, &mut notes)?;
-    let collector = tokio::spawn(collect(
+    let recorder = tokio::spawn(record(
         inbox,
         std::io::BufWriter::new(file),
         scenario.aggregator(),
@@ -392,7 +392,7 @@ pub async fn run(
     let executed = run_stages(&shared, &stop).await?;
     let elapsed = clock.start().elapsed();
     let server_metrics = scraper.finish().await?;
-    let (aggregator, aborted, evidence) = close_collector(&shared, collector).await?;
+    let (aggregator, aborted, evidence) = close_recorder(&shared, recorder).await?;
     let (aggregator, token_settlement) = settle_tokens(
         &shared,
         evidence,
@@ -488,17 +488,15 @@ async fn run_stages(shared: &Arc<Shared>, stop: &CancellationToken) -> Result<Ve
     Ok(executed)
 }
 
-/// Every request task has ended: closes the collector's inbox explicitly, whoever
+/// Every request task has ended: closes the recorder's inbox explicitly, whoever
 /// still holds a share of the run, and checks that each scheduled request has its
 /// one record.
-async fn close_collector(
+async fn close_recorder(
     shared: &Shared,
-    collector: tokio::task::JoinHandle<
-        Result<(Aggregator, Option<Aborted>, tokens::TokenEvidence)>,
-    >,
+    recorder: tokio::task::JoinHandle<Result<(Aggregator, Option<Aborted>, tokens::TokenEvidence)>>,
 ) -> Result<(Aggregator, Option<Aborted>, tokens::TokenEvidence)> {
     let _ = shared.records.send(Inbox::Close);
-    let collected = collector.await.context("the record collector failed")??;
+    let collected = recorder.await.context("the recorder failed")??;
     let (scheduled, recorded) = shared.progress.balance();
     if scheduled != recorded {
         anyhow::bail!(

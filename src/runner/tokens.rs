@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::client::HttpClient;
-use crate::client::tokenize::ServerTokenizer;
+use crate::client::server_tokenizer::ServerTokenizer;
 use crate::record::{Outcome, Record, TokenSettlement, TokenSource};
 
 /// Most bytes of answers kept for the server's tokenizer; past it, answers keep

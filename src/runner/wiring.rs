@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::collector::SpanSink;
+use super::recorder::SpanSink;
 use super::services::{embedded_profile, proxy_counts, start_proxy, through_proxy, trace_report};
 use super::{CollectOptions, flow};
 use crate::chaos::{FaultLog, ProxyCounts, RunningProxy};
@@ -25,7 +25,7 @@ use crate::scenario::{Endpoint, Scenario, Service};
 use crate::sim::{EmbeddedSim, Profile, SimConfig};
 use crate::trace::export::ExportCounts;
 use crate::trace::graph::TraceReport;
-use crate::trace::receiver::Collector;
+use crate::trace::receiver::SpanStore;
 use crate::workload::PromptSource;
 
 /// The servers a run starts: one simulator for every `url: embedded` service, and a
@@ -110,7 +110,7 @@ impl Servers {
         flow::FlowRuntime::new(plan.clone(), urls, models, scenario, baggage, prompts)
     }
 
-    /// The proxies' logs of what they injected, for the collector to join.
+    /// The proxies' logs of what they injected, for the recorder to join.
     pub(super) fn fault_logs(&self) -> Vec<Arc<FaultLog>> {
         self.proxies.values().map(|p| p.chaos.log.clone()).collect()
     }
@@ -156,7 +156,7 @@ pub(super) struct Observers {
 }
 
 struct Receiver {
-    collector: Arc<Collector>,
+    store: Arc<SpanStore>,
     server: JoinHandle<std::io::Result<()>>,
     grace: std::time::Duration,
 }
@@ -170,7 +170,7 @@ pub(super) struct ObserverOptions {
 }
 
 impl Observers {
-    /// Starts them; returns the sink the collector sends spans to, when exporting.
+    /// Starts them; returns the sink the recorder sends spans to, when exporting.
     pub(super) fn start(
         options: ObserverOptions,
         scenario: &Scenario,
@@ -239,7 +239,7 @@ impl Observers {
             None => None,
         };
         let Some(Receiver {
-            collector,
+            store,
             server,
             grace,
         }) = self.receiver
@@ -252,27 +252,24 @@ impl Observers {
         }
         self.receiver_stop.cancel();
         let _ = server.await;
-        let mut report = trace_report(&collector.path, records)?;
-        report.receiver = Some(collector.stats.counts());
+        let mut report = trace_report(&store.path, records)?;
+        report.receiver = Some(store.stats.counts());
         Ok((otlp, Some(report)))
     }
 }
 
 fn start_receiver(collect: CollectOptions, stop: CancellationToken) -> Result<Receiver> {
-    let collector = Arc::new(
-        Collector::create(&collect.dir, 5_000_000)
+    let store = Arc::new(
+        SpanStore::create(&collect.dir, 5_000_000)
             .with_context(|| format!("cannot write to {}", collect.dir.display()))?,
     );
     let server = tokio::spawn(
-        axum::serve(
-            collect.listener,
-            crate::trace::receiver::app(collector.clone()),
-        )
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .into_future(),
+        axum::serve(collect.listener, crate::trace::receiver::app(store.clone()))
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .into_future(),
     );
     Ok(Receiver {
-        collector,
+        store,
         server,
         grace: collect.grace,
     })

@@ -50,7 +50,7 @@ impl CollectStats {
 }
 
 /// The receiver's state: where spans go and what it counted.
-pub struct Collector {
+pub struct SpanStore {
     out: Mutex<std::io::BufWriter<std::fs::File>>,
     pub path: PathBuf,
     metrics_out: Mutex<std::io::BufWriter<std::fs::File>>,
@@ -60,9 +60,9 @@ pub struct Collector {
     pub stats: CollectStats,
 }
 
-impl Collector {
+impl SpanStore {
     /// Appends to `DIR/spans.jsonl`.
-    pub fn create(dir: &Path, max_spans: u64) -> std::io::Result<Collector> {
+    pub fn create(dir: &Path, max_spans: u64) -> std::io::Result<SpanStore> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join("spans.jsonl");
         let file = std::fs::OpenOptions::new()
@@ -74,7 +74,7 @@ impl Collector {
             .create(true)
             .append(true)
             .open(&metrics_path)?;
-        Ok(Collector {
+        Ok(SpanStore {
             out: Mutex::new(std::io::BufWriter::new(file)),
             path,
             metrics_out: Mutex::new(std::io::BufWriter::new(metrics_file)),
@@ -116,7 +116,7 @@ impl Collector {
     }
 }
 
-impl Collector {
+impl SpanStore {
     /// Stores one metrics export; `Err` is the reason it is not OTLP.
     pub fn accept_metrics(&self, content_type: &str, body: &[u8]) -> Result<(), String> {
         let request = if content_type.starts_with("application/json") {
@@ -140,7 +140,7 @@ impl Collector {
 }
 
 async fn metrics(
-    State(collector): State<Arc<Collector>>,
+    State(store): State<Arc<SpanStore>>,
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
@@ -151,32 +151,32 @@ async fn metrics(
         .to_owned();
     match body
         .map_err(|e| e.to_string())
-        .and_then(|b| collector.accept_metrics(&content_type, &b))
+        .and_then(|b| store.accept_metrics(&content_type, &b))
     {
         Ok(()) => StatusCode::OK.into_response(),
         Err(reason) => {
-            collector.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            store.stats.rejected.fetch_add(1, Ordering::Relaxed);
             (StatusCode::BAD_REQUEST, reason).into_response()
         }
     }
 }
 
-pub fn app(collector: Arc<Collector>) -> Router {
+pub fn app(store: Arc<SpanStore>) -> Router {
     Router::new()
         .route("/v1/traces", post(traces))
         .route("/v1/metrics", post(metrics))
         .route("/stats", get(stats))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(collector)
+        .with_state(store)
 }
 
 async fn traces(
-    State(collector): State<Arc<Collector>>,
+    State(store): State<Arc<SpanStore>>,
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     let Ok(body) = body else {
-        collector.stats.rejected.fetch_add(1, Ordering::Relaxed);
+        store.stats.rejected.fetch_add(1, Ordering::Relaxed);
         return (
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("exports are limited to {MAX_BODY_BYTES} bytes"),
@@ -187,9 +187,9 @@ async fn traces(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/x-protobuf");
-    match collector.accept(content_type, &body) {
+    match store.accept(content_type, &body) {
         Ok(_) => {
-            collector.stats.requests.fetch_add(1, Ordering::Relaxed);
+            store.stats.requests.fetch_add(1, Ordering::Relaxed);
             // An empty ExportTraceServiceResponse, in the request's encoding.
             if content_type.starts_with("application/json") {
                 ([(header::CONTENT_TYPE, "application/json")], "{}").into_response()
@@ -202,14 +202,14 @@ async fn traces(
             }
         }
         Err(reason) => {
-            collector.stats.rejected.fetch_add(1, Ordering::Relaxed);
+            store.stats.rejected.fetch_add(1, Ordering::Relaxed);
             (StatusCode::BAD_REQUEST, reason).into_response()
         }
     }
 }
 
-async fn stats(State(collector): State<Arc<Collector>>) -> axum::Json<serde_json::Value> {
-    axum::Json(serde_json::to_value(&collector.stats).unwrap_or_default())
+async fn stats(State(store): State<Arc<SpanStore>>) -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::to_value(&store.stats).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -256,26 +256,26 @@ mod tests {
     #[test]
     fn protobuf_and_json_exports_are_stored_as_otlp_json_the_graph_reads() {
         let dir = std::env::temp_dir().join(format!("redline-collect-{}", std::process::id()));
-        let collector = Collector::create(&dir, 5).unwrap();
+        let store = SpanStore::create(&dir, 5).unwrap();
         let protobuf = export(3).encode_to_vec();
-        assert_eq!(collector.accept("application/x-protobuf", &protobuf), Ok(3));
+        assert_eq!(store.accept("application/x-protobuf", &protobuf), Ok(3));
         let json = serde_json::to_vec(&export(2)).unwrap();
-        assert_eq!(collector.accept("application/json", &json), Ok(2));
+        assert_eq!(store.accept("application/json", &json), Ok(2));
         // Past the bound: dropped and counted, not stored.
-        assert_eq!(collector.accept("application/x-protobuf", &protobuf), Ok(0));
-        assert_eq!(collector.stats.spans_dropped.load(Ordering::Relaxed), 3);
+        assert_eq!(store.accept("application/x-protobuf", &protobuf), Ok(0));
+        assert_eq!(store.stats.spans_dropped.load(Ordering::Relaxed), 3);
         assert!(
-            collector
+            store
                 .accept("application/x-protobuf", b"\xff\xff garbage")
                 .is_err()
         );
         assert!(
-            collector
+            store
                 .accept("application/json", b"{\"resourceSpans\": 5}")
                 .is_err()
         );
 
-        let text = std::fs::read_to_string(&collector.path).unwrap();
+        let text = std::fs::read_to_string(&store.path).unwrap();
         let spans = crate::trace::graph::parse_spans(&text).unwrap();
         assert_eq!(spans.len(), 5);
         assert_eq!(spans[0].service, "rag");

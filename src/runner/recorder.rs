@@ -1,10 +1,10 @@
-//! The record collector: writes `records.jsonl` as requests complete, keeps the
+//! The recorder: writes `records.jsonl` as requests complete, keeps the
 //! statistics, joins the chaos proxies' fault logs, feeds the live metrics and the OTLP
 //! exporter, and stops a run whose SLOs are certain to fail.
 
 use super::*;
 
-/// Where the collector sends spans for the OTLP exporter.
+/// Where the recorder sends spans for the OTLP exporter.
 pub(super) struct SpanSink {
     pub(super) sender: mpsc::UnboundedSender<crate::trace::export::Export>,
     pub(super) model: String,
@@ -30,14 +30,14 @@ impl SpanSink {
     }
 }
 
-/// What the collector needs to stop a run whose SLOs are already certain to fail.
+/// What the recorder needs to stop a run whose SLOs are already certain to fail.
 pub(super) struct Gate {
     pub(super) slos: SloSet,
     pub(super) stop: CancellationToken,
     pub(super) clock: RunClock,
 }
 
-/// What the collector's inbox carries.
+/// What the recorder's inbox carries.
 pub(super) enum Inbox {
     Record(Box<Record>),
     /// Every request has ended: write what is left and stop.
@@ -49,7 +49,7 @@ pub(super) enum Inbox {
 ///
 /// With an `abort_on_fail` gate it also judges the SLOs once a second after their
 /// `delay`, and stops the run (as Ctrl-C would) once a breach is certain.
-pub(super) async fn collect(
+pub(super) async fn record(
     mut inbox: mpsc::UnboundedReceiver<Inbox>,
     mut out: std::io::BufWriter<std::fs::File>,
     mut aggregator: Aggregator,
@@ -88,7 +88,7 @@ pub(super) async fn collect(
                 }
                 if let Some(sink) = &mut spans {
                     for span in crate::trace::export::spans_of(&record, &sink.model, sink.origin_ns) {
-                        // The exporter outlives the collector; a send error would mean
+                        // The exporter outlives the recorder; a send error would mean
                         // it panicked, and the run's records are still whole.
                         let _ = sink.sender.send(crate::trace::export::Export::Span(Box::new(span)));
                     }
