@@ -7,7 +7,8 @@
 //! path against this order).
 //! - [`seed`]: seeded mixing and FNV-1a, which every seeded part draws from.
 //! - [`vector`]: cosine similarity and normalisation of embeddings.
-//! - [`spec`]: the spec file's types (serde), parsed strictly with located errors.
+//! - [`spec`]: the spec file's types (serde), parsed strictly with located errors, and
+//!   the one collector of the problems later checks find.
 //! - [`tokenizer`]: local token counting (the simulator's tokenizer, tiktoken BPEs,
 //!   Hugging Face files).
 //! - [`record`]: the outcome record, one per scheduled request, and its one reader.
@@ -15,8 +16,8 @@
 //!   receivers share.
 //! - [`workload`]: what each request sends: payloads, prompt sources, datasets,
 //!   replayed traces, generated corpora.
-//! - [`client`]: protocol clients (OpenAI-compatible, HTTP, JSON, TLS) and the
-//!   incremental SSE decoder.
+//! - [`client`]: protocol clients (OpenAI-compatible, HTTP, JSON, TLS) on one send
+//!   path, the incremental SSE decoder and framer, the server's own tokenizer.
 //! - [`trace`]: redline's own spans over OTLP, `gen_ai.*` metrics, the OTLP receiver
 //!   and the dependency graph of traces.
 //! - [`prometheus`]: a run's own metrics while it runs, and the server's, scraped.
@@ -32,7 +33,7 @@
 //! - [`flow`]: what a flow session checks as it runs: search backends, recall,
 //!   assertions.
 //! - [`scenario`]: the validated scenario a spec (or the CLI's shorthands) means.
-//! - [`runner`]: carries out a scenario: scheduling, sending, collecting, draining.
+//! - [`runner`]: carries out a scenario: scheduling, sending, recording, draining.
 //! - [`report`]: the JSON summary, the terminal table, JUnit, the files a run writes.
 //! - [`cli`]: the `redline` command line; subcommands only.
 

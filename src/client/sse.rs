@@ -362,6 +362,20 @@ mod tests {
         assert!(!decoder.has_partial());
     }
 
+    /// `bytes` cut at the positions given (each taken modulo the length).
+    fn split_at(bytes: &[u8], cuts: Vec<usize>) -> Vec<&[u8]> {
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
+        cuts.sort_unstable();
+        let mut chunks = Vec::new();
+        let mut last = 0;
+        for cut in cuts {
+            chunks.push(&bytes[last..cut]);
+            last = cut;
+        }
+        chunks.push(&bytes[last..]);
+        chunks
+    }
+
     fn frame_all(chunks: &[&[u8]], max: usize) -> (Vec<Framed>, bytes::Bytes) {
         let mut framer = SseFramer::new(max);
         let mut out = Vec::new();
@@ -438,16 +452,7 @@ mod tests {
             let nl = if crlf { "\r\n" } else { "\n" };
             let events: Vec<String> = payloads.iter().map(|p| format!("data: {p}{nl}{nl}")).collect();
             let stream = events.concat();
-            let bytes = stream.as_bytes();
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
-            cuts.sort_unstable();
-            let mut chunks = Vec::new();
-            let mut last = 0;
-            for cut in cuts {
-                chunks.push(&bytes[last..cut]);
-                last = cut;
-            }
-            chunks.push(&bytes[last..]);
+            let chunks = split_at(stream.as_bytes(), cuts);
             let (frames, rest) = frame_all(&chunks, 1 << 10);
             prop_assert!(rest.is_empty());
             prop_assert_eq!(frames, events.iter().map(|e| event(e.as_bytes())).collect::<Vec<_>>());
@@ -464,16 +469,7 @@ mod tests {
                 .iter()
                 .map(|p| format!(": c{nl}data: {p}{nl}{nl}"))
                 .collect();
-            let bytes = stream.as_bytes();
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
-            cuts.sort_unstable();
-            let mut chunks = Vec::new();
-            let mut last = 0;
-            for cut in cuts {
-                chunks.push(&bytes[last..cut]);
-                last = cut;
-            }
-            chunks.push(&bytes[last..]);
+            let chunks = split_at(stream.as_bytes(), cuts);
             let events = decode_all(&chunks);
             prop_assert_eq!(data(&events), payloads.iter().map(String::as_str).collect::<Vec<_>>());
         }

@@ -399,14 +399,18 @@ pub fn tool_call_hash(name: &str, arguments: &Value) -> String {
 pub(super) async fn run_flow(
     shared: &Arc<Shared>,
     runtime: &FlowRuntime,
-    stage: u32,
-    stage_permit: Option<OwnedSemaphorePermit>,
-    budget: Option<&Budget>,
-    stop: &CancellationToken,
+    start: SessionStart<'_>,
 ) -> SessionRun {
     let prompts = &runtime.prompts;
-    // Held for the whole session: a stage's cap counts sessions.
-    let _stage_permit = stage_permit;
+    // Each step is intended when it is sent, after the one before: the arrival's
+    // intended start is not used.
+    let SessionStart {
+        stage,
+        stage_permit: _held_for_the_session,
+        budget,
+        stop,
+        ..
+    } = start;
     if budget.is_some_and(|b| !b.take()) {
         return SessionRun {
             out_of_budget: true,

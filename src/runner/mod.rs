@@ -224,23 +224,21 @@ struct Conversations {
     prompts: Arc<PromptSource>,
 }
 
+/// How a session starts: its stage, its intended start, the stage's place it holds
+/// (a capped stage counts sessions), the closed loop's budget, the run's stop.
+struct SessionStart<'a> {
+    stage: u32,
+    first: Duration,
+    stage_permit: Option<OwnedSemaphorePermit>,
+    budget: Option<&'a Budget>,
+    stop: &'a CancellationToken,
+}
+
 impl Sessions {
-    async fn run(
-        &self,
-        shared: &Arc<Shared>,
-        stage: u32,
-        first: Duration,
-        stage_permit: Option<OwnedSemaphorePermit>,
-        budget: Option<&Budget>,
-        stop: &CancellationToken,
-    ) -> SessionRun {
+    async fn run(&self, shared: &Arc<Shared>, start: SessionStart<'_>) -> SessionRun {
         match self {
-            Sessions::Chat(chat) => {
-                run_session(shared, chat, stage, first, stage_permit, budget, stop).await
-            }
-            Sessions::Flow(runtime) => {
-                flow::run_flow(shared, runtime, stage, stage_permit, budget, stop).await
-            }
+            Sessions::Chat(chat) => run_session(shared, chat, start).await,
+            Sessions::Flow(runtime) => flow::run_flow(shared, runtime, start).await,
         }
     }
 }
@@ -581,9 +579,14 @@ async fn run_open(
                 // Each arrival is a session; its requests follow their own answers.
                 let (shared, stop, sessions) = (shared.clone(), stop.clone(), sessions.clone());
                 tasks.spawn(async move {
-                    sessions
-                        .run(&shared, index, intended, stage_permit, None, &stop)
-                        .await;
+                    let start = SessionStart {
+                        stage: index,
+                        first: intended,
+                        stage_permit,
+                        budget: None,
+                        stop: &stop,
+                    };
+                    sessions.run(&shared, start).await;
                 });
             }
             Arrival::Request => launch(
@@ -821,15 +824,16 @@ struct SessionRun {
 async fn run_session(
     shared: &Arc<Shared>,
     conversations: &Conversations,
-    stage: u32,
-    first: Duration,
-    stage_permit: Option<OwnedSemaphorePermit>,
-    budget: Option<&Budget>,
-    stop: &CancellationToken,
+    start: SessionStart<'_>,
 ) -> SessionRun {
     let Conversations { plan, prompts } = conversations;
-    // Held for the whole conversation: a stage's cap counts sessions.
-    let _stage_permit = stage_permit;
+    let SessionStart {
+        stage,
+        first,
+        stage_permit: _held_for_the_conversation,
+        budget,
+        stop,
+    } = start;
     let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
     let seed = shared.scenario.seed;
     let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x5345_5353, id]));
@@ -945,9 +949,14 @@ async fn run_closed(
                 let intended = now.saturating_duration_since(shared.clock.start());
                 if let Arrival::Session(sessions) = &shared.arrival {
                     // One session at a time per slot.
-                    let session = sessions
-                        .run(&shared, index, intended, None, Some(&budget), &stop)
-                        .await;
+                    let start = SessionStart {
+                        stage: index,
+                        first: intended,
+                        stage_permit: None,
+                        budget: Some(&budget),
+                        stop: &stop,
+                    };
+                    let session = sessions.run(&shared, start).await;
                     for (intended_us, outcome, done_us) in session.requests {
                         tally.note(intended_us, outcome, done_us);
                     }
