@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::BoxError;
 use super::log::{FaultLog, RequestId};
-use super::rules::{AbortHow, Action, Rule};
+use super::rules::{AbortHow, Action, FixedFault, Rule};
 use super::shape::Shaping;
 use crate::record::{FAULT_HEADER, InjectedFault};
 use crate::seed::{fnv64, mix_seed};
@@ -343,7 +343,7 @@ impl Chaos {
                     ms: number(&fault, &value)?,
                     at: DelayAt::Request,
                 },
-                "abort" => Action::Abort(match value.as_str() {
+                "abort" => Action::Fixed(FixedFault::Abort(match value.as_str() {
                     "reset" => AbortHow::Reset,
                     "timeout" => AbortHow::Hang,
                     status => match status.parse::<u16>() {
@@ -354,22 +354,27 @@ impl Chaos {
                             ));
                         }
                     },
-                }),
-                "empty-result" => {
-                    Action::EmptyResult(value.split('.').map(str::to_owned).collect())
-                }
+                })),
+                "empty-result" => Action::Fixed(FixedFault::EmptyResult(
+                    value.split('.').map(str::to_owned).collect(),
+                )),
                 "stall-first-token-ms" => {
-                    Action::StallFirstToken(Duration::from_secs_f64(number(&fault, &value)? / 1e3))
+                    let hold = Duration::from_secs_f64(number(&fault, &value)? / 1e3);
+                    Action::Fixed(FixedFault::StallFirstToken(hold))
                 }
                 "token-drip-ms" => {
-                    Action::TokenDrip(Duration::from_secs_f64(number(&fault, &value)? / 1e3))
+                    let hold = Duration::from_secs_f64(number(&fault, &value)? / 1e3);
+                    Action::Fixed(FixedFault::TokenDrip(hold))
                 }
-                "cut-stream" => Action::CutStream {
+                "cut-stream" => Action::Fixed(FixedFault::CutStream {
                     after: number(&fault, &value)? as u32,
                     done: false,
-                },
-                "corrupt-event" => Action::CorruptEvent((number(&fault, &value)? as u32).max(1)),
-                "drop-done" => Action::DropDone,
+                }),
+                "corrupt-event" => {
+                    let n = (number(&fault, &value)? as u32).max(1);
+                    Action::Fixed(FixedFault::CorruptEvent(n))
+                }
+                "drop-done" => Action::Fixed(FixedFault::DropDone),
                 other => {
                     return Err(format!(
                         "`{HEADER_FAULT_PREFIX}{other}` is not a fault header; use delay-ms, abort, empty-result, stall-first-token-ms, token-drip-ms, cut-stream, corrupt-event or drop-done"
@@ -462,7 +467,7 @@ impl Plan {
                 }
                 self.noted.push(note(log, id, rule, "delay", Some(added)));
             }
-            Action::Abort(how) => {
+            Action::Fixed(FixedFault::Abort(how)) => {
                 if self.answer.is_some() || self.abort.is_some() {
                     return;
                 }
@@ -482,31 +487,31 @@ impl Plan {
                     .push(note(log, id, rule.clone(), "rate_limit", None));
                 self.answer = Some((rule, StatusAnswer::RateLimited(retry_after_s)));
             }
-            Action::EmptyResult(path) => {
+            Action::Fixed(FixedFault::EmptyResult(path)) => {
                 self.empty_result.get_or_insert((rule, path));
             }
-            Action::StallFirstToken(hold) => {
+            Action::Fixed(FixedFault::StallFirstToken(hold)) => {
                 self.shaping.stall_first += hold;
                 self.event_faults
                     .push((rule, "stall_first_token", ms(hold)));
             }
-            Action::TokenDrip(hold) => {
+            Action::Fixed(FixedFault::TokenDrip(hold)) => {
                 self.shaping.drip += hold;
                 self.event_faults.push((rule, "token_drip", ms(hold)));
             }
-            Action::CutStream { after, done } => {
+            Action::Fixed(FixedFault::CutStream { after, done }) => {
                 self.shaping.cut = Some((after, done));
                 self.event_faults.push((rule, "cut_stream", None));
             }
-            Action::CorruptEvent(n) => {
+            Action::Fixed(FixedFault::CorruptEvent(n)) => {
                 self.shaping.corrupt = Some(n);
                 self.event_faults.push((rule, "corrupt_event", None));
             }
-            Action::DropDone => {
+            Action::Fixed(FixedFault::DropDone) => {
                 self.shaping.drop_done = true;
                 self.event_faults.push((rule, "drop_done", None));
             }
-            Action::Bandwidth(rate) => {
+            Action::Fixed(FixedFault::Bandwidth(rate)) => {
                 self.shaping.bandwidth = Some(rate);
                 self.noted.push(note(log, id, rule, "bandwidth", None));
             }

@@ -50,24 +50,28 @@ pub enum AbortHow {
 #[derive(Debug, Clone)]
 pub enum Fault {
     Delay(DelayDist, DelayAt),
-    Abort(AbortHow),
     /// A token bucket of `rps` tokens a second holding at most `burst`; each proxy's
     /// rule has its own bucket.
     RateLimit {
         rps: f64,
         burst: f64,
     },
+    Slice(usize),
+    /// Done the same way to every request it hits.
+    Fixed(FixedFault),
+}
+
+/// A fault with nothing drawn per request: a rule's fault and a request's action alike.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FixedFault {
+    Abort(AbortHow),
     EmptyResult(Vec<String>),
     StallFirstToken(Duration),
     TokenDrip(Duration),
-    CutStream {
-        after: u32,
-        done: bool,
-    },
+    CutStream { after: u32, done: bool },
     CorruptEvent(u32),
     DropDone,
     Bandwidth(u64),
-    Slice(usize),
 }
 
 impl Fault {
@@ -75,16 +79,16 @@ impl Fault {
     pub fn kind(&self) -> &'static str {
         match self {
             Fault::Delay(..) => "delay",
-            Fault::Abort(..) => "abort",
             Fault::RateLimit { .. } => "rate_limit",
-            Fault::EmptyResult(..) => "empty_result",
-            Fault::StallFirstToken(..) => "stall_first_token",
-            Fault::TokenDrip(..) => "token_drip",
-            Fault::CutStream { .. } => "cut_stream",
-            Fault::CorruptEvent(..) => "corrupt_event",
-            Fault::DropDone => "drop_done",
-            Fault::Bandwidth(..) => "bandwidth",
             Fault::Slice(..) => "slice",
+            Fault::Fixed(FixedFault::Abort(..)) => "abort",
+            Fault::Fixed(FixedFault::EmptyResult(..)) => "empty_result",
+            Fault::Fixed(FixedFault::StallFirstToken(..)) => "stall_first_token",
+            Fault::Fixed(FixedFault::TokenDrip(..)) => "token_drip",
+            Fault::Fixed(FixedFault::CutStream { .. }) => "cut_stream",
+            Fault::Fixed(FixedFault::CorruptEvent(..)) => "corrupt_event",
+            Fault::Fixed(FixedFault::DropDone) => "drop_done",
+            Fault::Fixed(FixedFault::Bandwidth(..)) => "bandwidth",
         }
     }
 }
@@ -146,25 +150,15 @@ pub enum Action {
         ms: f64,
         at: DelayAt,
     },
-    Abort(AbortHow),
     RateLimited {
         retry_after_s: u64,
     },
-    EmptyResult(Vec<String>),
-    StallFirstToken(Duration),
-    TokenDrip(Duration),
-    CutStream {
-        after: u32,
-        done: bool,
-    },
-    CorruptEvent(u32),
-    DropDone,
-    Bandwidth(u64),
     /// Split points are drawn from `seed`.
     Slice {
         max_bytes: usize,
         seed: u64,
     },
+    Fixed(FixedFault),
 }
 
 /// A rule as validated: what it matches and injects, checked once (with the spec, or
@@ -316,7 +310,7 @@ fn one_fault(spec: &FaultRuleSpec, problems: &mut RuleCheck) -> Option<(f64, Fau
     }
     if let Some(abort) = &spec.abort {
         let p = problems.probability("abort", abort.probability);
-        return abort_how(abort, problems).map(|how| (p, Fault::Abort(how)));
+        return abort_how(abort, problems).map(|how| (p, Fault::Fixed(FixedFault::Abort(how))));
     }
     if let Some(limit) = &spec.rate_limit {
         return rate_limit(limit, problems).map(|fault| (1.0, fault));
@@ -335,26 +329,30 @@ fn stream_fault(spec: &FaultRuleSpec, problems: &mut RuleCheck) -> Option<(f64, 
             );
         }
         let path = f.json_path.split('.').map(str::to_owned).collect();
-        ("empty_result", f.probability, Fault::EmptyResult(path))
+        (
+            "empty_result",
+            f.probability,
+            Fault::Fixed(FixedFault::EmptyResult(path)),
+        )
     } else if let Some(f) = &spec.stall_first_token {
         check_ms(problems, "stall_first_token", f.ms);
         (
             "stall_first_token",
             f.probability,
-            Fault::StallFirstToken(ms_duration(f.ms)),
+            Fault::Fixed(FixedFault::StallFirstToken(ms_duration(f.ms))),
         )
     } else if let Some(f) = &spec.token_drip {
         check_ms(problems, "token_drip", f.ms);
         (
             "token_drip",
             f.probability,
-            Fault::TokenDrip(ms_duration(f.ms)),
+            Fault::Fixed(FixedFault::TokenDrip(ms_duration(f.ms))),
         )
     } else if let Some(f) = &spec.cut_stream {
-        let fault = Fault::CutStream {
+        let fault = Fault::Fixed(FixedFault::CutStream {
             after: f.after_events,
             done: f.done,
-        };
+        });
         ("cut_stream", f.probability, fault)
     } else if let Some(f) = &spec.corrupt_event {
         if f.event == 0 {
@@ -364,9 +362,17 @@ fn stream_fault(spec: &FaultRuleSpec, problems: &mut RuleCheck) -> Option<(f64, 
                 Some("write `event: 1` for the first event"),
             );
         }
-        ("corrupt_event", f.probability, Fault::CorruptEvent(f.event))
+        (
+            "corrupt_event",
+            f.probability,
+            Fault::Fixed(FixedFault::CorruptEvent(f.event)),
+        )
     } else if let Some(f) = &spec.drop_done {
-        ("drop_done", f.probability, Fault::DropDone)
+        (
+            "drop_done",
+            f.probability,
+            Fault::Fixed(FixedFault::DropDone),
+        )
     } else if let Some(f) = &spec.bandwidth {
         if f.bytes_per_second == 0 {
             problems.add(
@@ -378,7 +384,7 @@ fn stream_fault(spec: &FaultRuleSpec, problems: &mut RuleCheck) -> Option<(f64, 
         (
             "bandwidth",
             f.probability,
-            Fault::Bandwidth(f.bytes_per_second),
+            Fault::Fixed(FixedFault::Bandwidth(f.bytes_per_second)),
         )
     } else if let Some(f) = &spec.slice {
         if f.max_bytes == 0 {
@@ -498,17 +504,7 @@ impl Rule {
                         ms: dist.sample(&mut rng),
                         at: *at,
                     },
-                    Fault::Abort(how) => Action::Abort(how.clone()),
-                    Fault::EmptyResult(path) => Action::EmptyResult(path.clone()),
-                    Fault::StallFirstToken(hold) => Action::StallFirstToken(*hold),
-                    Fault::TokenDrip(hold) => Action::TokenDrip(*hold),
-                    Fault::CutStream { after, done } => Action::CutStream {
-                        after: *after,
-                        done: *done,
-                    },
-                    Fault::CorruptEvent(n) => Action::CorruptEvent(*n),
-                    Fault::DropDone => Action::DropDone,
-                    Fault::Bandwidth(rate) => Action::Bandwidth(*rate),
+                    Fault::Fixed(fault) => Action::Fixed(fault.clone()),
                     Fault::Slice(max_bytes) => Action::Slice {
                         max_bytes: *max_bytes,
                         seed: rng.random(),

@@ -421,15 +421,7 @@ pub(super) async fn run_flow(
     let seed = shared.scenario.seed;
     let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(&[seed, 0x464c_4f57, id]));
     let trace_id = new_trace_id(&mut rng, shared.trace_key);
-    let prompt = match prompts.payload(seed, id).prompt {
-        PromptBody::Text(text) => text,
-        PromptBody::Messages(messages) => messages
-            .iter()
-            .rev()
-            .find_map(|m| m["content"].as_str())
-            .unwrap_or_default()
-            .to_owned(),
-    };
+    let prompt = prompts.payload(seed, id).prompt.user_text().to_owned();
     let mut session = Session {
         shared,
         runtime,

@@ -860,15 +860,7 @@ async fn run_session(
             break;
         };
         let user = prompts.payload(seed, mix_seed(&[id, u64::from(turn)]));
-        let text = match &user.prompt {
-            PromptBody::Text(text) => text.clone(),
-            PromptBody::Messages(messages) => messages
-                .iter()
-                .rev()
-                .find_map(|m| m["content"].as_str())
-                .unwrap_or_default()
-                .to_owned(),
-        };
+        let text = user.prompt.user_text().to_owned();
         history.push(serde_json::json!({"role": "user", "content": text}));
         history_tokens += user.input_tokens;
         admitted.payload = Some(Payload {

@@ -13,6 +13,21 @@ pub enum PromptBody {
     Messages(Vec<Value>),
 }
 
+impl PromptBody {
+    /// The text a user typed: the whole text, or the last message's content (what a
+    /// multi-turn session or a flow takes as the user's turn).
+    pub fn user_text(&self) -> &str {
+        match self {
+            PromptBody::Text(text) => text,
+            PromptBody::Messages(messages) => messages
+                .iter()
+                .rev()
+                .find_map(|m| m["content"].as_str())
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// One request's prompt and the marks that go with it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Payload {
