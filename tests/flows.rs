@@ -392,13 +392,8 @@ async fn exported_spans_graph_the_flow_topology() {
     );
     let out = temp_dir("flow-otlp-run");
     let options = redline::runner::RunOptions {
-        records_path: out.join("records.jsonl"),
-        progress: None,
-        on_start: None,
-        metrics_listener: None,
         otlp_endpoint: Some(format!("http://{collect_addr}/v1/traces").parse().unwrap()),
-        otlp_tls: None,
-        collect: None,
+        ..redline::runner::RunOptions::records_to(out.join("records.jsonl"))
     };
     let result = redline::runner::run(
         scenario(&spec),

@@ -748,13 +748,8 @@ async fn live_metrics_agree_with_the_records() {
     let addr = listener.local_addr().unwrap();
     let dir = temp_dir("live-metrics");
     let options = redline::runner::RunOptions {
-        records_path: dir.join("records.jsonl"),
-        progress: None,
-        on_start: None,
         metrics_listener: Some(listener),
-        otlp_endpoint: None,
-        otlp_tls: None,
-        collect: None,
+        ..redline::runner::RunOptions::records_to(dir.join("records.jsonl"))
     };
     let scenario = scenario(
         "  services:\n    llm: { url: embedded, profile: tiny }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 16, output_tokens: 4 } }\n  load:\n    - { arrival: constant, rate: 40, duration: 3s }\n",
@@ -804,13 +799,9 @@ async fn a_progress_reader_that_holds_on_does_not_stop_the_run() {
     let seen = header.clone();
     let dir = temp_dir("lingering-progress");
     let options = redline::runner::RunOptions {
-        records_path: dir.join("records.jsonl"),
         progress: Some(progress.clone()),
         on_start: Some(Box::new(move |h| *seen.lock().unwrap() = Some(h.clone()))),
-        metrics_listener: None,
-        otlp_endpoint: None,
-        otlp_tls: None,
-        collect: None,
+        ..redline::runner::RunOptions::records_to(dir.join("records.jsonl"))
     };
     let s = scenario(
         "  services:\n    llm: { url: embedded, profile: tiny }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 16, output_tokens: 4 } }\n  load:\n    - { concurrency: 4, requests: 40 }\n",
@@ -856,15 +847,7 @@ async fn a_stop_in_a_closed_loop_keeps_the_drain_timeout() {
         ));
         let stop = tokio_util::sync::CancellationToken::new();
         let dir = temp_dir("closed-drain");
-        let options = redline::runner::RunOptions {
-            records_path: dir.join("records.jsonl"),
-            progress: None,
-            on_start: None,
-            metrics_listener: None,
-            otlp_endpoint: None,
-            otlp_tls: None,
-            collect: None,
-        };
+        let options = redline::runner::RunOptions::records_to(dir.join("records.jsonl"));
         let started = std::time::Instant::now();
         let stopper = {
             let stop = stop.clone();

@@ -81,15 +81,7 @@ async fn real_output_validates_against_the_committed_schemas() {
     std::fs::create_dir_all(&dir).unwrap();
     let result = run(
         scenario,
-        RunOptions {
-            records_path: dir.join("records.jsonl"),
-            progress: None,
-            on_start: None,
-            metrics_listener: None,
-            otlp_endpoint: None,
-            otlp_tls: None,
-            collect: None,
-        },
+        RunOptions::records_to(dir.join("records.jsonl")),
         CancellationToken::new(),
     )
     .await

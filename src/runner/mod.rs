@@ -97,6 +97,21 @@ pub struct RunOptions {
     pub collect: Option<CollectOptions>,
 }
 
+impl RunOptions {
+    /// A run that writes its records to `records_path` and stands up nothing else.
+    pub fn records_to(records_path: PathBuf) -> RunOptions {
+        RunOptions {
+            records_path,
+            progress: None,
+            on_start: None,
+            metrics_listener: None,
+            otlp_endpoint: None,
+            otlp_tls: None,
+            collect: None,
+        }
+    }
+}
+
 /// Where to receive traces during a run, and how long to wait for stragglers.
 #[derive(Debug)]
 pub struct CollectOptions {

@@ -197,15 +197,7 @@ pub fn scenario(body: &str) -> Scenario {
 
 pub async fn run_to_records(scenario: Scenario, name: &str) -> (RunResult, Vec<Record>) {
     let dir = temp_dir(name);
-    let options = RunOptions {
-        records_path: dir.join("records.jsonl"),
-        progress: None,
-        on_start: None,
-        metrics_listener: None,
-        otlp_endpoint: None,
-        otlp_tls: None,
-        collect: None,
-    };
+    let options = RunOptions::records_to(dir.join("records.jsonl"));
     let result = run(scenario, options, CancellationToken::new())
         .await
         .unwrap();
