@@ -24,6 +24,7 @@ mod progress;
 mod check;
 mod datagen;
 mod graph;
+mod report;
 mod serve;
 mod run;
 mod validate;
@@ -31,6 +32,7 @@ mod validate;
 use check::*;
 use datagen::*;
 use graph::*;
+use report::*;
 use run::*;
 use validate::*;
 
@@ -73,6 +75,15 @@ pub enum Command {
         /// Draw no progress bar (it is drawn only on a terminal anyway).
         #[arg(long)]
         quiet: bool,
+    },
+    /// Build a run folder's report.html again (and timeline.json) from its
+    /// summary.json and records.jsonl: for an interrupted run, or to restyle an old one.
+    Report {
+        /// The run folder (`out/NAME/latest`, or what `--out` named).
+        dir: PathBuf,
+        /// Write the HTML here instead of DIR/report.html.
+        #[arg(short, long)]
+        out: Option<PathBuf>,
     },
     /// Check a spec file and print what it would run, without running it.
     Validate {
@@ -460,6 +471,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Run(args) => run_command(*args).await,
         Command::Validate { spec } => validate(&spec),
+        Command::Report { dir, out } => report(&dir, out.as_deref()),
         Command::Check {
             records,
             spec,

@@ -69,6 +69,11 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
             .as_ref()
             .map_or(String::new(), |l| format!("  (also {})", l.display()))
     );
+    outln!(
+        "  report: {}  timeline: {}",
+        dir.join("report.html").display(),
+        dir.join("timeline.json").display()
+    );
     if let Some(junit) = &finished.junit {
         outln!("  junit: {}", junit.display());
     }

@@ -16,7 +16,9 @@ use crate::record::{FailStage, Outcome, Phase, PrefixMark, Record, TokenSource};
 /// Highest value a latency histogram holds: one hour in microseconds.
 const MAX_US: u64 = 3_600_000_000;
 
-fn histogram() -> Histogram<u64> {
+/// A histogram of 1 µs to an hour (or as many tokens) at 3 significant figures: the
+/// one shape every distribution of a run is kept in.
+pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_US, 3).expect("static bounds are valid")
 }
 

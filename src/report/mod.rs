@@ -1,9 +1,12 @@
-//! Reports: the JSON summary (a stable schema, `docs/summary.schema.json`) and the
-//! terminal table rendered from it. Rendering is pure; callers write the bytes.
+//! Reports: the JSON summary (a stable schema, `docs/summary.schema.json`), the
+//! terminal table rendered from it, the self-contained HTML report and the
+//! trace-event timeline. Rendering is pure; callers (and `outputs`) write the bytes.
 
 mod chain;
 mod terminal;
+pub mod html;
 pub mod outputs;
+pub mod timeline;
 
 pub use terminal::{render_header, render_terminal};
 

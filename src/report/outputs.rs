@@ -77,6 +77,7 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
     );
     std::fs::write(dir.join("summary.json"), render_json(&summary))
         .context("cannot write summary.json")?;
+    write_pictures(&summary, dir)?;
     let junit = match &verdicts {
         Some(verdicts) => {
             let path = dir.join("junit.xml");
@@ -91,6 +92,18 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
         junit,
         code,
     })
+}
+
+/// `report.html` and `timeline.json`, from the summary and the records in `dir`.
+pub fn write_pictures(summary: &Summary, dir: &Path) -> Result<()> {
+    let records = dir.join("records.jsonl");
+    let digest = super::html::digest_of(&records, summary.requests.scheduled)?;
+    std::fs::write(
+        dir.join("report.html"),
+        super::html::render(summary, &digest),
+    )
+    .context("cannot write report.html")?;
+    super::timeline::write(&records, &dir.join("timeline.json"))
 }
 
 /// What `redline check` needs to know about the records it judged.
@@ -183,7 +196,14 @@ fn exit_code(
 }
 
 /// Every file or folder a run writes into its output folder.
-pub const RUN_FILES: &[&str] = &["records.jsonl", "summary.json", "junit.xml", "collect"];
+pub const RUN_FILES: &[&str] = &[
+    "records.jsonl",
+    "summary.json",
+    "junit.xml",
+    "report.html",
+    "timeline.json",
+    "collect",
+];
 
 /// A run's output folder, made ready.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -232,3 +232,47 @@ pub fn summary_of(result: &RunResult) -> redline::report::Summary {
         },
     )
 }
+
+/// The summary of a fixture's records under its spec, as `redline run` would build it
+/// (without the live parts: proxies' own counts, scraped metrics, collected traces).
+pub fn summary_of_fixture(name: &str) -> redline::report::Summary {
+    // Relative to the crate (where cargo runs tests), so paths in the report do not
+    // depend on where the repository is checked out.
+    let dir = std::path::Path::new("tests/fixtures");
+    let spec_path = dir.join(format!("{name}.yaml"));
+    let text = std::fs::read_to_string(&spec_path).unwrap();
+    let file = redline::spec::parse(&spec_path.display().to_string(), &text).unwrap();
+    let scenario = Scenario::from_spec(&file, &text).unwrap();
+    let mut aggregator = scenario.aggregator();
+    let read =
+        redline::record::read_records(&dir.join(format!("{name}.records.jsonl")), None, |r| {
+            aggregator.add(&r)
+        })
+        .unwrap();
+    assert!(read.records > 100, "{read:?}");
+    let verdicts = scenario.slos.as_ref().map(|s| s.evaluate(&aggregator));
+    let stages = scenario
+        .stages
+        .iter()
+        .map(|s| redline::schedule::ExecutedStage::of(s, None, scenario.unit()))
+        .collect();
+    summarize(
+        &aggregator,
+        RunInfo {
+            name: &scenario.name,
+            target: "http://127.0.0.1:8000",
+            model: "sim-tiny",
+            interrupted: false,
+            warnings: scenario.warnings(),
+            elapsed_s: 2.0,
+            stages,
+            dataset: scenario.dataset_info(),
+            server_metrics: None,
+            verdicts,
+            aborted: None,
+            proxies: Vec::new(),
+            traces: None,
+            token_settlement: None,
+        },
+    )
+}

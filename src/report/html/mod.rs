@@ -1,0 +1,126 @@
+//! `report.html`: one file a person opens first. Everything is inline — styles, charts
+//! (SVG drawn here), the summary as embedded JSON — and a Content-Security-Policy
+//! that forbids any request, so a saved report opens from `file://` with the network
+//! off and never goes blank when a host moves. No script runs: values show on hover
+//! (SVG titles) and the page prints as it looks. Each section appears only when the
+//! run has its data.
+
+mod digest;
+mod sections;
+pub mod svg;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+pub use digest::{Digest, STALL_GAP_US, TIMELINE_ROWS};
+
+use super::Summary;
+
+/// The report of a run folder (its `summary.json` and `records.jsonl`), written to
+/// `out` (by default `report.html` in the folder). Returns the path written.
+pub fn write_for_run(dir: &Path, out: Option<&Path>) -> Result<PathBuf> {
+    let summary_path = dir.join("summary.json");
+    let text = std::fs::read_to_string(&summary_path)
+        .with_context(|| format!("cannot read {}", summary_path.display()))?;
+    let summary: Summary = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a redline summary", summary_path.display()))?;
+    let digest = digest_of(&dir.join("records.jsonl"), summary.requests.scheduled)?;
+    let path = out.map_or_else(|| dir.join("report.html"), Path::to_owned);
+    std::fs::write(&path, render(&summary, &digest))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// One pass over the records; `scheduled` (one record each) samples the timeline.
+pub fn digest_of(records: &Path, scheduled: u64) -> Result<Digest> {
+    let mut digest = Digest::new(scheduled);
+    crate::record::read_records(records, None, |record| digest.add(&record))?;
+    Ok(digest.finish())
+}
+
+/// The page.
+pub fn render(summary: &Summary, digest: &Digest) -> String {
+    let mut page = String::with_capacity(256 * 1024);
+    page.push_str(&head(summary));
+    for section in [
+        sections::verdicts(summary),
+        sections::overview(summary),
+        sections::distributions(summary, digest),
+        sections::over_time(summary, digest),
+        sections::timeline(digest),
+        sections::sweep(summary),
+        sections::sessions(summary),
+        sections::flow(summary),
+        sections::server(summary),
+        sections::errors(summary),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        page.push_str(&section);
+    }
+    page.push_str(&sections::about(summary, digest));
+    page.push_str(&embedded_summary(summary));
+    page.push_str("</main></body></html>\n");
+    page
+}
+
+fn head(summary: &Summary) -> String {
+    let title = svg::escape(&format!("redline · {}", summary.name));
+    format!(
+        r##"<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title><style>{STYLE}</style></head><body><main>
+<h1>{title}</h1>
+<p class="lede">{} against <code>{}</code>{} · {} s</p>
+"##,
+        if summary.interrupted {
+            "Interrupted run"
+        } else {
+            "Run"
+        },
+        svg::escape(&summary.target),
+        if summary.model.is_empty() {
+            String::new()
+        } else {
+            format!(", model <code>{}</code>", svg::escape(&summary.model))
+        },
+        svg::num(summary.elapsed_s)
+    )
+}
+
+/// The summary as JSON, for tools and for the test that checks the page against
+/// `summary.json` (`</` is escaped so the data cannot end the element).
+fn embedded_summary(summary: &Summary) -> String {
+    let json = serde_json::to_string(summary)
+        .expect("a summary serializes")
+        .replace("</", "<\\/");
+    format!(r#"<script type="application/json" id="summary-json">{json}</script>"#)
+}
+
+const STYLE: &str = r#"
+:root { --fg: #1d2430; --muted: #5b6575; --line: #d9dee6; --ok: #0a7d45; --bad: #b3261e; --warn: #946200; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); margin: 0; background: #fff; }
+main { max-width: 820px; margin: 0 auto; padding: 20px 24px 60px; }
+h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+h3 { font-size: 14px; margin: 16px 0 4px; } .lede, .note { color: var(--muted); } code { font-size: 12.5px; }
+table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
+th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid var(--line); } td.n, th.n { text-align: right; }
+.banner { padding: 10px 14px; border-radius: 6px; margin: 12px 0; font-weight: 600; }
+.banner.pass { background: #e6f4ec; color: var(--ok); } .banner.fail { background: #fbe9e7; color: var(--bad); } .banner.unproven { background: #fff4d6; color: var(--warn); }
+.pass { color: var(--ok); } .fail { color: var(--bad); } .not_proven { color: var(--warn); }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr)); gap: 8px; }
+.card { border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; } .card b { display: block; font-size: 18px; }
+.card span { color: var(--muted); font-size: 12px; }
+svg { display: block; margin: 4px 0 10px; } .grid { stroke: #eef1f5; } .axis { stroke: #9aa3b0; }
+.tick, .legend, .mark-label { font-size: 10.5px; fill: var(--muted); } .label { font-size: 11px; fill: var(--muted); }
+.bar { fill: #9ec5e8; } .bar:hover { fill: #0072b2; } .cdf { fill: none; stroke: #d55e00; stroke-width: 1.4; } .cdf-tick { fill: #d55e00; }
+.mark { stroke: #1d2430; stroke-dasharray: 3 3; } .event { stroke: #cc79a7; stroke-width: 1.2; stroke-dasharray: 2 2; }
+.wait { fill: #c9ced6; } .ttft { fill: #e69f00; } .decode { fill: #0072b2; } .stall { fill: #d55e00; } .failed { fill: #b3261e; }
+.key span { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px; vertical-align: -1px; }
+.key .wait { background: #c9ced6; } .key .ttft { background: #e69f00; } .key .decode { background: #0072b2; } .key .stall { background: #d55e00; } .key .failed { background: #b3261e; border-radius: 5px; }
+pre { background: #f5f7fa; padding: 8px; overflow-x: auto; font-size: 12px; }
+@media print { main { max-width: none; } h2 { break-after: avoid; } svg, table { break-inside: avoid; } }
+"#;

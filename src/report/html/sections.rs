@@ -1,0 +1,732 @@
+//! The report's sections, each `None` when the run has nothing for it. Figures shown
+//! as numbers carry `data-metric`/`data-value` with the value `summary.json` holds.
+
+use std::fmt::Write;
+
+use hdrhistogram::Histogram;
+
+use super::digest::{Digest, Second};
+use super::svg::{self, Bar, Series, escape, num};
+use crate::metrics::Dist;
+use crate::report::Summary;
+use crate::slo::Judgement;
+
+/// A figure with the exact value it shows, for tools and tests.
+fn card(metric: &str, label: &str, value: f64, unit: &str) -> String {
+    format!(
+        r#"<div class="card"><b data-metric="{metric}" data-value="{value}">{} {unit}</b><span>{label}</span></div>"#,
+        num(value)
+    )
+}
+
+fn section(id: &str, title: &str, body: &str) -> String {
+    format!(r#"<section id="{id}"><h2>{title}</h2>{body}</section>"#)
+}
+
+pub fn verdicts(summary: &Summary) -> Option<String> {
+    let mut body = String::new();
+    if let Some(aborted) = &summary.aborted {
+        let _ = write!(
+            body,
+            r#"<div class="banner fail">Stopped {} s in: the SLOs could no longer pass</div>"#,
+            num(aborted.at_s)
+        );
+    }
+    match (&summary.verdicts, &summary.default_gate) {
+        (Some(verdicts), _) => {
+            let (class, text) = if verdicts.iter().any(|v| v.outcome == Judgement::Fail) {
+                ("fail", "SLOs failed")
+            } else if verdicts.iter().any(|v| v.outcome == Judgement::NotProven) {
+                (
+                    "unproven",
+                    "SLOs not proven (not enough samples to be sure)",
+                )
+            } else {
+                ("pass", "Every SLO passed")
+            };
+            let _ = write!(body, r#"<div class="banner {class}">{text}</div>"#);
+            body.push_str(r#"<table><tr><th>SLO</th><th>outcome</th><th class="n">observed</th><th class="n">bound</th><th class="n">samples</th><th class="n">more needed</th></tr>"#);
+            for v in verdicts {
+                let outcome = serde_json::to_value(v.outcome)
+                    .ok()
+                    .and_then(|o| o.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let _ = write!(
+                    body,
+                    r#"<tr><td><code>{}</code></td><td class="{outcome}" data-slo="{}" data-outcome="{outcome}">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>"#,
+                    escape(&v.expression),
+                    escape(&v.slo),
+                    outcome.replace('_', " "),
+                    v.observed
+                        .map_or("–".into(), |o| format!("{} {}", num(o), escape(&v.unit))),
+                    v.bound.map_or("–".into(), num),
+                    v.samples,
+                    v.samples_to_decide.map_or(String::new(), |n| n.to_string()),
+                );
+            }
+            body.push_str("</table>");
+        }
+        (None, Some(gate)) => {
+            let class = if gate.passed { "pass" } else { "fail" };
+            let _ = write!(
+                body,
+                r#"<div class="banner {class}">{} of {} requests failed (the bound without SLOs is {} %)</div>"#,
+                gate.failed,
+                gate.attempted,
+                num(gate.bound * 100.0)
+            );
+        }
+        (None, None) if body.is_empty() => return None,
+        (None, None) => {}
+    }
+    Some(section("verdicts", "Verdict", &body))
+}
+
+pub fn overview(summary: &Summary) -> Option<String> {
+    let c = &summary.requests;
+    let l = &summary.latency_ms;
+    let mut cards = String::new();
+    for (metric, label, dist, p99) in [
+        ("ttft", "TTFT", &l.ttft, true),
+        ("itl", "ITL", &l.itl, false),
+        ("tpot", "TPOT", &l.tpot, false),
+        ("e2e", "E2E", &l.e2e, true),
+    ] {
+        if dist.count == 0 {
+            continue;
+        }
+        cards.push_str(&card(
+            &format!("{metric}.p50"),
+            &format!("{label} p50"),
+            dist.p50,
+            "ms",
+        ));
+        if p99 {
+            cards.push_str(&card(
+                &format!("{metric}.p99"),
+                &format!("{label} p99"),
+                dist.p99,
+                "ms",
+            ));
+        }
+    }
+    let t = &summary.throughput;
+    cards.push_str(&card(
+        "throughput.requests_per_s",
+        "requests/s",
+        t.requests_per_s,
+        "",
+    ));
+    if t.output_tokens_per_s > 0.0 {
+        cards.push_str(&card(
+            "throughput.output_tokens_per_s",
+            "output tokens/s",
+            t.output_tokens_per_s,
+            "",
+        ));
+    }
+    let counts = format!(
+        r#"<p data-counts="{} {} {} {} {} {}">{} scheduled = {} ok + {} failed ({} errors, {} timeouts) + {} cancelled + {} dropped</p>"#,
+        c.scheduled,
+        c.ok,
+        c.error,
+        c.timeout,
+        c.cancelled,
+        c.dropped,
+        c.scheduled,
+        c.ok,
+        c.error + c.timeout,
+        c.error,
+        c.timeout,
+        c.cancelled,
+        c.dropped
+    );
+    let mut rates = String::new();
+    for stage in &summary.stages {
+        if let Some(offered) = stage.offered_rate_per_s {
+            let _ = write!(
+                rates,
+                "<li>{}: {} of {} /s delivered</li>",
+                escape(&stage.description),
+                num(stage.achieved_rate_per_s),
+                num(offered)
+            );
+        }
+    }
+    if !rates.is_empty() {
+        rates = format!("<ul>{rates}</ul>");
+    }
+    let warnings: String = summary
+        .warnings
+        .iter()
+        .map(|w| format!(r#"<p class="banner unproven">{}</p>"#, escape(w)))
+        .collect();
+    Some(section(
+        "overview",
+        "Overview",
+        &format!(r#"{warnings}<div class="cards">{cards}</div>{counts}{rates}"#),
+    ))
+}
+
+/// Forty bins from the smallest value to the 99.9th percentile (the rest in the last),
+/// in display units (`scale` per unit).
+fn bins(histogram: &Histogram<u64>, scale: f64) -> Vec<(f64, f64, u64)> {
+    if histogram.is_empty() {
+        return Vec::new();
+    }
+    let lo = histogram.min() as f64 / scale;
+    let hi = (histogram.value_at_quantile(0.999) as f64 / scale).max(lo + 1.0 / scale);
+    let width = (hi - lo) / 40.0;
+    let mut out: Vec<(f64, f64, u64)> = (0..40)
+        .map(|i| (lo + width * i as f64, lo + width * (i + 1) as f64, 0))
+        .collect();
+    for value in histogram.iter_recorded() {
+        let v = histogram.median_equivalent(value.value_iterated_to()) as f64 / scale;
+        let i = (((v - lo) / width) as usize).min(39);
+        out[i].2 += value.count_at_value();
+    }
+    out
+}
+
+fn distribution(
+    title: &str,
+    unit: &str,
+    histogram: &Histogram<u64>,
+    scale: f64,
+    dist: &Dist,
+) -> String {
+    let marks = [("p50", dist.p50), ("p90", dist.p90), ("p99", dist.p99)];
+    format!(
+        "<h3>{}</h3>{}",
+        escape(title),
+        svg::histogram(title, unit, &bins(histogram, scale), &marks)
+    )
+}
+
+pub fn distributions(summary: &Summary, digest: &Digest) -> Option<String> {
+    let l = &summary.latency_ms;
+    let t = &summary.tokens;
+    let mut body = String::new();
+    for (title, unit, histogram, scale, dist) in [
+        ("Time to first token", "ms", &digest.ttft, 1e3, &l.ttft),
+        (
+            "Time to first token from the intended start",
+            "ms",
+            &digest.ttft_intended,
+            1e3,
+            &l.ttft_from_intended,
+        ),
+        (
+            "Inter-token latency (every gap)",
+            "ms",
+            &digest.itl,
+            1e3,
+            &l.itl,
+        ),
+        ("Time per output token", "ms", &digest.tpot, 1e3, &l.tpot),
+        ("End to end", "ms", &digest.e2e, 1e3, &l.e2e),
+        (
+            "Input tokens",
+            "tokens",
+            &digest.input_tokens,
+            1.0,
+            &t.input,
+        ),
+        (
+            "Output tokens",
+            "tokens",
+            &digest.output_tokens,
+            1.0,
+            &t.output,
+        ),
+    ] {
+        if !histogram.is_empty() {
+            body.push_str(&distribution(title, unit, histogram, scale, dist));
+        }
+    }
+    (!body.is_empty()).then(|| {
+        section(
+            "distributions",
+            "Distributions",
+            &format!(r#"<p class="note">Bars: requests per bin; orange line: the share at or below; dashed: p50, p90, p99 as summary.json has them.</p>{body}"#),
+        )
+    })
+}
+
+fn quantile(sorted: &[u64], q: f64) -> Option<f64> {
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted.get(i).map(|v| *v as f64 / 1e3)
+}
+
+/// The moments drawn on every time axis: stage starts and the abort.
+fn moments(summary: &Summary, digest: &Digest) -> Vec<(f64, String)> {
+    let mut marks: Vec<(f64, String)> = digest
+        .stage_starts
+        .iter()
+        .filter(|(stage, _)| **stage > 0)
+        .map(|(stage, at)| {
+            let name = summary
+                .stages
+                .get(*stage as usize)
+                .map_or_else(|| format!("stage {stage}"), |s| s.description.clone());
+            (*at as f64 / 1e6, format!("stage starts: {name}"))
+        })
+        .collect();
+    if let Some(aborted) = &summary.aborted {
+        marks.push((aborted.at_s, "aborted: SLOs certain to fail".into()));
+    }
+    marks
+}
+
+/// The rate each second was meant to see: its stage's offered rate, where the stage
+/// has one (open loops at a fixed rate).
+fn offered_per_second(summary: &Summary, digest: &Digest) -> Vec<(f64, f64)> {
+    let starts: Vec<(f64, Option<f64>)> = digest
+        .stage_starts
+        .iter()
+        .map(|(stage, at)| {
+            let offered = summary
+                .stages
+                .get(*stage as usize)
+                .and_then(|s| s.offered_rate_per_s);
+            (*at as f64 / 1e6, offered)
+        })
+        .collect();
+    (0..summary.timeseries.len())
+        .filter_map(|second| {
+            let t = second as f64 + 0.5;
+            let (_, offered) = starts.iter().rev().find(|(at, _)| *at <= t)?;
+            Some((t, (*offered)?))
+        })
+        .collect()
+}
+
+fn per_second(seconds: &[Second], f: impl Fn(&Second) -> Option<f64>) -> Vec<(f64, f64)> {
+    seconds
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| Some((i as f64 + 0.5, f(s)?)))
+        .collect()
+}
+
+pub fn over_time(summary: &Summary, digest: &Digest) -> Option<String> {
+    if summary.timeseries.is_empty() {
+        return None;
+    }
+    let marks = moments(summary, digest);
+    let achieved = Series {
+        name: "completed/s".into(),
+        points: summary
+            .timeseries
+            .iter()
+            .map(|p| (p.second as f64 + 0.5, p.window.completed as f64))
+            .collect(),
+        dashed: false,
+    };
+    let target = Series {
+        name: "offered/s".into(),
+        points: offered_per_second(summary, digest),
+        dashed: true,
+    };
+    let failed = Series {
+        name: "failed/s".into(),
+        points: summary
+            .timeseries
+            .iter()
+            .map(|p| (p.second as f64 + 0.5, p.window.failed as f64))
+            .collect(),
+        dashed: false,
+    };
+    let mut seconds = digest.seconds.clone();
+    for s in &mut seconds {
+        s.ttft_us.sort_unstable();
+    }
+    let latency = [("TTFT p50", 0.5), ("TTFT p99", 0.99)].map(|(name, q)| Series {
+        name: name.into(),
+        points: per_second(&seconds, |s| quantile(&s.ttft_us, q)),
+        dashed: false,
+    });
+    let in_flight = Series {
+        name: "in flight".into(),
+        points: per_second(&seconds, |s| Some(s.in_flight as f64)),
+        dashed: false,
+    };
+    let lag = Series {
+        name: "mean send lag (ms)".into(),
+        points: per_second(&seconds, |s| {
+            (s.sent > 0).then(|| s.send_lag_sum_us as f64 / s.sent as f64 / 1e3)
+        }),
+        dashed: false,
+    };
+    let mut body = String::new();
+    let x = "seconds into the run";
+    body.push_str(&svg::lines(
+        "requests per second",
+        x,
+        "per second",
+        &[achieved, failed, target],
+        &marks,
+    ));
+    body.push_str(&svg::lines("latency per second", x, "ms", &latency, &marks));
+    body.push_str(&svg::lines(
+        "in flight and send lag",
+        x,
+        "requests / ms",
+        &[in_flight, lag],
+        &marks,
+    ));
+    if let Some(errors) = errors_over_time(digest, &marks) {
+        body.push_str(&errors);
+    }
+    Some(section(
+        "over-time",
+        "Over time",
+        &format!(
+            r#"<p class="note">By completion second; dotted lines mark stage starts and an abort.</p>{body}"#
+        ),
+    ))
+}
+
+fn errors_over_time(digest: &Digest, marks: &[(f64, String)]) -> Option<String> {
+    let mut kinds: Vec<(String, u64)> = Vec::new();
+    for s in &digest.seconds {
+        for (kind, n) in &s.errors {
+            match kinds.iter_mut().find(|(k, _)| k == kind) {
+                Some((_, total)) => *total += n,
+                None => kinds.push((kind.clone(), *n)),
+            }
+        }
+    }
+    let faults: Vec<(f64, f64)> = digest
+        .faults_per_second
+        .iter()
+        .map(|(s, n)| (*s as f64 + 0.5, *n as f64))
+        .collect();
+    if kinds.is_empty() && faults.is_empty() {
+        return None;
+    }
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
+    let mut series: Vec<Series> = kinds
+        .iter()
+        .take(5)
+        .map(|(kind, _)| Series {
+            name: kind.clone(),
+            points: per_second(&digest.seconds, |s| {
+                Some(*s.errors.get(kind).unwrap_or(&0) as f64)
+            }),
+            dashed: false,
+        })
+        .collect();
+    if !faults.is_empty() {
+        series.push(Series {
+            name: "faults injected".into(),
+            points: faults,
+            dashed: true,
+        });
+    }
+    Some(svg::lines(
+        "errors by kind",
+        "seconds into the run",
+        "per second",
+        &series,
+        marks,
+    ))
+}
+
+pub fn timeline(digest: &Digest) -> Option<String> {
+    if digest.timeline.is_empty() {
+        return None;
+    }
+    let bars: Vec<Bar> = digest
+        .timeline
+        .iter()
+        .map(|r| Bar {
+            name: match &r.label {
+                Some(label) => format!("#{} {label}", r.seq),
+                None => format!("#{}", r.seq),
+            },
+            intended: r.intended_us as f64 / 1e6,
+            sent: r.sent_us.map(|us| us as f64 / 1e6),
+            first_token: r.first_token_us.map(|us| us as f64 / 1e6),
+            done: r.done_us as f64 / 1e6,
+            failed: r.failed.clone(),
+            stalls: r
+                .stalls
+                .iter()
+                .map(|(at, gap)| (*at as f64 / 1e6, *gap as f64 / 1e6))
+                .collect(),
+        })
+        .collect();
+    let sampled = if digest.step > 1 {
+        format!(
+            "{} of {} requests, every {}th by sequence number",
+            bars.len(),
+            digest.records,
+            digest.step
+        )
+    } else {
+        format!("all {} requests", bars.len())
+    };
+    let key = r#"<p class="key"><span class="wait"></span>waiting to send<span class="ttft"></span>to first token<span class="decode"></span>decoding<span class="stall"></span>a gap over 250 ms<span class="failed"></span>failed</p>"#;
+    Some(section(
+        "timeline",
+        "Request timeline",
+        &format!(
+            r#"<p class="note">{sampled}; one row each.</p>{key}{}"#,
+            svg::timeline("request timeline", &bars)
+        ),
+    ))
+}
+
+pub fn sweep(summary: &Summary) -> Option<String> {
+    let sweep = summary.sweep.as_ref()?;
+    let points: Vec<_> = summary
+        .stages
+        .iter()
+        .filter(|s| s.sweep.is_some())
+        .collect();
+    let latency = [("TTFT p50", false), ("TTFT p99", true)].map(|(name, p99)| Series {
+        name: name.into(),
+        points: points
+            .iter()
+            .map(|s| {
+                (
+                    s.achieved_rate_per_s,
+                    if p99 { s.ttft_ms.p99 } else { s.ttft_ms.p50 },
+                )
+            })
+            .collect(),
+        dashed: false,
+    });
+    let knee: Vec<(f64, String)> = sweep
+        .knee_rate_per_s
+        .map(|r| (r, format!("knee: {} /s", num(r))))
+        .into_iter()
+        .collect();
+    let pareto = Series {
+        name: "per-user tokens/s".into(),
+        points: points
+            .iter()
+            .filter(|s| s.tpot_ms.p50 > 0.0)
+            .map(|s| (s.output_tokens_per_s, 1e3 / s.tpot_ms.p50))
+            .collect(),
+        dashed: false,
+    };
+    let mut table = String::from(
+        r#"<table><tr><th class="n">offered /s</th><th class="n">achieved /s</th><th class="n">TTFT p99 ms</th><th class="n">output tok/s</th><th class="n">goodput /s</th></tr>"#,
+    );
+    for s in &points {
+        let _ = write!(
+            table,
+            r#"<tr><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>"#,
+            s.offered_rate_per_s.map_or("–".into(), num),
+            num(s.achieved_rate_per_s),
+            num(s.ttft_ms.p99),
+            num(s.output_tokens_per_s),
+            s.goodput_per_s.map_or("–".into(), num),
+        );
+    }
+    table.push_str("</table>");
+    let verdict = match sweep.knee_rate_per_s {
+        Some(rate) => format!(
+            r#"<p>Knee at <b data-metric="sweep.knee_rate_per_s" data-value="{rate}">{} /s</b> ({}).</p>"#,
+            num(rate),
+            escape(&sweep.rule)
+        ),
+        None => format!(
+            "<p>No knee up to {} /s ({}).</p>",
+            num(sweep.highest_rate_per_s),
+            escape(&sweep.rule)
+        ),
+    };
+    Some(section(
+        "sweep",
+        "Sweep",
+        &format!(
+            "{verdict}{}{}{table}",
+            svg::lines(
+                "latency against achieved rate",
+                "achieved requests/s",
+                "ms",
+                &latency,
+                &knee
+            ),
+            svg::lines(
+                "per-user against total throughput",
+                "output tokens/s, all users",
+                "tokens/s per user",
+                &[pareto],
+                &[]
+            ),
+        ),
+    ))
+}
+
+pub fn sessions(summary: &Summary) -> Option<String> {
+    if summary.turns.is_empty() {
+        return None;
+    }
+    let mut table = String::from(
+        r#"<table><tr><th>turn</th><th class="n">requests</th><th class="n">ok</th><th class="n">TTFT p50 ms</th><th class="n">TTFT p99 ms</th><th class="n">prompt tokens</th><th class="n">cached share</th></tr>"#,
+    );
+    for t in &summary.turns {
+        let _ = write!(
+            table,
+            r#"<tr><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{} %</td></tr>"#,
+            t.turn,
+            t.requests,
+            t.ok,
+            num(t.ttft_ms.p50),
+            num(t.ttft_ms.p99),
+            num(t.mean_prompt_tokens),
+            num(t.cached_share * 100.0)
+        );
+    }
+    table.push_str("</table>");
+    Some(section("sessions", "Sessions, turn by turn", &table))
+}
+
+pub fn flow(summary: &Summary) -> Option<String> {
+    let flow = summary.flow.as_ref()?;
+    let s = &flow.sessions;
+    let mut body = format!(
+        r#"<p>Sessions: {} ok, {} failed, {} ended by the circuit breaker, {} cancelled; session E2E p50 {} ms, p99 {} ms.</p>"#,
+        s.ok,
+        s.failed,
+        s.fallback,
+        s.cancelled,
+        num(flow.session_e2e_ms.p50),
+        num(flow.session_e2e_ms.p99)
+    );
+    body.push_str(r#"<table><tr><th>step</th><th>kind</th><th class="n">requests</th><th class="n">failed</th><th class="n">p50 ms</th><th class="n">p99 ms</th><th>errors</th></tr>"#);
+    for step in &flow.steps {
+        let errors: Vec<String> = step
+            .errors
+            .iter()
+            .map(|(k, n)| format!("{k}: {n}"))
+            .collect();
+        let _ = write!(
+            body,
+            r#"<tr><td>{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td>{}</td></tr>"#,
+            escape(&step.step),
+            escape(&step.kind),
+            step.requests,
+            step.failed,
+            num(step.latency_ms.p50),
+            num(step.latency_ms.p99),
+            escape(&errors.join(", "))
+        );
+    }
+    body.push_str("</table>");
+    if let Some(recall) = &flow.recall {
+        let _ = write!(
+            body,
+            "<p>Recall: mean {} over {} queries; {} % below {}.</p>",
+            num(recall.mean),
+            recall.queries,
+            num(recall.below_threshold * 100.0),
+            num(recall.threshold)
+        );
+    }
+    if let Some(tools) = &flow.tool_calls {
+        let _ = write!(
+            body,
+            "<p>Tool calls: {} of {} succeeded ({} %).</p>",
+            tools.ok,
+            tools.calls,
+            num(tools.success_rate * 100.0)
+        );
+    }
+    for f in &flow.fallbacks {
+        let _ = write!(
+            body,
+            "<p>Fallback <code>{}</code> for tool <code>{}</code>: {} sessions.</p>",
+            escape(&f.rule),
+            escape(&f.tool),
+            f.sessions
+        );
+    }
+    Some(section("flow", "Flow", &body))
+}
+
+pub fn server(summary: &Summary) -> Option<String> {
+    let metrics = summary.server_metrics.as_ref()?;
+    if metrics.samples.is_empty() {
+        return None;
+    }
+    let series =
+        |name: &str, f: fn(&crate::prometheus::scrape::ServerSample) -> Option<f64>| Series {
+            name: name.into(),
+            points: metrics
+                .samples
+                .iter()
+                .filter_map(|s| Some((s.t_s, f(s)?)))
+                .collect(),
+            dashed: false,
+        };
+    let queue = [
+        series("running", |s| s.running),
+        series("waiting", |s| s.waiting),
+    ];
+    let kv = [series("KV cache usage", |s| s.kv_cache_usage)];
+    let mut body = format!(
+        r#"<p class="note">Scraped from <code>{}</code>.</p>"#,
+        escape(&metrics.url)
+    );
+    body.push_str(&svg::lines(
+        "server queue",
+        "seconds into the run",
+        "requests",
+        &queue,
+        &[],
+    ));
+    if kv[0].points.iter().any(|p| p.1 > 0.0) {
+        body.push_str(&svg::lines(
+            "KV cache",
+            "seconds into the run",
+            "share",
+            &kv,
+            &[],
+        ));
+    }
+    Some(section("server", "Server metrics", &body))
+}
+
+pub fn errors(summary: &Summary) -> Option<String> {
+    if summary.errors.is_empty() {
+        return None;
+    }
+    let mut table = String::from(
+        r#"<table><tr><th>kind</th><th>where</th><th class="n">count</th><th>example</th></tr>"#,
+    );
+    for e in &summary.errors {
+        let stage = serde_json::to_value(e.stage)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let _ = write!(
+            table,
+            r#"<tr><td><code>{}</code></td><td>{}</td><td class="n" data-error="{}">{}</td><td>{}</td></tr>"#,
+            escape(&e.kind),
+            escape(&stage),
+            escape(&e.kind),
+            e.count,
+            escape(&e.example)
+        );
+    }
+    table.push_str("</table>");
+    Some(section("errors", "Errors", &table))
+}
+
+pub fn about(summary: &Summary, digest: &Digest) -> String {
+    section(
+        "about",
+        "About this report",
+        &format!(
+            "<p class=\"note\">redline {} · summary schema {} · {} records read · built from <code>summary.json</code> and <code>records.jsonl</code>; <code>redline report DIR</code> builds it again.</p>",
+            env!("CARGO_PKG_VERSION"),
+            summary.schema_version,
+            digest.records
+        ),
+    )
+}

@@ -1,0 +1,280 @@
+//! `report.html` and `timeline.json` of the frozen fixture runs (a chat load with faults
+//! and SLOs, a RAG-agent flow): the page holds `summary.json` and shows its numbers,
+//! asks for nothing outside itself, has the sections the run has data for; the
+//! timeline is trace-event JSON with a slice per record and flow steps nested in their
+//! session; a 100,000-request report stays under 3 MB.
+
+mod common;
+
+use std::path::Path;
+
+use common::{summary_of_fixture, temp_dir};
+use redline::record::{Outcome, Phase, Record, read_records};
+use redline::report::{RunInfo, html, summarize, timeline};
+use serde_json::Value;
+
+fn fixture_records(name: &str) -> std::path::PathBuf {
+    Path::new("tests/fixtures").join(format!("{name}.records.jsonl"))
+}
+
+fn page_of(name: &str) -> (Value, String) {
+    let summary = summary_of_fixture(name);
+    let digest = html::digest_of(&fixture_records(name), summary.requests.scheduled).unwrap();
+    let page = html::render(&summary, &digest);
+    (serde_json::to_value(&summary).unwrap(), page)
+}
+
+fn embedded_summary(page: &str) -> Value {
+    let open = r#"<script type="application/json" id="summary-json">"#;
+    let start = page.find(open).expect("the summary is embedded") + open.len();
+    let end = start + page[start..].find("</script>").unwrap();
+    serde_json::from_str(&page[start..end].replace("<\\/", "</")).unwrap()
+}
+
+/// `data-metric="ttft.p50" data-value="…"` pairs as (JSON pointer into the summary, value).
+fn shown_numbers(page: &str) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    for part in page.split(r#"data-metric=""#).skip(1) {
+        let metric = &part[..part.find('"').unwrap()];
+        let value = part.split(r#"data-value=""#).nth(1).unwrap();
+        let value: f64 = value[..value.find('"').unwrap()].parse().unwrap();
+        let root = metric.split('.').next().unwrap();
+        let prefix = if ["ttft", "itl", "tpot", "e2e"].contains(&root) {
+            "/latency_ms/"
+        } else {
+            "/"
+        };
+        out.push((format!("{prefix}{}", metric.replace('.', "/")), value));
+    }
+    out
+}
+
+fn sections(page: &str) -> Vec<&str> {
+    page.split(r#"<section id=""#)
+        .skip(1)
+        .map(|s| &s[..s.find('"').unwrap()])
+        .collect()
+}
+
+#[test]
+fn the_page_holds_the_summary_and_shows_its_numbers() {
+    for (name, expected) in [
+        (
+            "snapshot-chat",
+            &[
+                "verdicts",
+                "overview",
+                "distributions",
+                "over-time",
+                "timeline",
+                "errors",
+                "about",
+            ][..],
+        ),
+        (
+            "snapshot-flow",
+            &[
+                "verdicts",
+                "overview",
+                "distributions",
+                "over-time",
+                "timeline",
+                "flow",
+                "errors",
+                "about",
+            ][..],
+        ),
+    ] {
+        let (summary, page) = page_of(name);
+        assert_eq!(
+            embedded_summary(&page),
+            summary,
+            "{name}: the embedded summary"
+        );
+        let shown = shown_numbers(&page);
+        assert!(shown.len() >= 8, "{name}: {shown:?}");
+        for (pointer, value) in shown {
+            let expected = summary.pointer(&pointer).and_then(Value::as_f64);
+            assert_eq!(expected, Some(value), "{name}: {pointer}");
+        }
+        let c = &summary["requests"];
+        let counts = [
+            "scheduled",
+            "ok",
+            "error",
+            "timeout",
+            "cancelled",
+            "dropped",
+        ]
+        .map(|k| c[k].as_u64().unwrap().to_string())
+        .join(" ");
+        assert!(
+            page.contains(&format!(r#"data-counts="{counts}""#)),
+            "{name}"
+        );
+        for verdict in summary["verdicts"].as_array().into_iter().flatten() {
+            let shown = format!(
+                r#"data-slo="{}" data-outcome="{}""#,
+                verdict["slo"].as_str().unwrap(),
+                verdict["outcome"].as_str().unwrap()
+            );
+            assert!(page.contains(&shown), "{name}: {shown}");
+        }
+        assert_eq!(sections(&page), expected, "{name}: sections");
+    }
+}
+
+#[test]
+fn the_page_asks_for_nothing_outside_itself() {
+    for name in ["snapshot-chat", "snapshot-flow"] {
+        let (_, page) = page_of(name);
+        assert!(
+            page.contains(
+                r#"content="default-src 'none'; style-src 'unsafe-inline'; img-src data:""#
+            )
+        );
+        for reference in ["src=", "href=", "url(", "@import", "<script src", "<link"] {
+            assert!(
+                !page.contains(reference),
+                "{name}: `{reference}` in the page"
+            );
+        }
+        // The only scripts are data.
+        assert_eq!(page.matches("<script").count(), 1, "{name}");
+        assert!(page.contains(r#"<script type="application/json""#));
+    }
+}
+
+#[test]
+fn the_timeline_has_a_slice_per_record_and_nests_steps_in_sessions() {
+    for name in ["snapshot-chat", "snapshot-flow"] {
+        let mut records = Vec::new();
+        read_records(&fixture_records(name), None, |r| records.push(r)).unwrap();
+        let trace = timeline::trace_of(&records);
+        let events = trace["traceEvents"].as_array().unwrap();
+        let slices: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == "request")
+            .collect();
+        assert_eq!(slices.len(), records.len(), "{name}: one slice per record");
+        let mut seqs: Vec<u64> = slices
+            .iter()
+            .map(|e| e["args"]["seq"].as_u64().unwrap())
+            .collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        assert_eq!(seqs.len(), records.len(), "{name}: each record once");
+        let times: Vec<u64> = events.iter().filter_map(|e| e["ts"].as_u64()).collect();
+        assert!(
+            times.windows(2).all(|w| w[0] <= w[1]),
+            "{name}: timestamps in order"
+        );
+        let firsts = events.iter().filter(|e| e["name"] == "first token").count();
+        let with_first = records
+            .iter()
+            .filter(|r| r.first_token_us.is_some())
+            .count();
+        assert_eq!(
+            firsts, with_first,
+            "{name}: a first-token instant per request with one"
+        );
+        for session in events.iter().filter(|e| e["cat"] == "session") {
+            let (start, end) = (
+                session["ts"].as_u64().unwrap(),
+                session["ts"].as_u64().unwrap() + session["dur"].as_u64().unwrap(),
+            );
+            let steps: Vec<&&Value> = slices
+                .iter()
+                .filter(|s| s["pid"] == session["pid"] && s["tid"] == session["tid"])
+                .collect();
+            assert!(
+                !steps.is_empty(),
+                "{name}: a session slice holds its requests"
+            );
+            for step in steps {
+                let (s, d) = (step["ts"].as_u64().unwrap(), step["dur"].as_u64().unwrap());
+                assert!(
+                    start <= s && s + d <= end,
+                    "{name}: a step inside its session"
+                );
+            }
+        }
+        if name == "snapshot-flow" {
+            assert!(
+                events.iter().any(|e| e["cat"] == "session"),
+                "flow sessions are drawn"
+            );
+        }
+    }
+}
+
+/// 100,000 synthetic requests over 500 s, 8 tokens each, a few failures.
+fn big_run(dir: &Path) -> redline::report::Summary {
+    let text = std::fs::read_to_string("tests/fixtures/snapshot-chat.yaml").unwrap();
+    let file = redline::spec::parse("snapshot-chat.yaml", &text).unwrap();
+    let scenario = redline::scenario::Scenario::from_spec(&file, &text).unwrap();
+    let mut aggregator = scenario.aggregator();
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(dir.join("records.jsonl")).unwrap());
+    for seq in 0..100_000u64 {
+        let intended = seq * 5_000;
+        let mut r = Record::unsent(seq, 0, Phase::Measure, intended);
+        r.sent_us = Some(intended + 50);
+        if seq % 97 == 0 {
+            r.fail(
+                Outcome::Error,
+                redline::record::FailStage::FirstByte,
+                "http_5xx",
+                "503",
+            );
+        } else {
+            r.status = Some(200);
+            r.first_token_us = Some(intended + 20_000 + seq % 7_000);
+            r.itl_us = vec![12_000 + (seq % 900) as u32; 7];
+            r.content_events = 8;
+            r.last_byte_us = Some(r.first_token_us.unwrap() + 84_000);
+            r.input_tokens = Some(200);
+            r.output_tokens = Some(8);
+        }
+        aggregator.add(&r);
+        serde_json::to_writer(&mut out, &r).unwrap();
+        std::io::Write::write_all(&mut out, b"\n").unwrap();
+    }
+    drop(out);
+    summarize(
+        &aggregator,
+        RunInfo {
+            name: "big",
+            target: "http://127.0.0.1:8000",
+            model: "m",
+            interrupted: false,
+            warnings: Vec::new(),
+            elapsed_s: 500.0,
+            stages: Vec::new(),
+            dataset: None,
+            server_metrics: None,
+            verdicts: None,
+            aborted: None,
+            proxies: Vec::new(),
+            traces: None,
+            token_settlement: None,
+        },
+    )
+}
+
+#[test]
+fn a_report_of_100k_requests_stays_under_3_mb() {
+    let dir = temp_dir("report-100k");
+    let summary = big_run(&dir);
+    let digest = html::digest_of(&dir.join("records.jsonl"), summary.requests.scheduled).unwrap();
+    assert_eq!(digest.records, 100_000);
+    assert_eq!(
+        digest.timeline.len() as u64,
+        html::TIMELINE_ROWS,
+        "the timeline is sampled"
+    );
+    let page = html::render(&summary, &digest);
+    assert!(page.len() < 3 << 20, "{} bytes", page.len());
+    assert!(page.contains("400 of 100000 requests, every 250th by sequence number"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
