@@ -278,3 +278,78 @@ fn a_report_of_100k_requests_stays_under_3_mb() {
     assert!(page.contains("400 of 100000 requests, every 250th by sequence number"));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A short run against the embedded simulator, its folder written as `redline run`
+/// writes it.
+async fn run_folder(profile: &str, name: &str) -> std::path::PathBuf {
+    let scenario = common::scenario(&format!(
+        "  seed: 7\n  services:\n    llm: {{ url: embedded, profile: {profile} }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: {{ mean: 200, stddev: 80, min: 16, max: 512 }}, output_tokens: 12 }} }}\n  load:\n    - {{ arrival: poisson, rate: 12, duration: 5s }}\n"
+    ));
+    let dir = temp_dir(name);
+    let options = redline::runner::RunOptions::records_to(dir.join("records.jsonl"));
+    let result = redline::runner::run(
+        scenario,
+        options,
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let about = redline::report::outputs::RunAbout {
+        name,
+        slos: None,
+        dataset: None,
+        strict: false,
+    };
+    redline::report::outputs::finish(&result, about, &dir).unwrap();
+    assert!(dir.join("report.html").is_file() && dir.join("timeline.json").is_file());
+    dir
+}
+
+fn compare(args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_redline"))
+        .arg("compare")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_finds_a_slower_server_and_not_a_rerun() {
+    // The fast run first, so the two runs compared with each other both find the
+    // process warm (a first run pays for cold caches and pools).
+    let fast = run_folder("tiny", "compare-fast").await;
+    let a = run_folder("7b", "compare-a").await;
+    let b = run_folder("7b", "compare-b").await;
+    let [fast, a, b] = [&fast, &a, &b].map(|p| p.to_str().unwrap().to_owned());
+
+    // The same spec twice: no TTFT percentile beyond noise, the gate passes.
+    let (code, out) = compare(&[&a, &b, "--fail-on", "ttft.p50 > +10%"]);
+    assert_eq!(code, 0, "{out}");
+    for line in out.lines().filter(|l| l.trim_start().starts_with("ttft.")) {
+        assert!(line.ends_with("within noise"), "{line}\n{out}");
+    }
+
+    // A slower model than the baseline's: TTFT flagged as a rise, the gate exits 1.
+    let html = format!("{b}/compare.html");
+    let (code, out) = compare(&[&fast, &b, "--fail-on", "ttft.p50 > +10%", "--html", &html]);
+    assert_eq!(code, 1, "{out}");
+    let ttft = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("ttft.p50"))
+        .unwrap();
+    assert!(ttft.ends_with("slower"), "{ttft}");
+    assert!(
+        out.contains("FAIL") && out.contains("ttft.p50 > +10%"),
+        "{out}"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(r#"data-verdict="ttft.p50">slower"#));
+
+    // A malformed rule is a usage error that says how to write one.
+    let (code, _) = compare(&[&a, &b, "--fail-on", "latency > 10"]);
+    assert_eq!(code, 2);
+}

@@ -22,6 +22,7 @@ use crate::tokenizer::LocalTokenizer;
 mod output;
 mod progress;
 mod check;
+mod compare;
 mod datagen;
 mod graph;
 mod report;
@@ -30,6 +31,7 @@ mod run;
 mod validate;
 
 use check::*;
+use compare::*;
 use datagen::*;
 use graph::*;
 use report::*;
@@ -84,6 +86,26 @@ pub enum Command {
         /// Write the HTML here instead of DIR/report.html.
         #[arg(short, long)]
         out: Option<PathBuf>,
+    },
+    /// Compare runs with the first (the baseline): each metric's percentiles, whether a
+    /// difference is beyond noise (a 95 % bootstrap interval, and Mann–Whitney U), and
+    /// a regression gate: `--fail-on 'ttft.p99 > +10%'` exits 1 when a rise past the
+    /// bound is also beyond noise.
+    Compare {
+        /// Run folders: the baseline, then one or more to compare with it.
+        #[arg(required = true, num_args = 2..)]
+        runs: Vec<PathBuf>,
+        /// METRIC.STAT > +N% (or +Nms, or < -N%); metrics ttft, itl, tpot, e2e; stats
+        /// p50, p90, p99. May be repeated.
+        #[arg(long)]
+        fail_on: Vec<String>,
+        /// The smallest change called a difference, in percent: runs of one spec on
+        /// one machine drift by a few percent.
+        #[arg(long, default_value_t = 5.0)]
+        min_change: f64,
+        /// Also write the comparison as a self-contained HTML page.
+        #[arg(long)]
+        html: Option<PathBuf>,
     },
     /// Check a spec file and print what it would run, without running it.
     Validate {
@@ -472,6 +494,12 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Command::Run(args) => run_command(*args).await,
         Command::Validate { spec } => validate(&spec),
         Command::Report { dir, out } => report(&dir, out.as_deref()),
+        Command::Compare {
+            runs,
+            fail_on,
+            min_change,
+            html,
+        } => compare_runs(&runs, &fail_on, min_change, html.as_deref()),
         Command::Check {
             records,
             spec,

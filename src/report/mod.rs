@@ -4,6 +4,7 @@
 
 mod chain;
 mod terminal;
+pub mod compare;
 pub mod html;
 pub mod outputs;
 pub mod timeline;

@@ -124,3 +124,103 @@ svg { display: block; margin: 4px 0 10px; } .grid { stroke: #eef1f5; } .axis { s
 pre { background: #f5f7fa; padding: 8px; overflow-x: auto; font-size: 12px; }
 @media print { main { max-width: none; } h2 { break-after: avoid; } svg, table { break-inside: avoid; } }
 "#;
+
+/// The page of `redline compare`: the tables, overlaid CDFs per metric, and completed
+/// requests per second of each run on one axis.
+pub fn compare_page(
+    base: &super::compare::Run,
+    others: &[(super::compare::Run, Vec<super::compare::MetricComparison>)],
+) -> String {
+    use std::fmt::Write;
+    let name = |run: &super::compare::Run| format!("{} ({})", run.summary.name, run.dir.display());
+    let mut page = format!(
+        r##"<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<title>redline compare</title><style>{STYLE}</style></head><body><main><h1>redline compare</h1>
+<p class="lede">Baseline: {}</p>"##,
+        svg::escape(&name(base))
+    );
+    for (run, comparisons) in others {
+        let _ = write!(
+            page,
+            r#"<section id="vs"><h2>{}</h2><table><tr><th>metric</th><th class="n">base ms</th><th class="n">this ms</th><th class="n">change</th><th class="n">95 % interval of Δ</th><th class="n">Mann–Whitney p</th><th>verdict</th></tr>"#,
+            svg::escape(&name(run))
+        );
+        for c in comparisons {
+            for d in &c.stats {
+                let _ = write!(
+                    page,
+                    r#"<tr><td>{}.{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{:+.1} %</td><td class="n">[{}, {}]</td><td class="n">{}</td><td data-verdict="{}.{}">{}</td></tr>"#,
+                    d.metric,
+                    d.stat,
+                    svg::num(d.base),
+                    svg::num(d.other),
+                    d.change * 100.0,
+                    svg::num(d.interval.0),
+                    svg::num(d.interval.1),
+                    c.p_value.map_or("–".into(), |p| format!("{p:.3}")),
+                    d.metric,
+                    d.stat,
+                    super::compare::verdict(d)
+                );
+            }
+        }
+        page.push_str("</table></section>");
+    }
+    let runs: Vec<&super::compare::Run> = std::iter::once(base)
+        .chain(others.iter().map(|(r, _)| r))
+        .collect();
+    page.push_str(r#"<section id="cdfs"><h2>Distributions, overlaid</h2>"#);
+    for (i, metric) in super::compare::METRICS.iter().enumerate() {
+        let series: Vec<svg::Series> = runs
+            .iter()
+            .filter(|r| !r.samples[i].is_empty())
+            .map(|r| {
+                let n = r.samples[i].len();
+                let step = n.div_ceil(300).max(1);
+                svg::Series {
+                    name: r.summary.name.clone(),
+                    points: r.samples[i]
+                        .iter()
+                        .enumerate()
+                        .step_by(step)
+                        .map(|(k, v)| (*v, (k + 1) as f64 / n as f64))
+                        .collect(),
+                    dashed: false,
+                }
+            })
+            .collect();
+        if series.len() > 1 {
+            let _ = write!(
+                page,
+                "<h3>{metric}</h3>{}",
+                svg::lines(metric, "ms", "share at or below", &series, &[])
+            );
+        }
+    }
+    let rates: Vec<svg::Series> = runs
+        .iter()
+        .map(|r| svg::Series {
+            name: r.summary.name.clone(),
+            points: r
+                .summary
+                .timeseries
+                .iter()
+                .map(|p| (p.second as f64 + 0.5, p.window.completed as f64))
+                .collect(),
+            dashed: false,
+        })
+        .collect();
+    let _ = write!(
+        page,
+        "<h3>completed per second</h3>{}</section></main></body></html>",
+        svg::lines(
+            "completed per second",
+            "seconds into the run",
+            "per second",
+            &rates,
+            &[]
+        )
+    );
+    page
+}

@@ -19,6 +19,14 @@ fn card(metric: &str, label: &str, value: f64, unit: &str) -> String {
     )
 }
 
+/// A unit enum's name as `summary.json` writes it (`not_proven`, `first_byte`).
+fn wire_name(value: impl serde::Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
 fn section(id: &str, title: &str, body: &str) -> String {
     format!(r#"<section id="{id}"><h2>{title}</h2>{body}</section>"#)
 }
@@ -47,10 +55,7 @@ pub fn verdicts(summary: &Summary) -> Option<String> {
             let _ = write!(body, r#"<div class="banner {class}">{text}</div>"#);
             body.push_str(r#"<table><tr><th>SLO</th><th>outcome</th><th class="n">observed</th><th class="n">bound</th><th class="n">samples</th><th class="n">more needed</th></tr>"#);
             for v in verdicts {
-                let outcome = serde_json::to_value(v.outcome)
-                    .ok()
-                    .and_then(|o| o.as_str().map(str::to_owned))
-                    .unwrap_or_default();
+                let outcome = wire_name(v.outcome);
                 let _ = write!(
                     body,
                     r#"<tr><td><code>{}</code></td><td class="{outcome}" data-slo="{}" data-outcome="{outcome}">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>"#,
@@ -503,13 +508,15 @@ pub fn sweep(summary: &Summary) -> Option<String> {
         .map(|r| (r, format!("knee: {} /s", num(r))))
         .into_iter()
         .collect();
+    let mut frontier: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|s| s.tpot_ms.p50 > 0.0)
+        .map(|s| (s.output_tokens_per_s, 1e3 / s.tpot_ms.p50))
+        .collect();
+    frontier.sort_by(|a, b| a.0.total_cmp(&b.0));
     let pareto = Series {
         name: "per-user tokens/s".into(),
-        points: points
-            .iter()
-            .filter(|s| s.tpot_ms.p50 > 0.0)
-            .map(|s| (s.output_tokens_per_s, 1e3 / s.tpot_ms.p50))
-            .collect(),
+        points: frontier,
         dashed: false,
     };
     let mut table = String::from(
@@ -700,10 +707,7 @@ pub fn errors(summary: &Summary) -> Option<String> {
         r#"<table><tr><th>kind</th><th>where</th><th class="n">count</th><th>example</th></tr>"#,
     );
     for e in &summary.errors {
-        let stage = serde_json::to_value(e.stage)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
+        let stage = wire_name(e.stage);
         let _ = write!(
             table,
             r#"<tr><td><code>{}</code></td><td>{}</td><td class="n" data-error="{}">{}</td><td>{}</td></tr>"#,

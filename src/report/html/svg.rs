@@ -318,7 +318,7 @@ pub struct Bar {
 /// The request timeline: a row per request, waiting (intended → sent), time to first
 /// token, then decoding; stalls in red, failures marked by kind at their end.
 pub fn timeline(title: &str, bars: &[Bar]) -> String {
-    const ROW: f64 = 6.0;
+    const ROW: f64 = 4.0;
     let height = TOP + BOTTOM + ROW * bars.len().max(1) as f64;
     let mut out = String::new();
     open(&mut out, height, title);
