@@ -22,14 +22,10 @@ pub(super) fn compare_runs(
             return Ok(exit::USAGE);
         }
     };
-    let [base, others @ ..] = runs else {
-        err("compare needs a baseline run folder and at least one more");
-        return Ok(exit::USAGE);
+    // Clap asks for two folders or more.
+    let Some((base, others)) = runs.split_first() else {
+        bail!("compare needs a baseline run folder and at least one more");
     };
-    if others.is_empty() {
-        err("compare needs a baseline run folder and at least one more");
-        return Ok(exit::USAGE);
-    }
     let base = compare::load(base)?;
     let mut compared = Vec::new();
     for dir in others {

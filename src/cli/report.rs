@@ -4,10 +4,9 @@ use super::*;
 
 /// `redline report DIR [-o FILE]`: report.html (and timeline.json beside the records).
 pub(super) fn report(dir: &Path, out: Option<&Path>) -> Result<i32> {
-    let html = crate::report::html::write_for_run(dir, out)?;
-    let timeline = dir.join("timeline.json");
-    crate::report::timeline::write(&dir.join("records.jsonl"), &timeline)?;
+    let summary = crate::report::read_summary(dir)?;
+    let html = crate::report::outputs::write_pictures(&summary, dir, out)?;
     outln!("{}", html.display());
-    outln!("{}", timeline.display());
+    outln!("{}", dir.join("timeline.json").display());
     Ok(exit::OK)
 }

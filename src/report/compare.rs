@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use statrs::distribution::{ContinuousCDF, Normal};
@@ -42,11 +42,7 @@ pub struct Run {
 
 /// Reads a run folder (`summary.json`, `records.jsonl`).
 pub fn load(dir: &Path) -> Result<Run> {
-    let summary_path = dir.join("summary.json");
-    let text = std::fs::read_to_string(&summary_path)
-        .with_context(|| format!("cannot read {}", summary_path.display()))?;
-    let summary: Summary = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a redline summary", summary_path.display()))?;
+    let summary = super::read_summary(dir)?;
     let mut samples: [Vec<f64>; 4] = Default::default();
     crate::record::read_records(&dir.join("records.jsonl"), None, |r| {
         if r.outcome == Outcome::Ok && r.phase == Phase::Measure {

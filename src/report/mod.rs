@@ -548,6 +548,16 @@ pub fn record_schema() -> serde_json::Value {
 }
 
 /// The JSON summary.
+/// A run folder's `summary.json`, read back.
+pub fn read_summary(dir: &std::path::Path) -> anyhow::Result<Summary> {
+    use anyhow::Context;
+    let path = dir.join("summary.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a redline summary", path.display()))
+}
+
 pub fn render_json(summary: &Summary) -> Vec<u8> {
     let mut out = serde_json::to_vec_pretty(summary).expect("a summary always serializes");
     out.push(b'\n');

@@ -77,7 +77,7 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
     );
     std::fs::write(dir.join("summary.json"), render_json(&summary))
         .context("cannot write summary.json")?;
-    write_pictures(&summary, dir)?;
+    write_pictures(&summary, dir, None)?;
     let junit = match &verdicts {
         Some(verdicts) => {
             let path = dir.join("junit.xml");
@@ -94,16 +94,16 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
     })
 }
 
-/// `report.html` and `timeline.json`, from the summary and the records in `dir`.
-pub fn write_pictures(summary: &Summary, dir: &Path) -> Result<()> {
+/// `report.html` (or the page at `html`) and `timeline.json`, from the summary and
+/// the records in `dir`: at the end of a run, and for `redline report`.
+pub fn write_pictures(summary: &Summary, dir: &Path, html: Option<&Path>) -> Result<PathBuf> {
     let records = dir.join("records.jsonl");
     let digest = super::html::digest_of(&records, summary.requests.scheduled)?;
-    std::fs::write(
-        dir.join("report.html"),
-        super::html::render(summary, &digest),
-    )
-    .context("cannot write report.html")?;
-    super::timeline::write(&records, &dir.join("timeline.json"))
+    let page = html.map_or_else(|| dir.join("report.html"), Path::to_owned);
+    std::fs::write(&page, super::html::render(summary, &digest))
+        .with_context(|| format!("cannot write {}", page.display()))?;
+    super::timeline::write(&records, &dir.join("timeline.json"))?;
+    Ok(page)
 }
 
 /// What `redline check` needs to know about the records it judged.

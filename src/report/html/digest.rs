@@ -34,9 +34,8 @@ pub struct TimelineRow {
 /// One second of the run.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Second {
-    /// TTFTs and E2Es of requests that completed in it, µs.
+    /// TTFTs of requests that completed in it, µs, sorted by [`Digest::finish`].
     pub ttft_us: Vec<u64>,
-    pub e2e_us: Vec<u64>,
     /// Requests sent by its end and not done by then.
     pub in_flight: u64,
     /// Failures that ended in it, by kind.
@@ -115,7 +114,6 @@ impl Digest {
         let done = &mut self.seconds[done];
         if record.outcome == Outcome::Ok {
             done.ttft_us.extend(record.ttft_us());
-            done.e2e_us.extend(record.e2e_us());
         } else if let Some(error) = &record.error {
             *done.errors.entry(error.kind.clone()).or_default() += 1;
         }
@@ -124,12 +122,14 @@ impl Digest {
         }
     }
 
-    /// Sums the in-flight deltas; call once every record is in.
+    /// Sums the in-flight deltas and sorts each second's TTFTs; call once every
+    /// record is in.
     pub fn finish(mut self) -> Digest {
         let mut in_flight = 0i64;
         for second in &mut self.seconds {
             in_flight += second.delta;
             second.in_flight = in_flight.max(0) as u64;
+            second.ttft_us.sort_unstable();
         }
         self.timeline.sort_by_key(|r| r.seq);
         self

@@ -9,28 +9,13 @@ mod digest;
 mod sections;
 pub mod svg;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 pub use digest::{Digest, STALL_GAP_US, TIMELINE_ROWS};
 
 use super::Summary;
-
-/// The report of a run folder (its `summary.json` and `records.jsonl`), written to
-/// `out` (by default `report.html` in the folder). Returns the path written.
-pub fn write_for_run(dir: &Path, out: Option<&Path>) -> Result<PathBuf> {
-    let summary_path = dir.join("summary.json");
-    let text = std::fs::read_to_string(&summary_path)
-        .with_context(|| format!("cannot read {}", summary_path.display()))?;
-    let summary: Summary = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a redline summary", summary_path.display()))?;
-    let digest = digest_of(&dir.join("records.jsonl"), summary.requests.scheduled)?;
-    let path = out.map_or_else(|| dir.join("report.html"), Path::to_owned);
-    std::fs::write(&path, render(&summary, &digest))
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(path)
-}
 
 /// One pass over the records; `scheduled` (one record each) samples the timeline.
 pub fn digest_of(records: &Path, scheduled: u64) -> Result<Digest> {

@@ -342,23 +342,20 @@ pub fn over_time(summary: &Summary, digest: &Digest) -> Option<String> {
             .collect(),
         dashed: false,
     };
-    let mut seconds = digest.seconds.clone();
-    for s in &mut seconds {
-        s.ttft_us.sort_unstable();
-    }
+    let seconds = &digest.seconds;
     let latency = [("TTFT p50", 0.5), ("TTFT p99", 0.99)].map(|(name, q)| Series {
         name: name.into(),
-        points: per_second(&seconds, |s| quantile(&s.ttft_us, q)),
+        points: per_second(seconds, |s| quantile(&s.ttft_us, q)),
         dashed: false,
     });
     let in_flight = Series {
         name: "in flight".into(),
-        points: per_second(&seconds, |s| Some(s.in_flight as f64)),
+        points: per_second(seconds, |s| Some(s.in_flight as f64)),
         dashed: false,
     };
     let lag = Series {
         name: "mean send lag (ms)".into(),
-        points: per_second(&seconds, |s| {
+        points: per_second(seconds, |s| {
             (s.sent > 0).then(|| s.send_lag_sum_us as f64 / s.sent as f64 / 1e3)
         }),
         dashed: false,
