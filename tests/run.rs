@@ -596,17 +596,27 @@ async fn a_trace_replays_on_its_own_schedule_with_its_prefixes() {
     let (result, mut records) = run_to_records(s, "replay-run").await;
     assert_eq!(result.aggregator.counts.ok, 120);
     records.sort_by_key(|r| r.seq);
+    let mut hits = 0;
     for (i, r) in records.iter().enumerate() {
         // Relative to the trace's first request, at twice the speed.
         assert_eq!(r.intended_us, i as u64 * 20_000, "seq {i}");
         // The server counted exactly the trace's input length.
         assert_eq!(r.input_tokens, Some(40 + i as u32 % 7), "seq {i}");
         let cached = r.server.unwrap().cached_prompt_tokens;
-        if i % 4 != 0 {
-            // The conversation's first 16-token block was computed before: a hit.
-            assert!(cached >= 16, "seq {i}: {cached} cached tokens");
+        if i % 4 == 0 {
+            // A conversation's first request: no block of it was ever sent.
+            assert_eq!(cached, 0, "seq {i}: {cached} cached tokens");
+        } else if cached >= 16 {
+            hits += 1;
         }
     }
+    // The conversation's first 16-token block is a hit once its first request's
+    // prefill is done; that takes a few ms of the 20 between requests, more on a busy
+    // machine, so a few follow-ons may arrive while it is still computing.
+    assert!(
+        hits >= 81,
+        "{hits} of 90 follow-on requests hit the cached block"
+    );
     let mut lags: Vec<f64> = records
         .iter()
         .map(|r| (r.sent_us.unwrap() - r.intended_us) as f64 / 1e3)
