@@ -344,10 +344,68 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub itl_us: Vec<u32>,
     /// The generated text of an answer the server gave no count for, until the
-    /// collector takes it (to count with the server's tokenizer after the run). Never
+    /// recorder takes it (to count with the server's tokenizer after the run). Never
     /// written.
     #[serde(skip)]
     pub answer: Option<String>,
+    /// What it said, for the first few requests of a run (the report's samples).
+    /// Never written to the records.
+    #[serde(skip)]
+    pub exchange: Option<Box<Exchange>>,
+}
+
+/// A request's prompt and answer, cut to [`Exchange::MAX_CHARS`] each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exchange {
+    pub prompt: String,
+    pub answer: String,
+}
+
+impl Exchange {
+    /// Requests with a sequence number below this keep their exchange.
+    pub const FIRST_SEQS: u64 = 3;
+    pub const MAX_CHARS: usize = 600;
+
+    pub fn new(prompt: &str, answer: &str) -> Exchange {
+        Exchange {
+            prompt: cut(prompt),
+            answer: cut(answer),
+        }
+    }
+}
+
+/// A request's exchange with how it went: what the report shows as a sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Sample {
+    pub seq: u64,
+    pub outcome: Outcome,
+    pub prompt: String,
+    pub answer: String,
+    pub output_tokens: Option<u32>,
+    pub ttft_ms: Option<f64>,
+}
+
+impl Sample {
+    /// The record's exchange, when it kept one.
+    pub fn of(record: &Record) -> Option<Sample> {
+        let exchange = record.exchange.as_deref()?;
+        Some(Sample {
+            seq: record.seq,
+            outcome: record.outcome,
+            prompt: exchange.prompt.clone(),
+            answer: exchange.answer.clone(),
+            output_tokens: record.output_tokens,
+            ttft_ms: record.ttft_us().map(|us| us as f64 / 1e3),
+        })
+    }
+}
+
+/// The first [`Exchange::MAX_CHARS`] characters, with an ellipsis when cut.
+fn cut(text: &str) -> String {
+    match text.char_indices().nth(Exchange::MAX_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 impl Record {
@@ -389,6 +447,7 @@ impl Record {
             server: None,
             itl_us: Vec::new(),
             answer: None,
+            exchange: None,
         }
     }
 

@@ -513,3 +513,89 @@ fn offered_against_achieved_units_and_what_validate_parsed_are_shown() {
     );
     assert!(stdout.contains("  planned: 20.0s"), "{stdout}");
 }
+
+/// The run folder says how the run was started (the command line, the spec, redline's
+/// version) and shows its first exchanges, and no file in it holds a secret the spec
+/// or the environment gave: header values, an API key, a URL password.
+#[test]
+fn the_report_shows_the_command_spec_and_first_exchanges_and_no_secret() {
+    let dir = std::env::temp_dir().join(format!("redline-invocation-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("prompts.jsonl"),
+        "{\"prompt\": \"Tell me a long story about load testing.\", \"max_tokens\": 4}\n{\"prompt\": \"And another.\", \"max_tokens\": 4}\n",
+    )
+    .unwrap();
+    let spec = dir.join("secret.yaml");
+    std::fs::write(
+        &spec,
+        "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: { name: secret }\nspec:\n  # the team's gateway key\n  services:\n    llm:\n      url: embedded\n      api_key_env: REDLINE_TEST_KEY\n      headers:\n        Authorization: Bearer sk-header-7f3a9\n        x-tenant: \"tenant-5d1c\"\n  payloadTemplate:\n    prompts: { file: prompts.jsonl }\n  load:\n    - { concurrency: 1, requests: 4 }\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let run = Command::new(env!("CARGO_BIN_EXE_redline"))
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .env("REDLINE_TEST_KEY", "sk-env-91be2")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{run:?}");
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for secret in ["sk-header-7f3a9", "tenant-5d1c", "sk-env-91be2"] {
+            assert!(!text.contains(secret), "{} holds {secret}", path.display());
+        }
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let run = &summary["invocation"];
+    assert_eq!(run["redline"], env!("CARGO_PKG_VERSION"));
+    let command = run["command"].as_str().unwrap();
+    assert!(
+        command.ends_with(&format!("run {} --out {}", spec.display(), out.display())),
+        "{command}"
+    );
+    let shown = run["spec"].as_str().unwrap();
+    for kept in [
+        "# the team's gateway key",
+        "Authorization: [redacted]\n",
+        "x-tenant: \"[redacted]\"",
+        "api_key_env: REDLINE_TEST_KEY",
+        "prompts: { file: prompts.jsonl }",
+    ] {
+        assert!(shown.contains(kept), "{kept} not in\n{shown}");
+    }
+    // The first three requests, in order, with the prompts the file holds in turn.
+    let samples = summary["samples"].as_array().unwrap();
+    let prompts: Vec<&str> = samples
+        .iter()
+        .map(|s| s["prompt"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        prompts,
+        [
+            "Tell me a long story about load testing.",
+            "And another.",
+            "Tell me a long story about load testing."
+        ]
+    );
+    for s in samples {
+        assert_eq!(s["outcome"], "ok");
+        assert_eq!(s["output_tokens"], 4);
+        assert!(!s["answer"].as_str().unwrap().trim().is_empty(), "{s}");
+    }
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    for part in [
+        r#"<section id="samples">"#,
+        r#"<pre id="command">"#,
+        r#"<pre id="spec">"#,
+    ] {
+        assert!(page.contains(part), "{part} not in the page");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -5,28 +5,36 @@ use crate::client::openai::LlmApi;
 
 pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
     let tls = tls_flags(&args)?;
-    let scenario = match &args.spec {
+    let (scenario, spec_text) = match &args.spec {
         Some(path) => match load_scenario_with(path, |file| apply_tls_flags(file, tls.as_ref()))? {
-            Ok(scenario) => scenario,
+            Ok(scenario) => (scenario, std::fs::read_to_string(path)?),
             Err(errors) => {
                 err(&errors.to_string());
                 return Ok(exit::USAGE);
             }
         },
-        None => match Scenario::from_spec(&shorthand_spec(&args, tls.as_ref())?, "") {
-            Ok(scenario) => scenario,
-            Err(mut errors) => {
-                // The user typed flags, not a spec: name the flag.
-                for error in &mut errors.0 {
-                    if let Some(flag) = flag_for(&error.path) {
-                        error.path = flag.to_owned();
+        None => {
+            let spec = shorthand_spec(&args, tls.as_ref())?;
+            match Scenario::from_spec(&spec, "") {
+                Ok(scenario) => (scenario, shorthand_text(&spec)?),
+                Err(mut errors) => {
+                    // The user typed flags, not a spec: name the flag.
+                    for error in &mut errors.0 {
+                        if let Some(flag) = flag_for(&error.path) {
+                            error.path = flag.to_owned();
+                        }
                     }
+                    err(&errors.to_string());
+                    return Ok(exit::USAGE);
                 }
-                err(&errors.to_string());
-                return Ok(exit::USAGE);
             }
-        },
+        }
     };
+    let invocation = crate::report::invocation::Invocation::new(
+        &std::env::args().collect::<Vec<_>>(),
+        args.spec.as_deref().and_then(Path::to_str),
+        &spec_text,
+    );
     let run_dir =
         crate::report::outputs::prepare(args.out.as_deref(), Path::new("out"), &scenario.name)
             .with_context(|| format!("cannot make the output folder for {}", scenario.name))?;
@@ -57,6 +65,7 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
         slos: slos.as_ref(),
         dataset,
         strict: args.strict,
+        invocation: Some(invocation),
     };
     let finished = crate::report::outputs::finish(&result, about, &dir)?;
     out(&render_terminal(&finished.summary));
@@ -189,6 +198,17 @@ pub(super) fn flag_for(path: &str) -> Option<&'static str> {
 }
 
 /// Builds the same spec a YAML file would hold from the command-line shorthands.
+/// The spec the shorthands made, as YAML a user could save and run.
+fn shorthand_text(spec: &SpecFile) -> Result<String> {
+    let document = serde_json::json!({
+        "apiVersion": crate::spec::API_VERSION,
+        "kind": "InferenceSpec",
+        "metadata": spec.metadata,
+        "spec": spec.inference,
+    });
+    Ok(yaml_serde::to_string(&document)?)
+}
+
 pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<SpecFile> {
     let Some(url) = args.url.clone() else {
         bail!(

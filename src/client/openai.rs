@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::sse::{SseDecoder, SseError};
 use super::{HttpClient, RunClock, Timeouts};
 
-use crate::record::{FailStage, Outcome, Record, ServerTruth, TokenSource};
+use crate::record::{Exchange, FailStage, Outcome, Record, ServerTruth, TokenSource};
 use crate::tokenizer::TokenCounting;
 use crate::workload::payload::{Payload, PromptBody};
 
@@ -132,6 +132,10 @@ pub async fn call(
         itl_sum_us: 0,
     };
     reader.read(response, payload).await;
+    if reader.record.seq < Exchange::FIRST_SEQS {
+        let exchange = Exchange::new(payload.prompt.user_text(), &reader.answer);
+        reader.record.exchange = Some(Box::new(exchange));
+    }
     (reader.record.outcome == Outcome::Ok).then_some(Answer {
         text: reader.answer,
         tool_calls: reader.tool_calls,

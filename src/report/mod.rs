@@ -6,6 +6,7 @@ mod chain;
 mod terminal;
 pub mod compare;
 pub mod html;
+pub mod invocation;
 pub mod outputs;
 pub mod timeline;
 
@@ -90,6 +91,13 @@ pub struct Summary {
     pub prefix_cache: Option<PrefixCache>,
     /// Per second of the run, by completion time.
     pub timeseries: Vec<TimePoint>,
+    /// How the run was started: redline's version, the command line and the spec,
+    /// secrets hidden (absent for `redline check`, which judges records it did not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocation: Option<invocation::Invocation>,
+    /// The first few requests' prompts and answers, cut short.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<crate::record::Sample>,
 }
 
 /// Without SLOs, a run must still not look green to a CI script when its requests
@@ -487,6 +495,8 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
                 window: *window,
             })
             .collect(),
+        invocation: None,
+        samples: Vec::new(),
     }
 }
 

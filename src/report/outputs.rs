@@ -36,6 +36,8 @@ pub struct RunAbout<'a> {
     pub dataset: Option<DatasetInfo>,
     /// `not_proven` fails the gate.
     pub strict: bool,
+    /// The command line and the spec, for the report.
+    pub invocation: Option<super::invocation::Invocation>,
 }
 
 /// What a finished run leaves: its summary (also written as `summary.json`), the
@@ -56,7 +58,7 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
     let verdicts = about
         .slos
         .map(|slos| slos.evaluate_with_server(&result.aggregator, scraped_hit_rate));
-    let summary = summarize(
+    let mut summary = summarize(
         &result.aggregator,
         RunInfo {
             name: about.name,
@@ -75,6 +77,8 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
             token_settlement: result.token_settlement.clone(),
         },
     );
+    summary.invocation = about.invocation;
+    summary.samples = result.samples.clone();
     std::fs::write(dir.join("summary.json"), render_json(&summary))
         .context("cannot write summary.json")?;
     write_pictures(&summary, dir, None)?;

@@ -144,6 +144,8 @@ pub struct RunResult {
     pub otlp: Option<crate::trace::export::ExportCounts>,
     /// The collected spans' graph and their join to the records (`--collect`).
     pub traces: Option<crate::trace::graph::TraceReport>,
+    /// The first requests' prompts and answers, cut short.
+    pub samples: Vec<crate::record::Sample>,
 }
 
 /// What a request is sent to, with everything it needs.
@@ -405,11 +407,12 @@ pub async fn run(
     let executed = run_stages(&shared, &stop).await?;
     let elapsed = clock.start().elapsed();
     let server_metrics = scraper.finish().await?;
-    let (aggregator, aborted, evidence) = close_recorder(&shared, recorder).await?;
+    let recorded = close_recorder(&shared, recorder).await?;
+    let aborted = recorded.aborted;
     let (aggregator, token_settlement) = settle_tokens(
         &shared,
-        evidence,
-        aggregator,
+        recorded.evidence,
+        recorded.aggregator,
         &records_path,
         &base_url,
         &model,
@@ -438,6 +441,7 @@ pub async fn run(
         proxies,
         otlp,
         traces,
+        samples: recorded.samples,
     })
 }
 
@@ -506,8 +510,8 @@ async fn run_stages(shared: &Arc<Shared>, stop: &CancellationToken) -> Result<Ve
 /// one record.
 async fn close_recorder(
     shared: &Shared,
-    recorder: tokio::task::JoinHandle<Result<(Aggregator, Option<Aborted>, tokens::TokenEvidence)>>,
-) -> Result<(Aggregator, Option<Aborted>, tokens::TokenEvidence)> {
+    recorder: tokio::task::JoinHandle<Result<recorder::Recorded>>,
+) -> Result<recorder::Recorded> {
     let _ = shared.records.send(Inbox::Close);
     let collected = recorder.await.context("the recorder failed")??;
     let (scheduled, recorded) = shared.progress.balance();

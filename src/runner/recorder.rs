@@ -44,6 +44,15 @@ pub(super) enum Inbox {
     Close,
 }
 
+/// What the recorder leaves when the run ends.
+pub(super) struct Recorded {
+    pub(super) aggregator: Aggregator,
+    pub(super) aborted: Option<Aborted>,
+    pub(super) evidence: tokens::TokenEvidence,
+    /// The exchanges the first requests kept, in the order they completed.
+    pub(super) samples: Vec<crate::record::Sample>,
+}
+
 /// Receives records, writes them as JSON lines (flushed at least every 200 ms, so an
 /// interrupted run keeps its data) and keeps the statistics.
 ///
@@ -57,8 +66,9 @@ pub(super) async fn record(
     faults: Vec<Arc<FaultLog>>,
     live: Option<Arc<LiveMetrics>>,
     mut spans: Option<SpanSink>,
-) -> Result<(Aggregator, Option<Aborted>, tokens::TokenEvidence)> {
+) -> Result<Recorded> {
     let mut evidence = tokens::TokenEvidence::default();
+    let mut samples = Vec::new();
     let mut flush = tokio::time::interval(Duration::from_millis(200));
     let mut judge = tokio::time::interval(Duration::from_secs(1));
     // Client metrics go out as cumulative snapshots every 10 s, and once at the end.
@@ -82,6 +92,7 @@ pub(super) async fn record(
                     }
                 }
                 evidence.observe(&mut record);
+                samples.extend(crate::record::Sample::of(&record));
                 serde_json::to_writer(&mut out, &record)?;
                 if let Some(live) = &live {
                     live.observe(&record);
@@ -121,5 +132,11 @@ pub(super) async fn record(
     if let Some(sink) = &spans {
         sink.send_metrics();
     }
-    Ok((aggregator, aborted, evidence))
+    samples.sort_by_key(|s| s.seq);
+    Ok(Recorded {
+        aggregator,
+        aborted,
+        evidence,
+        samples,
+    })
 }

@@ -5,6 +5,7 @@
 //! (SVG titles) and the page prints as it looks. Each section appears only when the
 //! run has its data.
 
+mod about;
 mod digest;
 mod sections;
 pub mod svg;
@@ -39,13 +40,14 @@ pub fn render(summary: &Summary, digest: &Digest) -> String {
         sections::flow(summary),
         sections::server(summary),
         sections::errors(summary),
+        about::samples(summary),
     ]
     .into_iter()
     .flatten()
     {
         page.push_str(&section);
     }
-    page.push_str(&sections::about(summary, digest));
+    page.push_str(&about::about(summary, digest));
     page.push_str(&embedded_summary(summary));
     page.push_str("</main></body></html>\n");
     page
@@ -106,7 +108,9 @@ svg { display: block; margin: 4px 0 10px; } .grid { stroke: #eef1f5; } .axis { s
 .wait { fill: #c9ced6; } .ttft { fill: #e69f00; } .decode { fill: #0072b2; } .stall { fill: #d55e00; } .failed { fill: #b3261e; }
 .key span { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px; vertical-align: -1px; }
 .key .wait { background: #c9ced6; } .key .ttft { background: #e69f00; } .key .decode { background: #0072b2; } .key .stall { background: #d55e00; } .key .failed { background: #b3261e; border-radius: 5px; }
-pre { background: #f5f7fa; padding: 8px; overflow-x: auto; font-size: 12px; }
+pre { background: #f5f7fa; padding: 8px; overflow-x: auto; font-size: 12px; white-space: pre-wrap; word-break: break-word; }
+.exchange pre.prompt { border-left: 3px solid #c9ced6; } .exchange pre.answer { border-left: 3px solid #0072b2; }
+summary { cursor: pointer; color: var(--muted); }
 @media print { main { max-width: none; } h2 { break-after: avoid; } svg, table { break-inside: avoid; } }
 "#;
 

@@ -20,14 +20,14 @@ fn card(metric: &str, label: &str, value: f64, unit: &str) -> String {
 }
 
 /// A unit enum's name as `summary.json` writes it (`not_proven`, `first_byte`).
-fn wire_name(value: impl serde::Serialize) -> String {
+pub(super) fn wire_name(value: impl serde::Serialize) -> String {
     serde_json::to_value(value)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
 }
 
-fn section(id: &str, title: &str, body: &str) -> String {
+pub(super) fn section(id: &str, title: &str, body: &str) -> String {
     format!(r#"<section id="{id}"><h2>{title}</h2>{body}</section>"#)
 }
 
@@ -717,17 +717,4 @@ pub fn errors(summary: &Summary) -> Option<String> {
     }
     table.push_str("</table>");
     Some(section("errors", "Errors", &table))
-}
-
-pub fn about(summary: &Summary, digest: &Digest) -> String {
-    section(
-        "about",
-        "About this report",
-        &format!(
-            "<p class=\"note\">redline {} · summary schema {} · {} records read · built from <code>summary.json</code> and <code>records.jsonl</code>; <code>redline report DIR</code> builds it again.</p>",
-            env!("CARGO_PKG_VERSION"),
-            summary.schema_version,
-            digest.records
-        ),
-    )
 }
