@@ -36,9 +36,9 @@ cp "$work/quickstart/report.html" "$work/first.html"
 "$bin" report "$work/quickstart" -o "$work/again.html" > /dev/null
 cmp -s "$work/first.html" "$work/again.html" || fail "redline report built a different page"
 
-common=verdicts,overview,distributions,over-time,timeline,about
+common=verdicts,overview,distributions,over-time,timeline,samples,about
 node "$node_dir/report_check.mjs" "$shots" \
-  "$work/quickstart/report.html:$common" \
+  "$work/quickstart/report.html:$common,server" \
   "$work/sweep/report.html:$common,sweep" \
-  "$work/rag-agent/report.html:$common,flow"
+  "$work/rag-agent/report.html:$common,flow,server"
 echo "e2e-report: ok"

@@ -6,8 +6,11 @@
 //! percentile — a difference is "beyond noise" when its interval excludes zero and it
 //! is at least the smallest change called (`--min-change`, [`MIN_CHANGE`] by
 //! default): two runs of one spec on one machine drift by a few percent, however many
-//! samples make the drift look certain. `--fail-on` rules turn it into a regression
-//! gate.
+//! samples make the drift look certain. A percentile is judged only when each run has
+//! [`TAIL_SAMPLES`] samples above it (p99 wants 1,000): the bootstrap of a quantile
+//! set by its last one or two samples is far narrower than the truth, and two runs of
+//! one spec "differed" at p99 by a third on 60 requests. `--fail-on` rules turn it
+//! into a regression gate.
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +25,10 @@ use crate::record::{Outcome, Phase, Record};
 /// The smallest relative difference called by default: below it, "within noise"
 /// however narrow the interval (runs of one spec drifted by up to 4 % here).
 pub const MIN_CHANGE: f64 = 0.05;
+
+/// Samples each run needs above a percentile for it to be judged: with fewer, the
+/// percentile is one of the last few samples and its interval means little.
+pub const TAIL_SAMPLES: f64 = 10.0;
 
 /// Bootstrap resamples per interval.
 pub const RESAMPLES: usize = 1000;
@@ -84,6 +91,8 @@ pub struct Difference {
     pub change: f64,
     /// The 95 % bootstrap interval of `other - base`, ms.
     pub interval: (f64, f64),
+    /// Each run has [`TAIL_SAMPLES`] above the percentile.
+    pub enough: bool,
     pub beyond_noise: bool,
 }
 
@@ -135,6 +144,8 @@ fn difference(
     let (base, other) = (quantile(a, q), quantile(b, q));
     let interval = bootstrap(a, b, q, seed, RESAMPLES);
     let change = other / base - 1.0;
+    let tail = |n: usize| n as f64 * (1.0 - q) >= TAIL_SAMPLES;
+    let enough = tail(a.len()) && tail(b.len());
     Difference {
         metric,
         stat,
@@ -142,7 +153,10 @@ fn difference(
         other,
         change,
         interval,
-        beyond_noise: (interval.0 > 0.0 || interval.1 < 0.0) && change.abs() >= min_change,
+        enough,
+        beyond_noise: enough
+            && (interval.0 > 0.0 || interval.1 < 0.0)
+            && change.abs() >= min_change,
     }
 }
 
@@ -313,6 +327,7 @@ fn failed(summary: &Summary) -> u64 {
 
 pub fn verdict(d: &Difference) -> &'static str {
     match (d.beyond_noise, d.other > d.base) {
+        (false, _) if !d.enough => "too few samples",
         (false, _) => "within noise",
         (true, true) => "slower",
         (true, false) => "faster",
@@ -322,6 +337,20 @@ pub fn verdict(d: &Difference) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_percentile_with_few_samples_above_it_is_not_judged() {
+        let a = normal_samples(1, 100.0, 200);
+        let mut b = normal_samples(2, 100.0, 200);
+        // The slowest two of 200 far slower: p99 moves a lot, on two samples.
+        b.iter_mut().rev().take(2).for_each(|v| *v += 50.0);
+        b.sort_by(f64::total_cmp);
+        let p99 = difference("ttft", "p99", 0.99, (&a, &b), 1, MIN_CHANGE);
+        assert!(!p99.enough && !p99.beyond_noise, "{p99:?}");
+        assert_eq!(verdict(&p99), "too few samples");
+        let p90 = difference("ttft", "p90", 0.90, (&a, &b), 1, MIN_CHANGE);
+        assert!(p90.enough, "{p90:?}");
+    }
 
     fn normal_samples(seed: u64, mean: f64, n: usize) -> Vec<f64> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -395,6 +424,7 @@ mod tests {
             other: 115.0,
             change: 0.15,
             interval: (5.0, 25.0),
+            enough: true,
             beyond_noise: true,
         };
         assert!(rule.broken_by(&d));

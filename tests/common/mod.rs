@@ -2,6 +2,8 @@
 //! each SSE event arrived, and a simulator started on an ephemeral loopback port.
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod synthetic;
+
 use std::time::Instant;
 
 use bytes::Bytes;

@@ -31,6 +31,17 @@ pub struct TimelineRow {
     pub label: Option<String>,
 }
 
+/// Seconds in which one fault rule injected, by the requests' intended starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultWindow {
+    /// `rule: fault`.
+    pub fault: String,
+    pub from_s: u64,
+    /// The end of its last second.
+    pub to_s: u64,
+    pub count: u64,
+}
+
 /// One second of the run.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Second {
@@ -43,6 +54,14 @@ pub struct Second {
     /// Sum and count of the send lag of requests sent in it, µs.
     pub send_lag_sum_us: u64,
     pub sent: u64,
+    /// Prompt tokens of successful requests that began with a shared prefix, and of
+    /// those the prefix tokens an earlier request had sent: what a cache could hit.
+    pub prefix_prompt_tokens: u64,
+    pub repeated_prefix_tokens: u64,
+    /// Prompt tokens and cached prompt tokens as the server reported them per
+    /// request (the simulator's ground truth).
+    pub truth_prompt_tokens: u64,
+    pub cached_prompt_tokens: u64,
     /// Sent minus done in it (summed into `in_flight` at the end).
     delta: i64,
 }
@@ -64,7 +83,13 @@ pub struct Digest {
     pub stage_starts: BTreeMap<u32, u64>,
     /// Faults injected, by the second of the request's intended start.
     pub faults_per_second: BTreeMap<u64, u64>,
+    /// Faults injected by rule and kind (`rule: fault`): count per second.
+    faults_by_rule: BTreeMap<String, BTreeMap<u64, u64>>,
     pub records: u64,
+    /// Flow sessions' steps: the waterfalls and the step graph.
+    pub flows: super::flows::FlowSessions,
+    /// Shared prefixes sent so far, in the order records come (about completion order).
+    seen_prefixes: std::collections::HashSet<u32>,
 }
 
 impl Digest {
@@ -84,19 +109,30 @@ impl Digest {
             step: total.div_ceil(TIMELINE_ROWS).max(1),
             stage_starts: BTreeMap::new(),
             faults_per_second: BTreeMap::new(),
+            faults_by_rule: BTreeMap::new(),
             records: 0,
+            flows: Default::default(),
+            seen_prefixes: Default::default(),
         }
     }
 
     pub fn add(&mut self, record: &Record) {
         self.records += 1;
+        self.flows.add(record);
         let start = self.stage_starts.entry(record.stage).or_insert(u64::MAX);
         *start = (*start).min(record.intended_us);
+        let second = record.intended_us / 1_000_000;
         if !record.faults.is_empty() {
+            *self.faults_per_second.entry(second).or_default() += record.faults.len() as u64;
+        }
+        for fault in &record.faults {
+            let rule = format!("{}: {}", fault.rule, fault.fault);
             *self
-                .faults_per_second
-                .entry(record.intended_us / 1_000_000)
-                .or_default() += record.faults.len() as u64;
+                .faults_by_rule
+                .entry(rule)
+                .or_default()
+                .entry(second)
+                .or_default() += 1;
         }
         if record.outcome == Outcome::Ok {
             self.add_latencies(record);
@@ -111,9 +147,21 @@ impl Digest {
             second.delta += 1;
             self.seconds[done].delta -= 1;
         }
+        let repeated = record
+            .prefix
+            .as_ref()
+            .map(|p| (!self.seen_prefixes.insert(p.id), p.tokens));
         let done = &mut self.seconds[done];
         if record.outcome == Outcome::Ok {
             done.ttft_us.extend(record.ttft_us());
+            if let Some((repeated, tokens)) = repeated {
+                done.prefix_prompt_tokens += u64::from(record.input_tokens.unwrap_or(0));
+                done.repeated_prefix_tokens += if repeated { u64::from(tokens) } else { 0 };
+            }
+            if let Some(server) = &record.server {
+                done.truth_prompt_tokens += u64::from(server.prompt_tokens);
+                done.cached_prompt_tokens += u64::from(server.cached_prompt_tokens);
+            }
         } else if let Some(error) = &record.error {
             *done.errors.entry(error.kind.clone()).or_default() += 1;
         }
@@ -132,6 +180,7 @@ impl Digest {
             second.ttft_us.sort_unstable();
         }
         self.timeline.sort_by_key(|r| r.seq);
+        self.flows.finish();
         self
     }
 
@@ -150,6 +199,36 @@ impl Digest {
         for gap in &record.itl_us {
             self.itl.saturating_record(u64::from(*gap).max(1));
         }
+    }
+
+    /// The windows in which each rule injected: runs of seconds with faults, a quiet
+    /// second or two not breaking one (a rule at 5 % on a few requests a second fires
+    /// in most seconds, not all).
+    pub fn fault_windows(&self) -> Vec<FaultWindow> {
+        const QUIET_S: u64 = 2;
+        let mut windows = Vec::new();
+        for (fault, seconds) in &self.faults_by_rule {
+            let mut open: Option<FaultWindow> = None;
+            for (&second, &count) in seconds {
+                match &mut open {
+                    Some(w) if second <= w.to_s + QUIET_S => {
+                        w.to_s = second + 1;
+                        w.count += count;
+                    }
+                    _ => {
+                        windows.extend(open.take());
+                        open = Some(FaultWindow {
+                            fault: fault.clone(),
+                            from_s: second,
+                            to_s: second + 1,
+                            count,
+                        });
+                    }
+                }
+            }
+            windows.extend(open);
+        }
+        windows
     }
 
     /// The index of the second `us` falls in, the seconds grown to hold it.
@@ -193,5 +272,42 @@ fn row_of(record: &Record) -> TimelineRow {
         }),
         stalls,
         label,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{InjectedFault, Phase};
+
+    #[test]
+    fn fault_windows_join_seconds_a_short_quiet_does_not_break() {
+        let mut digest = Digest::new(10);
+        let mut add = |second: u64, rule: &str| {
+            let mut record = Record::unsent(0, 0, Phase::Measure, second * 1_000_000 + 300);
+            record.faults.push(InjectedFault {
+                rule: rule.into(),
+                fault: "abort".into(),
+                added_ms: None,
+            });
+            digest.add(&record);
+        };
+        for second in [0, 1, 1, 2, 4, 10, 11] {
+            add(second, "a");
+        }
+        add(5, "b");
+        let windows: Vec<_> = digest
+            .fault_windows()
+            .into_iter()
+            .map(|w| (w.fault, w.from_s, w.to_s, w.count))
+            .collect();
+        assert_eq!(
+            windows,
+            [
+                ("a: abort".to_owned(), 0, 5, 5),
+                ("a: abort".to_owned(), 10, 12, 2),
+                ("b: abort".to_owned(), 5, 6, 1),
+            ]
+        );
     }
 }

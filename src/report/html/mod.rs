@@ -1,12 +1,14 @@
 //! `report.html`: one file a person opens first. Everything is inline — styles, charts
 //! (SVG drawn here), the summary as embedded JSON — and a Content-Security-Policy
 //! that forbids any request, so a saved report opens from `file://` with the network
-//! off and never goes blank when a host moves. No script runs: values show on hover
-//! (SVG titles) and the page prints as it looks. Each section appears only when the
-//! run has its data.
+//! off and never goes blank when a host moves. Values show on hover (SVG titles) and
+//! the page prints as it looks; one small inline script, allowed by its hash, zooms
+//! the time axes (drag; double-click resets) and toggles series (click the legend).
+//! Each section appears only when the run has its data.
 
 mod about;
 mod digest;
+mod flows;
 mod sections;
 pub mod svg;
 
@@ -37,8 +39,8 @@ pub fn render(summary: &Summary, digest: &Digest) -> String {
         sections::timeline(digest),
         sections::sweep(summary),
         sections::sessions(summary),
-        sections::flow(summary),
-        sections::server(summary),
+        sections::flow(summary, digest),
+        sections::server(summary, digest),
         sections::errors(summary),
         about::samples(summary),
     ]
@@ -49,20 +51,37 @@ pub fn render(summary: &Summary, digest: &Digest) -> String {
     }
     page.push_str(&about::about(summary, digest));
     page.push_str(&embedded_summary(summary));
-    page.push_str("</main></body></html>\n");
+    page.push_str("</main><script>");
+    page.push_str(SCRIPT);
+    page.push_str("</script></body></html>\n");
     page
+}
+
+/// The page's one script: zoom and series toggles on line charts (the page works
+/// without it). Inline, and allowed by its hash alone: no other script can run.
+const SCRIPT: &str = include_str!("report.js");
+
+/// The CSP source that allows [`SCRIPT`]: `sha256-` and its digest in base64.
+fn script_hash() -> String {
+    use base64::Engine;
+    let digest = ring::digest::digest(&ring::digest::SHA256, SCRIPT.as_bytes());
+    format!(
+        "sha256-{}",
+        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+    )
 }
 
 fn head(summary: &Summary) -> String {
     let title = svg::escape(&format!("redline · {}", summary.name));
     format!(
         r##"<!doctype html><html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src '{}'">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title><style>{STYLE}</style></head><body><main>
 <h1>{title}</h1>
 <p class="lede">{} against <code>{}</code>{} · {} s</p>
 "##,
+        script_hash(),
         if summary.interrupted {
             "Interrupted run"
         } else {
@@ -103,10 +122,13 @@ th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid var(--line
 .card span { color: var(--muted); font-size: 12px; }
 svg { display: block; margin: 4px 0 10px; } .grid { stroke: #eef1f5; } .axis { stroke: #9aa3b0; }
 .tick, .legend, .mark-label { font-size: 10.5px; fill: var(--muted); } .label { font-size: 11px; fill: var(--muted); }
+.series.hidden { display: none; } .key-item { cursor: pointer; } .key-item.off { opacity: 0.35; }
+svg.lines { cursor: crosshair; user-select: none; } .zoom-band { fill: #0072b2; fill-opacity: 0.12; }
 .bar { fill: #9ec5e8; } .bar:hover { fill: #0072b2; } .cdf { fill: none; stroke: #d55e00; stroke-width: 1.4; } .cdf-tick { fill: #d55e00; }
-.mark { stroke: #1d2430; stroke-dasharray: 3 3; } .event { stroke: #cc79a7; stroke-width: 1.2; stroke-dasharray: 2 2; }
+.mark { stroke: #1d2430; stroke-dasharray: 3 3; } .window { fill-opacity: 0.12; } .event { stroke: #cc79a7; stroke-width: 1.2; stroke-dasharray: 2 2; }
 .wait { fill: #c9ced6; } .ttft { fill: #e69f00; } .decode { fill: #0072b2; } .stall { fill: #d55e00; } .failed { fill: #b3261e; }
 .key span { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px; vertical-align: -1px; }
+ul.key.windows { list-style: none; padding: 0; margin: 4px 0; color: var(--muted); font-size: 12px; } ul.key.windows span { opacity: 0.35; margin-left: 0; }
 .key .wait { background: #c9ced6; } .key .ttft { background: #e69f00; } .key .decode { background: #0072b2; } .key .stall { background: #d55e00; } .key .failed { background: #b3261e; border-radius: 5px; }
 pre { background: #f5f7fa; padding: 8px; overflow-x: auto; font-size: 12px; white-space: pre-wrap; word-break: break-word; }
 .exchange pre.prompt { border-left: 3px solid #c9ced6; } .exchange pre.answer { border-left: 3px solid #0072b2; }
@@ -183,7 +205,13 @@ pub fn compare_page(
             let _ = write!(
                 page,
                 "<h3>{metric}</h3>{}",
-                svg::lines(metric, "ms", "share at or below", &series, &[])
+                svg::lines(
+                    metric,
+                    "ms",
+                    "share at or below",
+                    &series,
+                    &svg::Marks::default()
+                )
             );
         }
     }
@@ -208,7 +236,7 @@ pub fn compare_page(
             "seconds into the run",
             "per second",
             &rates,
-            &[]
+            &svg::Marks::default()
         )
     );
     page

@@ -6,8 +6,10 @@ use std::fmt::Write;
 use hdrhistogram::Histogram;
 
 use super::digest::{Digest, Second};
-use super::svg::{self, Bar, Series, escape, num};
+use super::flows::{self, FLOW_SESSIONS, FlowSessions, GraphEdge};
+use super::svg::{self, Bar, Marks, Series, escape, num};
 use crate::metrics::Dist;
+use crate::prometheus::scrape::ServerSample;
 use crate::report::Summary;
 use crate::slo::Judgement;
 
@@ -263,9 +265,10 @@ fn quantile(sorted: &[u64], q: f64) -> Option<f64> {
     sorted.get(i).map(|v| *v as f64 / 1e3)
 }
 
-/// The moments drawn on every time axis: stage starts and the abort.
-fn moments(summary: &Summary, digest: &Digest) -> Vec<(f64, String)> {
-    let mut marks: Vec<(f64, String)> = digest
+/// What every time axis shows behind its lines: stage starts, the abort, and the
+/// windows in which each fault rule injected.
+fn marks(summary: &Summary, digest: &Digest) -> Marks {
+    let mut moments: Vec<(f64, String)> = digest
         .stage_starts
         .iter()
         .filter(|(stage, _)| **stage > 0)
@@ -278,9 +281,43 @@ fn moments(summary: &Summary, digest: &Digest) -> Vec<(f64, String)> {
         })
         .collect();
     if let Some(aborted) = &summary.aborted {
-        marks.push((aborted.at_s, "aborted: SLOs certain to fail".into()));
+        moments.push((aborted.at_s, "aborted: SLOs certain to fail".into()));
     }
-    marks
+    let mut rules: Vec<String> = Vec::new();
+    let windows = digest
+        .fault_windows()
+        .into_iter()
+        .map(|w| {
+            let colour = rules.iter().position(|r| *r == w.fault).unwrap_or_else(|| {
+                rules.push(w.fault.clone());
+                rules.len() - 1
+            });
+            let label = format!(
+                "{}: {} faults injected, {}–{} s",
+                w.fault, w.count, w.from_s, w.to_s
+            );
+            (w.from_s as f64, w.to_s as f64, label, colour)
+        })
+        .collect();
+    Marks { moments, windows }
+}
+
+/// The key to the fault windows' colours, each window with its seconds and count.
+fn window_key(marks: &Marks) -> String {
+    let mut key = String::new();
+    for (_, _, label, colour) in &marks.windows {
+        let _ = write!(
+            key,
+            r#"<li><span style="background:{}"></span>{}</li>"#,
+            svg::PALETTE[(colour + 3) % svg::PALETTE.len()],
+            escape(label)
+        );
+    }
+    if key.is_empty() {
+        key
+    } else {
+        format!(r#"<ul class="key windows">{key}</ul>"#)
+    }
 }
 
 /// The rate each second was meant to see: its stage's offered rate, where the stage
@@ -318,7 +355,7 @@ pub fn over_time(summary: &Summary, digest: &Digest) -> Option<String> {
     if summary.timeseries.is_empty() {
         return None;
     }
-    let marks = moments(summary, digest);
+    let marks = marks(summary, digest);
     let achieved = Series {
         name: "completed/s".into(),
         points: summary
@@ -384,12 +421,13 @@ pub fn over_time(summary: &Summary, digest: &Digest) -> Option<String> {
         "over-time",
         "Over time",
         &format!(
-            r#"<p class="note">By completion second; dotted lines mark stage starts and an abort.</p>{body}"#
+            r#"<p class="note">By completion second; dotted lines mark stage starts and an abort, shaded bands the seconds in which a fault rule injected (by the requests' intended start).</p>{}{body}"#,
+            window_key(&marks)
         ),
     ))
 }
 
-fn errors_over_time(digest: &Digest, marks: &[(f64, String)]) -> Option<String> {
+fn errors_over_time(digest: &Digest, marks: &Marks) -> Option<String> {
     let mut kinds: Vec<(String, u64)> = Vec::new();
     for s in &digest.seconds {
         for (kind, n) in &s.errors {
@@ -500,11 +538,14 @@ pub fn sweep(summary: &Summary) -> Option<String> {
             .collect(),
         dashed: false,
     });
-    let knee: Vec<(f64, String)> = sweep
-        .knee_rate_per_s
-        .map(|r| (r, format!("knee: {} /s", num(r))))
-        .into_iter()
-        .collect();
+    let knee = Marks {
+        moments: sweep
+            .knee_rate_per_s
+            .map(|r| (r, format!("knee: {} /s", num(r))))
+            .into_iter()
+            .collect(),
+        windows: Vec::new(),
+    };
     let mut frontier: Vec<(f64, f64)> = points
         .iter()
         .filter(|s| s.tpot_ms.p50 > 0.0)
@@ -560,7 +601,7 @@ pub fn sweep(summary: &Summary) -> Option<String> {
                 "output tokens/s, all users",
                 "tokens/s per user",
                 &[pareto],
-                &[]
+                &Marks::default()
             ),
         ),
     ))
@@ -590,7 +631,7 @@ pub fn sessions(summary: &Summary) -> Option<String> {
     Some(section("sessions", "Sessions, turn by turn", &table))
 }
 
-pub fn flow(summary: &Summary) -> Option<String> {
+pub fn flow(summary: &Summary, digest: &Digest) -> Option<String> {
     let flow = summary.flow.as_ref()?;
     let s = &flow.sessions;
     let mut body = format!(
@@ -650,50 +691,179 @@ pub fn flow(summary: &Summary) -> Option<String> {
             f.sessions
         );
     }
+    flow_pictures(summary, &digest.flows, &mut body);
     Some(section("flow", "Flow", &body))
 }
 
-pub fn server(summary: &Summary) -> Option<String> {
-    let metrics = summary.server_metrics.as_ref()?;
-    if metrics.samples.is_empty() {
-        return None;
+/// The waterfalls of a typical and the slowest session, and the dependency graph.
+fn flow_pictures(summary: &Summary, sessions: &FlowSessions, body: &mut String) {
+    for w in &sessions.waterfalls {
+        let _ = write!(
+            body,
+            "<h3>Session {} — {}, {} ms</h3>{}",
+            w.session,
+            escape(&w.label),
+            num(w.e2e_us as f64 / 1e3),
+            flows::waterfall(w)
+        );
     }
-    let series =
-        |name: &str, f: fn(&crate::prometheus::scrape::ServerSample) -> Option<f64>| Series {
-            name: name.into(),
-            points: metrics
-                .samples
+    let collected = summary
+        .traces
+        .as_ref()
+        .map(|t| &t.graph)
+        .filter(|g| !g.edges.is_empty());
+    let (edges, note) = match collected {
+        Some(graph) => (
+            graph
+                .edges
                 .iter()
-                .filter_map(|s| Some((s.t_s, f(s)?)))
+                .map(|e| GraphEdge {
+                    from: e.source.clone(),
+                    to: e.target.clone(),
+                    label: format!("{} · p50 {} ms", e.calls, num(e.latency_ms.p50)),
+                    failing: e.error_rate > 0.0,
+                })
+                .collect::<Vec<_>>(),
+            format!(
+                "The services' call graph from {} collected traces: each edge a caller → callee with its calls and their median latency; red where calls failed.",
+                graph.traces
+            ),
+        ),
+        None => (
+            sessions
+                .transitions
+                .iter()
+                .map(|((from, to), (n, sum_us))| GraphEdge {
+                    from: from.clone(),
+                    to: to.clone(),
+                    label: format!("{n} · {} ms", num(*sum_us as f64 / *n as f64 / 1e3)),
+                    failing: false,
+                })
                 .collect(),
-            dashed: false,
-        };
-    let queue = [
-        series("running", |s| s.running),
-        series("waiting", |s| s.waiting),
-    ];
-    let kv = [series("KV cache usage", |s| s.kv_cache_usage)];
-    let mut body = format!(
-        r#"<p class="note">Scraped from <code>{}</code>.</p>"#,
-        escape(&metrics.url)
-    );
-    body.push_str(&svg::lines(
-        "server queue",
-        "seconds into the run",
-        "requests",
-        &queue,
-        &[],
-    ));
-    if kv[0].points.iter().any(|p| p.1 > 0.0) {
+            format!(
+                "The paths sessions took from step to step, from the records of {} sessions{}: each edge with the sessions that took it and the next step's mean latency. With <code>--collect</code>, the services' own call graph is drawn instead.",
+                sessions.sessions,
+                if sessions.left_out > 0 {
+                    format!(
+                        " (the first {FLOW_SESSIONS}; {} more not drawn)",
+                        sessions.left_out
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        ),
+    };
+    if !edges.is_empty() {
+        let _ = write!(
+            body,
+            r#"<h3>Dependency graph</h3><p class="note">{note}</p>{}"#,
+            flows::graph("dependency graph", &edges)
+        );
+    }
+}
+
+/// The server's side: its queue and KV cache as scraped, and the prefix cache's hit
+/// rate over time — as scraped, as the server reported it per request, and what the
+/// prompts sent made possible.
+pub fn server(summary: &Summary, digest: &Digest) -> Option<String> {
+    let mut body = String::new();
+    let samples = summary
+        .server_metrics
+        .as_ref()
+        .map_or(&[][..], |m| m.samples.as_slice());
+    let series = |name: &str, f: fn(&ServerSample) -> Option<f64>| Series {
+        name: name.into(),
+        points: samples
+            .iter()
+            .filter_map(|s| Some((s.t_s, f(s)?)))
+            .collect(),
+        dashed: false,
+    };
+    let x = "seconds into the run";
+    if let Some(metrics) = summary
+        .server_metrics
+        .as_ref()
+        .filter(|_| !samples.is_empty())
+    {
+        let _ = write!(
+            body,
+            r#"<p class="note">Scraped from <code>{}</code>.</p>"#,
+            escape(&metrics.url)
+        );
+        let queue = [
+            series("running", |s| s.running),
+            series("waiting", |s| s.waiting),
+        ];
         body.push_str(&svg::lines(
-            "KV cache",
-            "seconds into the run",
+            "server queue",
+            x,
+            "requests",
+            &queue,
+            &Marks::default(),
+        ));
+        let kv = [series("KV cache usage", |s| s.kv_cache_usage)];
+        if kv[0].points.iter().any(|p| p.1 > 0.0) {
+            body.push_str(&svg::lines("KV cache", x, "share", &kv, &Marks::default()));
+        }
+    }
+    let cache = [
+        Series {
+            name: "scraped hit rate".into(),
+            points: scraped_hit_rate(samples),
+            dashed: false,
+        },
+        Series {
+            name: "reported per request".into(),
+            points: per_second(&digest.seconds, |s| {
+                share(s.cached_prompt_tokens, s.truth_prompt_tokens)
+            }),
+            dashed: false,
+        },
+        Series {
+            name: "possible (prefixes sent before)".into(),
+            points: per_second(&digest.seconds, |s| {
+                share(s.repeated_prefix_tokens, s.prefix_prompt_tokens)
+            }),
+            dashed: true,
+        },
+    ];
+    let cached_anything = cache[0]
+        .points
+        .iter()
+        .chain(&cache[1].points)
+        .any(|p| p.1 > 0.0);
+    if cached_anything || !cache[2].points.is_empty() {
+        body.push_str(r#"<h3>Prefix cache</h3><p class="note">Share of prompt tokens served from the prefix cache: between scrapes from the server's hit and query counters, per second from what the server reported on each answer, and (dashed) the share of prompt tokens that repeated a prefix sent earlier, the most a cache could hit.</p>"#);
+        body.push_str(&svg::lines(
+            "prefix cache hit rate",
+            x,
             "share",
-            &kv,
-            &[],
+            &cache,
+            &Marks::default(),
         ));
     }
-    Some(section("server", "Server metrics", &body))
+    (!body.is_empty()).then(|| section("server", "Server and cache", &body))
+}
+
+fn share(part: u64, whole: u64) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}
+
+/// Hits over queries between consecutive scrapes of the counters.
+fn scraped_hit_rate(samples: &[ServerSample]) -> Vec<(f64, f64)> {
+    samples
+        .windows(2)
+        .filter_map(|pair| {
+            let (h0, q0) = pair[0]
+                .prefix_cache_hits
+                .zip(pair[0].prefix_cache_queries)?;
+            let (h1, q1) = pair[1]
+                .prefix_cache_hits
+                .zip(pair[1].prefix_cache_queries)?;
+            (q1 > q0).then(|| ((pair[0].t_s + pair[1].t_s) / 2.0, (h1 - h0) / (q1 - q0)))
+        })
+        .collect()
 }
 
 pub fn errors(summary: &Summary) -> Option<String> {

@@ -115,7 +115,7 @@ impl Frame {
             let x = self.px(t);
             let _ = write!(
                 out,
-                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{bottom}" y2="{}" class="axis"/><text x="{x:.1}" y="{}" class="tick" text-anchor="middle">{}</text>"##,
+                r##"<line x1="{x:.1}" x2="{x:.1}" y1="{bottom}" y2="{}" class="axis xtick"/><text x="{x:.1}" y="{}" class="tick xtick" text-anchor="middle">{}</text>"##,
                 bottom + 4.0,
                 bottom + 16.0,
                 num(t)
@@ -227,17 +227,28 @@ pub struct Series {
     pub dashed: bool,
 }
 
-/// Lines over a shared x axis, a legend, and vertical marks (stage boundaries,
-/// faults, an abort) labelled at the top.
+/// What is drawn behind a time axis: moments (stage starts, an abort) as dotted
+/// lines, windows (a fault rule injecting) as shaded bands; each says what it is on
+/// hover.
+#[derive(Debug, Default)]
+pub struct Marks {
+    pub moments: Vec<(f64, String)>,
+    /// (from, to, label, colour index into [`PALETTE`]).
+    pub windows: Vec<(f64, f64, String, usize)>,
+}
+
+/// Lines over a shared x axis, a legend, and the marks behind them. The plot area is
+/// a nested `<svg>` (it clips what a zoom moves outside it); the chart carries its
+/// x domain and pixel range as data attributes, each series is a `g.series` and each
+/// legend entry a `g.key-item` of the same index, for the page's script to zoom the
+/// x axis and toggle series.
 pub fn lines(
     title: &str,
     x_label: &str,
     y_label: &str,
     series: &[Series],
-    marks: &[(f64, String)],
+    marks: &Marks,
 ) -> String {
-    let mut out = String::new();
-    open(&mut out, HEIGHT, title);
     let all = || series.iter().flat_map(|s| s.points.iter());
     let x_hi = all().map(|p| p.0).fold(1.0, f64::max);
     let x_lo = all().map(|p| p.0).fold(x_hi, f64::min).min(0.0);
@@ -247,8 +258,31 @@ pub fn lines(
         y: (0.0, y_hi),
         height: HEIGHT,
     };
+    let (left, right) = (LEFT, WIDTH - RIGHT);
+    let mut out = format!(
+        r##"<svg viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" role="img" aria-label="{}" xmlns="http://www.w3.org/2000/svg" class="lines" data-axis="{}" data-x0="{x_lo}" data-x1="{x_hi}" data-left="{left}" data-right="{right}">"##,
+        escape(title),
+        escape(x_label)
+    );
     frame.axes(&mut out, x_label, y_label);
-    for (at, label) in marks {
+    let _ = write!(
+        out,
+        r##"<svg class="plot" x="{left}" y="0" width="{}" height="{HEIGHT}" viewBox="{left} 0 {} {HEIGHT}">"##,
+        right - left,
+        right - left
+    );
+    for (from, to, label, colour) in &marks.windows {
+        let (x0, x1) = (frame.px(*from), frame.px(*to));
+        let _ = write!(
+            out,
+            r##"<rect x="{x0:.1}" y="{TOP}" width="{:.1}" height="{}" fill="{}" class="window"><title>{}</title></rect>"##,
+            (x1 - x0).max(1.0),
+            HEIGHT - TOP - BOTTOM,
+            PALETTE[(colour + 3) % PALETTE.len()],
+            escape(label)
+        );
+    }
+    for (at, label) in &marks.moments {
         let x = frame.px(*at);
         let _ = write!(
             out,
@@ -257,41 +291,17 @@ pub fn lines(
             escape(label)
         );
     }
+    let mut legend = String::new();
     for (i, s) in series
         .iter()
         .enumerate()
         .filter(|(_, s)| !s.points.is_empty())
     {
         let colour = PALETTE[i % PALETTE.len()];
-        let points: String = s
-            .points
-            .iter()
-            .map(|(x, y)| format!("{:.1},{:.1}", frame.px(*x), frame.py(*y)))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let dash = if s.dashed {
-            r#" stroke-dasharray="5 4""#
-        } else {
-            ""
-        };
+        series_path(&mut out, &frame, s, i, colour);
         let _ = write!(
-            out,
-            r##"<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="1.6"{dash}/>"##
-        );
-        for (x, y) in s.points.iter().filter(|_| s.points.len() <= 400) {
-            let _ = write!(
-                out,
-                r##"<circle cx="{:.1}" cy="{:.1}" r="2.2" fill="{colour}"><title>{}: {} at {}</title></circle>"##,
-                frame.px(*x),
-                frame.py(*y),
-                escape(&s.name),
-                num(*y),
-                num(*x)
-            );
-        }
-        let _ = write!(
-            out,
-            r##"<rect x="{}" y="{}" width="10" height="3" fill="{colour}"/><text x="{}" y="{}" class="legend">{}</text>"##,
+            legend,
+            r##"<g class="key-item" data-series="{i}"><rect x="{}" y="{}" width="10" height="3" fill="{colour}"/><text x="{}" y="{}" class="legend">{}</text></g>"##,
             LEFT + 8.0 + 150.0 * i as f64,
             TOP + 2.0,
             LEFT + 22.0 + 150.0 * i as f64,
@@ -300,7 +310,40 @@ pub fn lines(
         );
     }
     out.push_str("</svg>");
+    out.push_str(&legend);
+    out.push_str("</svg>");
     out
+}
+
+/// One series: its line and, for up to 400 points, a dot per point with its value.
+fn series_path(out: &mut String, frame: &Frame, s: &Series, i: usize, colour: &str) {
+    let points: String = s
+        .points
+        .iter()
+        .map(|(x, y)| format!("{:.1},{:.1}", frame.px(*x), frame.py(*y)))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let dash = if s.dashed {
+        r#" stroke-dasharray="5 4""#
+    } else {
+        ""
+    };
+    let _ = write!(
+        out,
+        r##"<g class="series" data-series="{i}"><polyline points="{points}" fill="none" stroke="{colour}" stroke-width="1.6"{dash}/>"##
+    );
+    for (x, y) in s.points.iter().filter(|_| s.points.len() <= 400) {
+        let _ = write!(
+            out,
+            r##"<circle cx="{:.1}" cy="{:.1}" r="2.2" fill="{colour}"><title>{}: {} at {}</title></circle>"##,
+            frame.px(*x),
+            frame.py(*y),
+            escape(&s.name),
+            num(*y),
+            num(*x)
+        );
+    }
+    out.push_str("</g>");
 }
 
 /// One request's bar in the timeline, seconds from the run's start.
