@@ -5,9 +5,13 @@
 //! the session's own track; requests outside sessions are packed onto lanes, as
 //! connections would carry them.
 
+use std::cmp::Reverse;
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::record::{Outcome, Record};
 
@@ -17,53 +21,184 @@ pub const MAX_TOKEN_INSTANTS: usize = 200_000;
 const REQUESTS_PID: u64 = 1;
 const SESSIONS_PID: u64 = 2;
 
+/// What the timeline keeps of a record while the file is read: where it sits, and
+/// its slice's name and arguments already as JSON text (a run's worth of records,
+/// or of `serde_json::Value`s, would not be small).
+struct Entry {
+    start: u64,
+    end: u64,
+    seq: u64,
+    session: Option<u64>,
+    name: String,
+    args: String,
+    first_token: Option<u64>,
+    /// Gaps to each later token, while the budget of token instants lasted.
+    gaps: Vec<u32>,
+}
+
+impl Entry {
+    fn of(record: &Record, budget: &mut usize) -> Entry {
+        let start = start_of(record);
+        let gaps = if record.first_token_us.is_some() && record.itl_us.len() <= *budget {
+            *budget -= record.itl_us.len();
+            record.itl_us.clone()
+        } else {
+            Vec::new()
+        };
+        Entry {
+            start,
+            end: record.done_us().max(start),
+            seq: record.seq,
+            session: record.session.as_ref().map(|s| s.id),
+            name: serde_json::to_string(&name_of(record)).expect("a string serializes"),
+            args: serde_json::to_string(&Args::of(record)).expect("args serialize"),
+            first_token: record.first_token_us,
+            gaps,
+        }
+    }
+}
+
+/// An event's text and what orders it: its time, then enclosing slices first.
+type Event = (u64, Reverse<Option<u64>>, String);
+
 /// Writes `timeline.json` for a records file.
 pub fn write(records: &Path, out: &Path) -> anyhow::Result<()> {
-    let mut all = Vec::new();
-    crate::record::read_records(records, None, |r| all.push(r))?;
-    let text = serde_json::to_string(&trace_of(&all)).expect("trace events serialize");
-    std::fs::write(out, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))
+    let mut budget = MAX_TOKEN_INSTANTS;
+    let mut entries = Vec::new();
+    crate::record::read_records(records, None, |r| entries.push(Entry::of(&r, &mut budget)))?;
+    let cannot = |e: std::io::Error| anyhow::anyhow!("cannot write {}: {e}", out.display());
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out).map_err(cannot)?);
+    write_document(entries, &mut file).map_err(cannot)?;
+    file.flush().map_err(cannot)
 }
 
 /// The trace-event document of a run's records.
 pub fn trace_of(records: &[Record]) -> Value {
-    let mut events = Vec::with_capacity(records.len() * 3);
+    let mut budget = MAX_TOKEN_INSTANTS;
+    let entries = records.iter().map(|r| Entry::of(r, &mut budget)).collect();
+    let mut text = Vec::new();
+    write_document(entries, &mut text).expect("writing to memory");
+    serde_json::from_slice(&text).expect("the document is JSON")
+}
+
+fn write_document(entries: Vec<Entry>, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    let mut events = events_of(entries);
+    // Enclosing slices first at equal times, so viewers nest steps under sessions.
+    events.sort_by_key(|e| (e.0, e.1));
+    out.write_all(b"{\"traceEvents\":[")?;
+    for (i, (_, _, text)) in events.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        out.write_all(text.as_bytes())?;
+    }
+    for (pid, name) in [
+        (REQUESTS_PID, "requests (lanes)"),
+        (SESSIONS_PID, "sessions"),
+    ] {
+        write!(
+            out,
+            r#"{}{{"ph":"M","name":"process_name","pid":{pid},"args":{{"name":"{name}"}}}}"#,
+            if events.is_empty() && pid == REQUESTS_PID {
+                ""
+            } else {
+                ","
+            }
+        )?;
+    }
+    write!(
+        out,
+        r#"],"displayTimeUnit":"ms","otherData":{{"producer":"redline {}","clock":"µs from the run's start"}}}}"#,
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// A slice per request, its token instants, and a slice per session around its
+/// requests; requests outside sessions packed onto lanes in start order.
+fn events_of(mut entries: Vec<Entry>) -> Vec<Event> {
+    entries.sort_unstable_by_key(|e| (e.start, e.seq));
+    let tokens: usize = entries.iter().map(|e| e.gaps.len() + 1).sum();
+    let mut events = Vec::with_capacity(entries.len() + tokens);
     let mut lanes: Vec<u64> = Vec::new();
     let mut sessions: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
-    let mut token_budget = MAX_TOKEN_INSTANTS;
-    let mut order: Vec<&Record> = records.iter().collect();
-    order.sort_by_key(|r| (start_of(r), r.seq));
-    for record in order {
-        let start = start_of(record);
-        let end = record.done_us().max(start);
-        let (pid, tid) = match &record.session {
-            Some(session) => {
-                let span = sessions.entry(session.id).or_insert((start, end));
+    for entry in entries {
+        let (start, end) = (entry.start, entry.end);
+        let (pid, tid) = match entry.session {
+            Some(id) => {
+                let span = sessions.entry(id).or_insert((start, end));
                 *span = (span.0.min(start), span.1.max(end));
-                (SESSIONS_PID, session.id)
+                (SESSIONS_PID, id)
             }
             None => (REQUESTS_PID, lane_for(&mut lanes, start, end)),
         };
-        events.push(json!({
-            "ph": "X", "cat": "request", "name": name_of(record), "pid": pid, "tid": tid,
-            "ts": start, "dur": end - start, "args": args_of(record),
-        }));
-        instants(record, pid, tid, &mut token_budget, &mut events);
+        let slice = format!(
+            r#"{{"ph":"X","cat":"request","name":{},"pid":{pid},"tid":{tid},"ts":{start},"dur":{},"args":{}}}"#,
+            entry.name,
+            end - start,
+            entry.args
+        );
+        events.push((start, Reverse(Some(end - start)), slice));
+        if let Some(first) = entry.first_token {
+            instants(first, &entry.gaps, pid, tid, &mut events);
+        }
     }
     for (id, (start, end)) in sessions {
-        events.push(json!({
-            "ph": "X", "cat": "session", "name": format!("session {id}"),
-            "pid": SESSIONS_PID, "tid": id, "ts": start, "dur": end - start,
-        }));
+        let slice = format!(
+            r#"{{"ph":"X","cat":"session","name":"session {id}","pid":{SESSIONS_PID},"tid":{id},"ts":{start},"dur":{}}}"#,
+            end - start
+        );
+        events.push((start, Reverse(Some(end - start)), slice));
     }
-    // Enclosing slices first at equal times, so viewers nest steps under sessions.
-    events.sort_by_key(|e| (e["ts"].as_u64(), std::cmp::Reverse(e["dur"].as_u64())));
-    events.extend(process_names());
-    json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": { "producer": format!("redline {}", env!("CARGO_PKG_VERSION")), "clock": "µs from the run's start" },
-    })
+    events
+}
+
+/// The first token, then each later token.
+fn instants(first: u64, gaps: &[u32], pid: u64, tid: u64, events: &mut Vec<Event>) {
+    let instant = |name: &str, ts: u64| {
+        let mut text = String::with_capacity(72);
+        let _ = write!(
+            text,
+            r#"{{"ph":"i","s":"t","name":"{name}","pid":{pid},"tid":{tid},"ts":{ts}}}"#
+        );
+        (ts, Reverse(None), text)
+    };
+    events.push(instant("first token", first));
+    let mut at = first;
+    for gap in gaps {
+        at += u64::from(*gap);
+        events.push(instant("token", at));
+    }
+}
+
+/// A slice's arguments: the record's sequence number, outcome, intended start, and
+/// where it has them its trace ID, TTFT, output tokens and error.
+#[derive(Serialize)]
+struct Args<'a> {
+    seq: u64,
+    outcome: String,
+    intended_us: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttft_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+}
+
+impl<'a> Args<'a> {
+    fn of(record: &'a Record) -> Args<'a> {
+        Args {
+            seq: record.seq,
+            outcome: format!("{:?}", record.outcome).to_lowercase(),
+            intended_us: record.intended_us,
+            trace_id: record.traceparent.as_deref().and_then(trace_id_of),
+            ttft_ms: record.ttft_us().map(|us| us as f64 / 1e3),
+            output_tokens: record.output_tokens,
+            error: record.error.as_ref().map(|e| e.kind.as_str()),
+        }
+    }
 }
 
 /// When the request started: its send, else (never sent) its intended start.
@@ -95,61 +230,6 @@ fn name_of(record: &Record) -> String {
     }
 }
 
-fn args_of(record: &Record) -> Value {
-    let mut args = json!({
-        "seq": record.seq,
-        "outcome": format!("{:?}", record.outcome).to_lowercase(),
-        "intended_us": record.intended_us,
-    });
-    let fields = [
-        (
-            "trace_id",
-            record
-                .traceparent
-                .as_deref()
-                .and_then(trace_id_of)
-                .map(Value::from),
-        ),
-        ("ttft_ms", record.ttft_us().map(|us| json!(us as f64 / 1e3))),
-        ("output_tokens", record.output_tokens.map(Value::from)),
-        ("error", record.error.as_ref().map(|e| json!(e.kind))),
-    ];
-    for (key, value) in fields {
-        if let Some(value) = value {
-            args[key] = value;
-        }
-    }
-    args
-}
-
 fn trace_id_of(traceparent: &str) -> Option<&str> {
     crate::trace::context::parse(traceparent).map(|c| c.trace_id)
-}
-
-/// The first token, then each later token while the budget lasts.
-fn instants(record: &Record, pid: u64, tid: u64, budget: &mut usize, events: &mut Vec<Value>) {
-    let Some(first) = record.first_token_us else {
-        return;
-    };
-    events.push(
-        json!({ "ph": "i", "s": "t", "name": "first token", "pid": pid, "tid": tid, "ts": first }),
-    );
-    if record.itl_us.len() > *budget {
-        return;
-    }
-    *budget -= record.itl_us.len();
-    let mut at = first;
-    for gap in &record.itl_us {
-        at += u64::from(*gap);
-        events.push(
-            json!({ "ph": "i", "s": "t", "name": "token", "pid": pid, "tid": tid, "ts": at }),
-        );
-    }
-}
-
-fn process_names() -> [Value; 2] {
-    [
-        json!({ "ph": "M", "name": "process_name", "pid": REQUESTS_PID, "args": { "name": "requests (lanes)" } }),
-        json!({ "ph": "M", "name": "process_name", "pid": SESSIONS_PID, "args": { "name": "sessions" } }),
-    ]
 }
