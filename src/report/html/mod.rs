@@ -132,6 +132,8 @@ ul.key.windows { list-style: none; padding: 0; margin: 4px 0; color: var(--muted
 .key .wait { background: #c9ced6; } .key .ttft { background: #e69f00; } .key .decode { background: #0072b2; } .key .stall { background: #d55e00; } .key .failed { background: #b3261e; border-radius: 5px; }
 pre { background: #f5f7fa; padding: 8px; overflow-x: auto; font-size: 12px; white-space: pre-wrap; word-break: break-word; }
 .exchange pre.prompt { border-left: 3px solid #c9ced6; } .exchange pre.answer { border-left: 3px solid #0072b2; }
+.exchange pre::before { display: block; color: var(--muted); font: 600 11px system-ui, sans-serif; margin-bottom: 2px; }
+.exchange pre.prompt::before { content: "prompt"; } .exchange pre.answer::before { content: "answer"; }
 summary { cursor: pointer; color: var(--muted); }
 @media print { main { max-width: none; } h2 { break-after: avoid; } svg, table { break-inside: avoid; } }
 "#;

@@ -1,7 +1,8 @@
 //! Charts as inline SVG, built on the server side so a report needs no script to show
 //! its figures and prints as it looks: a histogram with its CDF and percentile marks,
-//! lines over a shared axis with marked moments, and a request timeline. Hovering a
-//! bar, a point or a segment shows its value (SVG `<title>`).
+//! lines over a shared axis with moments and windows marked (laid out for the page's
+//! script to zoom and toggle), and a request timeline. Hovering a bar, a point or a
+//! segment shows its value (SVG `<title>`).
 
 use std::fmt::Write;
 
