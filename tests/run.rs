@@ -106,18 +106,29 @@ async fn an_open_loop_keeps_its_schedule_and_accounts_for_every_request() {
         "{}",
         counts.scheduled
     );
-    let mut lags: Vec<f64> = records
-        .iter()
-        .map(|r| (r.sent_us.unwrap() - r.intended_us) as f64 / 1e3)
-        .collect();
-    let p99 = percentile(&mut lags, 0.99);
+    let lag = |r: &Record| (r.sent_us.unwrap() - r.intended_us) as f64 / 1e3;
+    let mut lags: Vec<f64> = records.iter().map(lag).collect();
     let p50 = percentile(&mut lags, 0.5);
     // Release builds hold p99 ≈ 2 ms at 2,000 req/s (bench/); a debug build sharing
-    // two noisy cores with the simulator gets more slack. A pacer that fell behind
-    // would drift by the mean gap (2.5 ms) per late send and never come back.
+    // two busy cores with the simulator gets slack, and its tail is the machine's, so
+    // the median is asserted, and that the lag does not grow: a pacer that fell
+    // behind would drift by the mean gap (2.5 ms) per late send and never come back,
+    // so the last fifth of the schedule would lag far more than the first.
+    assert!(p50 <= 3.0, "send lag p50 {p50:.3} ms");
+    let mut by_time: Vec<&Record> = records.iter().collect();
+    by_time.sort_by_key(|r| r.intended_us);
+    let fifth = by_time.len() / 5;
+    let median_of = |part: &[&Record]| {
+        let mut lags: Vec<f64> = part.iter().map(|r| lag(r)).collect();
+        percentile(&mut lags, 0.5)
+    };
+    let (first, last) = (
+        median_of(&by_time[..fifth]),
+        median_of(&by_time[by_time.len() - fifth..]),
+    );
     assert!(
-        p50 <= 2.0 && p99 <= 10.0,
-        "send lag p50 {p50:.3} ms, p99 {p99:.3} ms"
+        last - first < 2.5,
+        "send lag grew from {first:.3} ms (first fifth) to {last:.3} ms (last fifth)"
     );
     let warmup = records
         .iter()
