@@ -368,8 +368,8 @@ impl Exchange {
 
     pub fn new(prompt: &str, answer: &str) -> Exchange {
         Exchange {
-            prompt: cut(prompt),
-            answer: cut(answer),
+            prompt: cut_to(prompt, Exchange::MAX_CHARS),
+            answer: cut_to(answer, Exchange::MAX_CHARS),
         }
     }
 }
@@ -400,9 +400,9 @@ impl Sample {
     }
 }
 
-/// The first [`Exchange::MAX_CHARS`] characters, with an ellipsis when cut.
-fn cut(text: &str) -> String {
-    match text.char_indices().nth(Exchange::MAX_CHARS) {
+/// The first `chars` characters of `text`, with an ellipsis when cut.
+pub fn cut_to(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),
     }

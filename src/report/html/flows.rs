@@ -244,18 +244,11 @@ pub fn graph(title: &str, edges: &[GraphEdge]) -> String {
             r##"<rect x="{x:.1}" y="{y:.1}" width="{NODE_W}" height="{NODE_H}" rx="5" fill="#fff" stroke="{colour}"/><text x="{:.1}" y="{:.1}" class="legend" text-anchor="middle">{}</text>"##,
             x + NODE_W / 2.0,
             y + NODE_H / 2.0 + 4.0,
-            escape(&shorten(node, 18))
+            escape(&crate::record::cut_to(node, 18))
         );
     }
     out.push_str("</svg>");
     out
-}
-
-fn shorten(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
 }
 
 /// Each node's layer: one past its furthest parent, roots at 0, over the graph with
