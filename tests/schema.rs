@@ -106,6 +106,7 @@ async fn real_output_validates_against_the_committed_schemas() {
             aborted: Some(redline::slo::Aborted {
                 at_s: 0.5,
                 breaches: slos.evaluate(&result.aggregator),
+                episode: None,
             }),
             proxies: result.proxies.clone(),
             traces: Some(trace_report(&dir)),

@@ -29,6 +29,7 @@ mod report;
 mod serve;
 mod run;
 mod validate;
+mod watch;
 
 use check::*;
 use compare::*;
@@ -77,6 +78,19 @@ pub enum Command {
         /// Draw no progress bar (it is drawn only on a terminal anyway).
         #[arg(long)]
         quiet: bool,
+    },
+    /// Run a spec's streaming SLOs (`streaming:` in its ScaleSpec) over a finished
+    /// run's records: the windows, detectors and episodes a live run would have had.
+    /// Exits 1 when an episode opened.
+    Watch {
+        /// records.jsonl of the run.
+        records: PathBuf,
+        /// The spec whose ScaleSpec has the `streaming:` block.
+        #[arg(long)]
+        spec: PathBuf,
+        /// Also write what was seen (windows, episodes) as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
     /// Build a run folder's report.html again (and timeline.json) from its
     /// summary.json and records.jsonl: for an interrupted run, or to restyle an old one.
@@ -494,6 +508,11 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Command::Run(args) => run_command(*args).await,
         Command::Validate { spec } => validate(&spec),
         Command::Report { dir, out } => report(&dir, out.as_deref()),
+        Command::Watch {
+            records,
+            spec,
+            json,
+        } => watch::watch(&records, &spec, json.as_deref()),
         Command::Compare {
             runs,
             fail_on,

@@ -148,6 +148,9 @@ pub(super) async fn run_options(
             }),
             None => None,
         },
+        on_drift: Some(Box::new(|change| {
+            outln!("{}", crate::report::render_drift_change(change))
+        })),
     })
 }
 

@@ -26,6 +26,15 @@ const LATENCY_BUCKETS: &[f64] = &[
 
 type Labels = Vec<(&'static str, String)>;
 
+/// What the streaming-SLO gauges show of one series' latest window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowGauges {
+    pub value: Option<f64>,
+    pub threshold: Option<f64>,
+    /// 0 within bounds (or learning), 1 WARN, 2 CRITICAL.
+    pub state: i64,
+}
+
 fn latency_histogram() -> Histogram {
     Histogram::new(LATENCY_BUCKETS.iter().copied())
 }
@@ -43,6 +52,10 @@ pub struct LiveMetrics {
     send_lag: Histogram,
     /// Seconds since the run started, at the latest record.
     elapsed: Gauge<f64, AtomicU64>,
+    /// Streaming SLOs: each series' latest window, its threshold and its state.
+    window_value: Family<Labels, Gauge<f64, AtomicU64>>,
+    window_threshold: Family<Labels, Gauge<f64, AtomicU64>>,
+    slo_state: Family<Labels, Gauge>,
 }
 
 impl Default for LiveMetrics {
@@ -108,8 +121,29 @@ impl LiveMetrics {
             "Run time at the latest record",
             elapsed.clone(),
         );
+        let window_value = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "slo_window_value",
+            "Streaming SLOs: the latest closed window's value of each watched series (its unit in the `unit` label)",
+            window_value.clone(),
+        );
+        let window_threshold = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "slo_window_threshold",
+            "Streaming SLOs: the threshold the latest window was held against, where the detector has one",
+            window_threshold.clone(),
+        );
+        let slo_state = Family::<Labels, Gauge>::default();
+        registry.register(
+            "slo_state",
+            "Streaming SLOs: 0 within bounds (or learning), 1 WARN, 2 CRITICAL",
+            slo_state.clone(),
+        );
         LiveMetrics {
             registry,
+            window_value,
+            window_threshold,
+            slo_state,
             requests,
             ttft,
             duration,
@@ -120,6 +154,23 @@ impl LiveMetrics {
             send_lag,
             elapsed,
         }
+    }
+
+    /// A streaming SLO's latest window: its value (none: too few samples), threshold
+    /// and state (0 within bounds, 1 WARN, 2 CRITICAL).
+    pub fn set_window(&self, series: &str, group: &str, unit: &str, window: WindowGauges) {
+        let labels = vec![
+            ("series", series.to_owned()),
+            ("group", group.to_owned()),
+            ("unit", unit.to_owned()),
+        ];
+        if let Some(value) = window.value {
+            self.window_value.get_or_create(&labels).set(value);
+        }
+        if let Some(threshold) = window.threshold {
+            self.window_threshold.get_or_create(&labels).set(threshold);
+        }
+        self.slo_state.get_or_create(&labels).set(window.state);
     }
 
     /// Takes one finished request into the metrics.
@@ -271,6 +322,28 @@ mod tests {
             "redline_faults_injected_total{rule=\"stall\",fault=\"stall_first_token\"} 1",
         ] {
             assert!(text.contains(line), "missing `{line}` in\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_streaming_slo_window_becomes_three_gauges() {
+        let metrics = LiveMetrics::new();
+        let window = |value, state| WindowGauges {
+            value,
+            threshold: Some(40.5),
+            state,
+        };
+        metrics.set_window("ttft.p95", "all", "ms", window(Some(612.25), 1));
+        // A thin window keeps the last value and says the state.
+        metrics.set_window("ttft.p95", "all", "ms", window(None, 2));
+        let text = metrics.encode();
+        let labels = "{series=\"ttft.p95\",group=\"all\",unit=\"ms\"}";
+        for line in [
+            format!("redline_slo_window_value{labels} 612.25"),
+            format!("redline_slo_window_threshold{labels} 40.5"),
+            format!("redline_slo_state{labels} 2"),
+        ] {
+            assert!(text.contains(&line), "missing `{line}` in\n{text}");
         }
     }
 }

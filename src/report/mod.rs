@@ -3,6 +3,7 @@
 //! trace-event timeline. Rendering is pure; callers (and `outputs`) write the bytes.
 
 mod chain;
+mod drift;
 mod terminal;
 pub mod compare;
 pub mod html;
@@ -10,6 +11,7 @@ pub mod invocation;
 pub mod outputs;
 pub mod timeline;
 
+pub use drift::{render_drift_change, render_drift_summary};
 pub use terminal::{render_header, render_terminal};
 
 use serde::{Deserialize, Serialize};
@@ -72,8 +74,11 @@ pub struct Summary {
     /// Without SLOs, the bound a run's failures must stay within not to fail (exit 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_gate: Option<DefaultGate>,
-    /// Stopped early by `abort_on_fail`: when, and for which certain breaches.
+    /// Stopped early by `abort_on_fail` or a streaming SLO's `abort`: when, and why.
     pub aborted: Option<Aborted>,
+    /// The streaming SLOs: windows, detectors, episodes (`streaming:` in the spec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<crate::slo::streaming::DriftSummary>,
     /// Requests that succeeded within the per-request SLOs, when the spec sets them.
     pub goodput: Option<Goodput>,
     /// Measured requests with no failure of any kind.
@@ -465,6 +470,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         traces: info.traces,
         verdicts: info.verdicts,
         aborted: info.aborted,
+        drift: None,
         goodput: agg.goodput_slo.map(|slo| Goodput {
             slo,
             requests: agg.good,

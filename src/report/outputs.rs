@@ -79,6 +79,7 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
     );
     summary.invocation = about.invocation;
     summary.samples = result.samples.clone();
+    summary.drift = result.drift.clone();
     std::fs::write(dir.join("summary.json"), render_json(&summary))
         .context("cannot write summary.json")?;
     write_pictures(&summary, dir, None)?;

@@ -47,7 +47,7 @@ pub(super) fn render_verdicts(
             v.samples,
         ));
     }
-    if let Some(a) = aborted {
+    if let Some(a) = aborted.filter(|a| a.episode.is_none()) {
         let names: Vec<String> = a
             .breaches
             .iter()
@@ -237,6 +237,9 @@ pub fn render_terminal(s: &Summary) -> String {
     render_prefixes_and_turns(s, &mut line);
     if let Some(verdicts) = &s.verdicts {
         render_verdicts(verdicts, s.aborted.as_ref(), &mut line);
+    }
+    if let Some(d) = &s.drift {
+        super::drift::render_drift(d, s.aborted.as_ref(), &mut line);
     }
     render_errors(s, &mut line);
     out

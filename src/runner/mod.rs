@@ -11,12 +11,14 @@
 //! as `cancelled`.
 
 mod recorder;
+mod drift;
 mod flow;
 mod progress;
 mod services;
 mod tokens;
 mod wiring;
 
+pub use drift::OnDrift;
 pub use progress::{Progress, ProgressSnapshot, StageStatus};
 
 use recorder::*;
@@ -95,6 +97,8 @@ pub struct RunOptions {
     pub otlp_tls: Option<crate::client::tls::TlsSettings>,
     /// Receive the services' traces during the run.
     pub collect: Option<CollectOptions>,
+    /// Told of each streaming-SLO episode as it opens, escalates and closes.
+    pub on_drift: Option<OnDrift>,
 }
 
 impl RunOptions {
@@ -108,6 +112,7 @@ impl RunOptions {
             otlp_endpoint: None,
             otlp_tls: None,
             collect: None,
+            on_drift: None,
         }
     }
 }
@@ -146,6 +151,8 @@ pub struct RunResult {
     pub traces: Option<crate::trace::graph::TraceReport>,
     /// The first requests' prompts and answers, cut short.
     pub samples: Vec<crate::record::Sample>,
+    /// What the streaming SLOs saw, when the spec has `streaming:`.
+    pub drift: Option<crate::slo::streaming::DriftSummary>,
 }
 
 /// What a request is sent to, with everything it needs.
@@ -347,6 +354,7 @@ pub async fn run(
         otlp_endpoint,
         otlp_tls,
         collect: collect_options,
+        on_drift,
     } = options;
     let servers = Servers::start(&scenario).await?;
     let base_url = servers.url_of(scenario.service());
@@ -372,14 +380,29 @@ pub async fn run(
     };
     let (observers, span_sink) =
         Observers::start(observer_options, &scenario, &model, clock, &mut notes)?;
+    let drift = match &scenario.streaming {
+        Some(plan) => Some(drift::Drift::start(
+            plan.clone(),
+            &records_path.with_file_name("drift.jsonl"),
+            clock,
+            on_drift,
+            observers.live.clone(),
+            stop.clone(),
+        )?),
+        None => None,
+    };
+    let listeners = Listeners {
+        gate: abort_gate(&scenario, &stop, clock),
+        faults: servers.fault_logs(),
+        live: observers.live.clone(),
+        spans: span_sink,
+        drift,
+    };
     let recorder = tokio::spawn(record(
         inbox,
         std::io::BufWriter::new(file),
         scenario.aggregator(),
-        abort_gate(&scenario, &stop, clock),
-        servers.fault_logs(),
-        observers.live.clone(),
-        span_sink,
+        listeners,
     ));
     let shared = Arc::new(Shared {
         http: scenario.service().http_client(&scenario.timeouts),
@@ -408,7 +431,14 @@ pub async fn run(
     let elapsed = clock.start().elapsed();
     let server_metrics = scraper.finish().await?;
     let recorded = close_recorder(&shared, recorder).await?;
-    let aborted = recorded.aborted;
+    let (drift, drift_aborted) = match recorded.drift {
+        Some(drift) => {
+            let (summary, aborted) = drift.finish(elapsed.as_micros() as u64).await?;
+            (Some(summary), aborted)
+        }
+        None => (None, None),
+    };
+    let aborted = recorded.aborted.or(drift_aborted);
     let (aggregator, token_settlement) = settle_tokens(
         &shared,
         recorded.evidence,
@@ -442,6 +472,7 @@ pub async fn run(
         otlp,
         traces,
         samples: recorded.samples,
+        drift,
     })
 }
 

@@ -51,22 +51,41 @@ pub(super) struct Recorded {
     pub(super) evidence: tokens::TokenEvidence,
     /// The exchanges the first requests kept, in the order they completed.
     pub(super) samples: Vec<crate::record::Sample>,
+    /// The streaming SLOs, still to be finished at the run's end.
+    pub(super) drift: Option<super::drift::Drift>,
+}
+
+/// Who else hears of each record, besides `records.jsonl` and the statistics.
+pub(super) struct Listeners {
+    /// Stops the run once a breach is certain (`abort_on_fail`).
+    pub(super) gate: Option<Gate>,
+    /// The chaos proxies' logs of what they injected, joined into the records.
+    pub(super) faults: Vec<Arc<FaultLog>>,
+    pub(super) live: Option<Arc<LiveMetrics>>,
+    pub(super) spans: Option<SpanSink>,
+    /// The streaming SLOs.
+    pub(super) drift: Option<super::drift::Drift>,
 }
 
 /// Receives records, writes them as JSON lines (flushed at least every 200 ms, so an
 /// interrupted run keeps its data) and keeps the statistics.
 ///
 /// With an `abort_on_fail` gate it also judges the SLOs once a second after their
-/// `delay`, and stops the run (as Ctrl-C would) once a breach is certain.
+/// `delay`, and stops the run (as Ctrl-C would) once a breach is certain; with
+/// streaming SLOs it closes their windows as time passes.
 pub(super) async fn record(
     mut inbox: mpsc::UnboundedReceiver<Inbox>,
     mut out: std::io::BufWriter<std::fs::File>,
     mut aggregator: Aggregator,
-    gate: Option<Gate>,
-    faults: Vec<Arc<FaultLog>>,
-    live: Option<Arc<LiveMetrics>>,
-    mut spans: Option<SpanSink>,
+    listeners: Listeners,
 ) -> Result<Recorded> {
+    let Listeners {
+        gate,
+        faults,
+        live,
+        mut spans,
+        mut drift,
+    } = listeners;
     let mut evidence = tokens::TokenEvidence::default();
     let mut samples = Vec::new();
     let mut flush = tokio::time::interval(Duration::from_millis(200));
@@ -107,8 +126,16 @@ pub(super) async fn record(
                 }
                 out.write_all(b"\n")?;
                 aggregator.add(&record);
+                if let Some(drift) = &mut drift {
+                    drift.observe(&record);
+                }
             }
-            _ = flush.tick() => out.flush()?,
+            _ = flush.tick() => {
+                out.flush()?;
+                if let Some(drift) = &mut drift {
+                    drift.tick()?;
+                }
+            }
             _ = metrics_tick.tick(), if spans.is_some() => {
                 if let Some(sink) = &spans {
                     sink.send_metrics();
@@ -122,7 +149,7 @@ pub(super) async fn record(
                 }
                 let breaches = gate.slos.certain_breaches(&aggregator);
                 if !breaches.is_empty() {
-                    aborted = Some(Aborted { at_s: at.as_secs_f64(), breaches });
+                    aborted = Some(Aborted { at_s: at.as_secs_f64(), breaches, episode: None });
                     gate.stop.cancel();
                 }
             }
@@ -138,5 +165,6 @@ pub(super) async fn record(
         aborted,
         evidence,
         samples,
+        drift,
     })
 }

@@ -29,6 +29,7 @@ use crate::scenario::flow::FlowPlan;
 use crate::schedule::{Arrival, ClosedStage, OpenStage, ReplayStage, Stage, SweepStage, Unit};
 use crate::sim::tiers::TierConfig;
 use crate::slo::SloSet;
+use crate::slo::streaming::StreamingPlan;
 use crate::spec::{
     ApiKind, ArrivalKind, DatasetFormat, DatasetOrder, HttpRequestSpec, InferenceSpec, Problem,
     Problems, PromptsSpec, ServiceSpec, SpecErrors, SpecFile, StageSpec,
@@ -123,6 +124,8 @@ pub struct Scenario {
     pub goodput: Option<RequestSlo>,
     /// The gate, from a `ScaleSpec`'s `sloThresholds`.
     pub slos: Option<SloSet>,
+    /// SLOs watched window by window, from a `ScaleSpec`'s `streaming`.
+    pub streaming: Option<StreamingPlan>,
     /// Multi-turn sessions, when the payload template asks for them.
     pub session: Option<SessionPlan>,
     /// Scraping of the server's metrics: an explicit URL (else the service's
@@ -207,6 +210,11 @@ impl Scenario {
             .as_ref()
             .filter(|scale| !scale.slo_thresholds.is_empty())
             .and_then(|scale| SloSet::from_spec(&scale.slo_thresholds, &mut problems));
+        let streaming = file
+            .scale
+            .as_ref()
+            .and_then(|scale| scale.streaming.as_ref())
+            .and_then(|spec| StreamingPlan::from_spec(spec, &mut problems));
         let scrape = scrape_from_spec(spec, &mut problems);
         if spec.max_in_flight == Some(0) {
             problems.add("spec.max_in_flight", "must be at least 1".into(), None);
@@ -246,6 +254,7 @@ impl Scenario {
             drain_timeout: spec.drain_timeout.map_or(Duration::from_secs(10), |d| d.0),
             goodput,
             slos,
+            streaming,
             session,
             scrape,
             faults,

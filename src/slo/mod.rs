@@ -11,6 +11,7 @@ mod judge;
 pub mod junit;
 mod metric;
 pub mod stats;
+pub mod streaming;
 
 use std::time::Duration;
 
@@ -450,13 +451,17 @@ impl SloSet {
     }
 }
 
-/// Why and when `abort_on_fail` stopped a run.
+/// Why and when a run was stopped early: by `abort_on_fail`, or by a streaming SLO's
+/// `on_violation: [abort]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Aborted {
     /// Seconds into the run.
     pub at_s: f64,
-    /// The SLOs that were already certain to fail.
+    /// The SLOs that were already certain to fail (`abort_on_fail`).
     pub breaches: Vec<Verdict>,
+    /// The streaming SLO episode whose opening stopped the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub episode: Option<streaming::Episode>,
 }
 
 /// Whether the verdicts let a release through: every one passes, or (unless `strict`)

@@ -8,6 +8,7 @@ pub mod faults;
 pub mod flow;
 pub mod problems;
 pub mod schema;
+pub mod streaming;
 pub mod values;
 
 use std::collections::BTreeMap;
@@ -662,6 +663,10 @@ pub struct ScaleSpec {
     #[serde(default)]
     #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub slo_thresholds: yaml_serde::Mapping,
+    /// SLOs watched window by window while the run goes: sliding windows, a drift
+    /// detector per series, WARN/CRITICAL episodes and what to do when one opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<streaming::StreamingSpec>,
 }
 
 /// `kind: ModelLoadSpec` — the model a test loads. Accepted and validated, but nothing

@@ -8,6 +8,7 @@
 
 mod about;
 mod digest;
+mod drift;
 mod flows;
 mod sections;
 pub mod svg;
@@ -36,6 +37,7 @@ pub fn render(summary: &Summary, digest: &Digest) -> String {
         sections::overview(summary),
         sections::distributions(summary, digest),
         sections::over_time(summary, digest),
+        drift::drift(summary, &sections::marks(summary, digest)),
         sections::timeline(digest),
         sections::sweep(summary),
         sections::sessions(summary),

@@ -36,9 +36,13 @@ pub(super) fn section(id: &str, title: &str, body: &str) -> String {
 pub fn verdicts(summary: &Summary) -> Option<String> {
     let mut body = String::new();
     if let Some(aborted) = &summary.aborted {
+        let why = match &aborted.episode {
+            Some(e) => format!("a streaming SLO opened an episode ({})", escape(&e.series)),
+            None => "the SLOs could no longer pass".into(),
+        };
         let _ = write!(
             body,
-            r#"<div class="banner fail">Stopped {} s in: the SLOs could no longer pass</div>"#,
+            r#"<div class="banner fail">Stopped {} s in: {why}</div>"#,
             num(aborted.at_s)
         );
     }
@@ -267,7 +271,7 @@ fn quantile(sorted: &[u64], q: f64) -> Option<f64> {
 
 /// What every time axis shows behind its lines: stage starts, the abort, and the
 /// windows in which each fault rule injected.
-fn marks(summary: &Summary, digest: &Digest) -> Marks {
+pub(super) fn marks(summary: &Summary, digest: &Digest) -> Marks {
     let mut moments: Vec<(f64, String)> = digest
         .stage_starts
         .iter()
@@ -281,7 +285,11 @@ fn marks(summary: &Summary, digest: &Digest) -> Marks {
         })
         .collect();
     if let Some(aborted) = &summary.aborted {
-        moments.push((aborted.at_s, "aborted: SLOs certain to fail".into()));
+        let why = match aborted.episode {
+            Some(_) => "aborted: a streaming SLO episode",
+            None => "aborted: SLOs certain to fail",
+        };
+        moments.push((aborted.at_s, why.into()));
     }
     let mut rules: Vec<String> = Vec::new();
     let windows = digest
@@ -299,11 +307,13 @@ fn marks(summary: &Summary, digest: &Digest) -> Marks {
             (w.from_s as f64, w.to_s as f64, label, colour)
         })
         .collect();
-    Marks { moments, windows }
+    let mut marks = Marks { moments, windows };
+    super::drift::add_episodes(summary, &mut marks);
+    marks
 }
 
 /// The key to the fault windows' colours, each window with its seconds and count.
-fn window_key(marks: &Marks) -> String {
+pub(super) fn window_key(marks: &Marks) -> String {
     let mut key = String::new();
     for (_, _, label, colour) in &marks.windows {
         let _ = write!(
@@ -421,7 +431,7 @@ pub fn over_time(summary: &Summary, digest: &Digest) -> Option<String> {
         "over-time",
         "Over time",
         &format!(
-            r#"<p class="note">By completion second; dotted lines mark stage starts and an abort, shaded bands the seconds in which a fault rule injected (by the requests' intended start).</p>{}{body}"#,
+            r#"<p class="note">By completion second; dotted lines mark stage starts and an abort, shaded bands the seconds in which a fault rule injected (by the requests' intended start) and the streaming SLOs' episodes.</p>{}{body}"#,
             window_key(&marks)
         ),
     ))
