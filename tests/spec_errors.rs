@@ -353,3 +353,20 @@ fn a_header_that_http_cannot_carry_is_named_with_its_fault() {
          fix: remove it from the value\n"
     );
 }
+
+#[test]
+fn a_streaming_block_reports_every_problem_with_its_fix() {
+    let text = spec(&format!(
+        "{SERVICES}  load:\n    - {{ rate: 5, duration: 10s }}\n---\napiVersion: redline.dev/v1alpha1\nkind: ScaleSpec\nspec:\n  streaming:\n    window: 25s\n    step: 10s\n    watch: [ttft.p95, latency.p99]\n    on_violation:\n      webhook: {{ url: \"ftp://x\", method: GET }}\n"
+    ));
+    let errors = errors(&text);
+    for line in [
+        "spec.streaming.window: a window of 25s does not divide into steps of 10s\n  fix: make `window` a whole multiple of `step` (at least 100ms), e.g. `window: 30s, step: 10s`",
+        "spec.streaming.watch[1]: unknown series `latency.p99`\n  fix: choose from: ttft, itl, tpot, e2e, e2e_per_token, ttft_per_1k_input with .p50, .p95, .p99 or .mean; or error_rate",
+        "spec.streaming.on_violation.webhook.url: `ftp://x` is not an http(s) URL",
+        "spec.streaming.on_violation.webhook.method: unsupported method `GET`\n  fix: choose from: POST, PUT",
+    ] {
+        assert!(errors.contains(line), "missing `{line}` in\n{errors}");
+    }
+    assert!(errors.starts_with("4 problems in the spec:"), "{errors}");
+}

@@ -49,7 +49,7 @@ pub use crate::report::outputs::exit;
     name = "redline",
     version,
     about = "A load tester for AI-native services",
-    after_help = "Exit codes: 0 the run completed and its SLOs passed · 1 some SLO failed (or was not proven, under --strict), or, without SLOs, more than 1% of requests failed or none succeeded · 2 spec or usage error · 3 no request reached the target · 130 interrupted (records and a partial report are written)"
+    after_help = "Exit codes: 0 the run completed and its SLOs passed · 1 some SLO failed (or was not proven, under --strict) or a streaming SLO opened an episode, or, without SLOs, more than 1% of requests failed or none succeeded · 2 spec or usage error · 3 no request reached the target · 130 interrupted (records and a partial report are written)"
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -62,6 +62,16 @@ pub(super) fn validate(path: &std::path::Path) -> Result<i32> {
                     rule.spec.service.as_deref().unwrap_or_default()
                 );
             }
+            if let Some(plan) = &scenario.streaming {
+                let watch: Vec<String> = plan.watch.iter().map(ToString::to_string).collect();
+                outln!(
+                    "  streaming SLOs: {} over {}s windows every {}s on {}",
+                    plan.rule.name(),
+                    plan.window.as_secs_f64(),
+                    plan.step.as_secs_f64(),
+                    watch.join(", ")
+                );
+            }
             Ok(exit::OK)
         }
         Err(errors) => {

@@ -18,8 +18,9 @@ use crate::workload::dataset::DatasetInfo;
 pub mod exit {
     /// The run completed and every SLO passed (or was not proven, without --strict).
     pub const OK: i32 = 0;
-    /// Some SLO failed (or, under --strict, was not proven); without SLOs, more than
-    /// 1 % of the requests failed, or none succeeded.
+    /// Some SLO failed (or, under --strict, was not proven), or a streaming SLO opened
+    /// an episode; without SLOs, more than 1 % of the requests failed, or none
+    /// succeeded.
     pub const SLO_FAILED: i32 = 1;
     /// The spec or the command line is wrong.
     pub const USAGE: i32 = 2;
@@ -181,7 +182,13 @@ fn exit_code(
     if result.interrupted {
         return exit::INTERRUPTED;
     }
-    if result.aborted.is_some() || verdicts.is_some_and(|v| gate(v, strict) != exit::OK) {
+    // A streaming SLO's episode is a violation, however the run looks as a whole.
+    let drifted = summary
+        .drift
+        .as_ref()
+        .is_some_and(|d| !d.episodes.is_empty());
+    if result.aborted.is_some() || drifted || verdicts.is_some_and(|v| gate(v, strict) != exit::OK)
+    {
         return exit::SLO_FAILED;
     }
     let counts = &result.aggregator.counts;

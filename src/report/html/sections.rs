@@ -46,6 +46,16 @@ pub fn verdicts(summary: &Summary) -> Option<String> {
             num(aborted.at_s)
         );
     }
+    if let Some(d) = summary.drift.as_ref().filter(|d| !d.episodes.is_empty()) {
+        let series: std::collections::BTreeSet<&str> =
+            d.episodes.iter().map(|e| e.series.as_str()).collect();
+        let _ = write!(
+            body,
+            r#"<div class="banner fail">Streaming SLOs: {} episodes ({}) — see Streaming SLOs below</div>"#,
+            d.episodes.len(),
+            escape(&series.into_iter().collect::<Vec<_>>().join(", "))
+        );
+    }
     match (&summary.verdicts, &summary.default_gate) {
         (Some(verdicts), _) => {
             let (class, text) = if verdicts.iter().any(|v| v.outcome == Judgement::Fail) {
