@@ -92,6 +92,12 @@ pub enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// SLOs as code beyond a run: `redline slo rules SPEC` prints Prometheus alerting
+    /// rules for the spec's SLOs.
+    Slo {
+        #[command(subcommand)]
+        command: SloCommand,
+    },
     /// Build a run folder's report.html again (and timeline.json) from its
     /// summary.json and records.jsonl: for an interrupted run, or to restyle an old one.
     Report {
@@ -502,12 +508,39 @@ pub enum SchemaOf {
     Record,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum SloCommand {
+    /// The spec's SLOs as Prometheus rules: recording rules for each SLO's error ratio
+    /// over 5m, 30m, 1h, 2h, 6h, 1d and 3d, and multi-window multi-burn-rate alerts
+    /// (page: 14.4× over 5m and 1h, 6× over 30m and 6h; ticket: 3× over 2h and 1d, 1×
+    /// over 6h and 3d), over redline's live metrics (`run --metrics-addr`) or vLLM's.
+    Rules {
+        /// The spec whose ScaleSpec holds the SLOs.
+        spec: PathBuf,
+        /// `prometheus-rule` (a Prometheus Operator resource) or `prometheus` (a rule
+        /// file for `promtool check rules` and `rule_files:`).
+        #[arg(long, value_enum, default_value_t = crate::slo::rules::RulesFormat::PrometheusRule)]
+        format: crate::slo::rules::RulesFormat,
+        /// Whose metric names the rules query.
+        #[arg(long, value_enum, default_value_t = crate::slo::rules::MetricNames::Redline)]
+        metrics: crate::slo::rules::MetricNames,
+    },
+}
+
 /// Runs the parsed command; returns the process exit code.
 pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Run(args) => run_command(*args).await,
         Command::Validate { spec } => validate(&spec),
         Command::Report { dir, out } => report(&dir, out.as_deref()),
+        Command::Slo {
+            command:
+                SloCommand::Rules {
+                    spec,
+                    format,
+                    metrics,
+                },
+        } => slo_rules(&spec, format, metrics),
         Command::Watch {
             records,
             spec,
@@ -556,6 +589,35 @@ pub async fn run(cli: Cli) -> Result<i32> {
             tls,
         } => collect(listen, &out, max_spans, allow_remote, &tls).await,
     }
+}
+
+/// `redline slo rules`: the spec's SLOs as Prometheus rules on stdout; the SLOs that
+/// cannot be written over those metrics are named on stderr.
+fn slo_rules(
+    spec: &Path,
+    format: crate::slo::rules::RulesFormat,
+    metrics: crate::slo::rules::MetricNames,
+) -> Result<i32> {
+    let scenario = match load_scenario(spec)? {
+        Ok(scenario) => scenario,
+        Err(errors) => {
+            err(&errors.to_string());
+            return Ok(exit::USAGE);
+        }
+    };
+    let Some(slos) = &scenario.slos else {
+        errln!(
+            "{}: no SLOs: add a `kind: ScaleSpec` document with `sloThresholds` (see examples/redlines.yaml)",
+            spec.display()
+        );
+        return Ok(exit::USAGE);
+    };
+    let (yaml, skipped) = crate::slo::rules::render(slos, &scenario.name, metrics, format);
+    for why in &skipped {
+        errln!("redline: left out {why}");
+    }
+    out(&yaml);
+    Ok(exit::OK)
 }
 
 /// A spec file's scenario, or every problem in it.

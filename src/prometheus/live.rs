@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use crate::record::{Outcome, Phase, Record, SessionOutcome};
 
 /// Latency buckets in seconds: 1 ms to 2 min.
-const LATENCY_BUCKETS: &[f64] = &[
+pub const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.35, 0.5, 0.75, 1.0, 1.5,
     2.5, 3.2, 5.0, 10.0, 20.0, 60.0, 120.0,
 ];

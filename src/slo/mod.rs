@@ -10,6 +10,7 @@
 mod judge;
 pub mod junit;
 mod metric;
+pub mod rules;
 pub mod stats;
 pub mod streaming;
 
