@@ -11,12 +11,8 @@ pub(super) async fn check(
     junit: Option<&Path>,
     quiet: bool,
 ) -> Result<i32> {
-    let scenario = match load_scenario(spec)? {
-        Ok(scenario) => scenario,
-        Err(errors) => {
-            err(&errors.to_string());
-            return Ok(exit::USAGE);
-        }
+    let Some(scenario) = scenario_or_problems(spec)? else {
+        return Ok(exit::USAGE);
     };
     let Some(slos) = scenario.slos.clone() else {
         errln!(

@@ -598,12 +598,8 @@ fn slo_rules(
     format: crate::slo::rules::RulesFormat,
     metrics: crate::slo::rules::MetricNames,
 ) -> Result<i32> {
-    let scenario = match load_scenario(spec)? {
-        Ok(scenario) => scenario,
-        Err(errors) => {
-            err(&errors.to_string());
-            return Ok(exit::USAGE);
-        }
+    let Some(scenario) = scenario_or_problems(spec)? else {
+        return Ok(exit::USAGE);
     };
     let Some(slos) = &scenario.slos else {
         errln!(
@@ -618,6 +614,17 @@ fn slo_rules(
     }
     out(&yaml);
     Ok(exit::OK)
+}
+
+/// A spec file's scenario; or, when it has problems, every one printed and none.
+fn scenario_or_problems(path: &std::path::Path) -> Result<Option<Scenario>> {
+    Ok(match load_scenario(path)? {
+        Ok(scenario) => Some(scenario),
+        Err(errors) => {
+            err(&errors.to_string());
+            None
+        }
+    })
 }
 
 /// A spec file's scenario, or every problem in it.

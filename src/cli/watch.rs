@@ -7,12 +7,8 @@ use crate::slo::streaming::Monitor;
 /// Every window of `records` through the detectors of `spec`'s `streaming:` block;
 /// exit 1 when an episode opened.
 pub(super) fn watch(records: &Path, spec: &Path, json: Option<&Path>) -> Result<i32> {
-    let scenario = match load_scenario(spec)? {
-        Ok(scenario) => scenario,
-        Err(errors) => {
-            err(&errors.to_string());
-            return Ok(exit::USAGE);
-        }
+    let Some(scenario) = scenario_or_problems(spec)? else {
+        return Ok(exit::USAGE);
     };
     let Some(plan) = scenario.streaming.clone() else {
         errln!(
