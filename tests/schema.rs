@@ -102,10 +102,10 @@ async fn real_output_validates_against_the_committed_schemas() {
             stages: result.stages.clone(),
             dataset: None,
             server_metrics: None,
-            verdicts: Some(slos.evaluate(&result.aggregator)),
+            verdicts: Some(slos.evaluate(&result.aggregator, None)),
             aborted: Some(redline::slo::Aborted {
                 at_s: 0.5,
-                breaches: slos.evaluate(&result.aggregator),
+                breaches: slos.evaluate(&result.aggregator, None),
                 episode: None,
             }),
             proxies: result.proxies.clone(),

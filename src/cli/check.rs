@@ -21,7 +21,7 @@ pub(super) async fn check(
         );
         return Ok(exit::USAGE);
     };
-    let (aggregator, counts, span) = read_run(records, &scenario, quiet).await?;
+    let (aggregator, counts, span, drift) = read_run(records, &scenario, quiet).await?;
     let mut header = format!(
         "redline check · {} · {} records of {}",
         scenario.name,
@@ -44,6 +44,7 @@ pub(super) async fn check(
         name: &scenario.name,
         records,
         slos: &slos,
+        drift: drift.as_ref(),
         elapsed_s: span.map_or(0.0, |(first, last)| last.saturating_sub(first) as f64 / 1e6),
         strict,
     };
@@ -52,17 +53,19 @@ pub(super) async fn check(
     Ok(code)
 }
 
-/// Aggregates a finished run's records, with a progress bar over the file on a
-/// terminal; also gives the span of the requests (first intended start, last end).
-pub(super) async fn read_run(
-    path: &Path,
-    scenario: &Scenario,
-    quiet: bool,
-) -> Result<(
+/// What reading a run's records gives: the aggregate, what was read, the span of the
+/// requests (first intended start, last end) and the windows of windowed SLOs.
+type ReadRun = (
     crate::metrics::Aggregator,
     crate::record::ReadCounts,
     Option<(u64, u64)>,
-)> {
+    Option<crate::slo::streaming::DriftSummary>,
+);
+
+/// Aggregates a finished run's records, with a progress bar over the file on a
+/// terminal, and replays the spec's windowed SLOs over them (the streaming block's
+/// detectors are `redline watch`'s).
+pub(super) async fn read_run(path: &Path, scenario: &Scenario, quiet: bool) -> Result<ReadRun> {
     let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let size = std::fs::metadata(path)
         .with_context(|| format!("cannot read {}", path.display()))?
@@ -70,6 +73,14 @@ pub(super) async fn read_run(
     let drawer =
         progress::wanted(quiet).then(|| progress::Drawer::for_bytes("reading", read.clone(), size));
     let mut aggregator = scenario.aggregator();
+    let mut monitor = scenario
+        .streaming
+        .clone()
+        .filter(|plan| !plan.thresholds.is_empty())
+        .map(|mut plan| {
+            plan.watch.clear();
+            crate::slo::streaming::Monitor::new(plan)
+        });
     let (path_owned, counter) = (path.to_owned(), read.clone());
     let reading = tokio::task::spawn_blocking(move || {
         let mut span: Option<(u64, u64)> = None;
@@ -77,8 +88,13 @@ pub(super) async fn read_run(
             let (first, last) = (record.intended_us, record.done_us());
             span = Some(span.map_or((first, last), |(a, b)| (a.min(first), b.max(last))));
             aggregator.add(&record);
+            if let Some(monitor) = &mut monitor {
+                monitor.observe(&record);
+                monitor.advance(record.done_us());
+            }
         });
-        counts.map(|counts| (aggregator, counts, span))
+        let drift = monitor.map(|mut m| m.finish(span.map_or(0, |s| s.1)).0);
+        counts.map(|counts| (aggregator, counts, span, drift))
     })
     .await;
     if let Some(drawer) = drawer {

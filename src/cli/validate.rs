@@ -62,7 +62,7 @@ pub(super) fn validate(path: &std::path::Path) -> Result<i32> {
                     rule.spec.service.as_deref().unwrap_or_default()
                 );
             }
-            if let Some(plan) = &scenario.streaming {
+            if let Some(plan) = scenario.streaming.as_ref().filter(|p| !p.watch.is_empty()) {
                 let watch: Vec<String> = plan.watch.iter().map(ToString::to_string).collect();
                 outln!(
                     "  streaming SLOs: {} over {}s windows every {}s on {}",
@@ -70,6 +70,19 @@ pub(super) fn validate(path: &std::path::Path) -> Result<i32> {
                     plan.window.as_secs_f64(),
                     plan.step.as_secs_f64(),
                     watch.join(", ")
+                );
+            }
+            for t in scenario.streaming.iter().flat_map(|p| &p.thresholds) {
+                let limit = match t.series.unit() {
+                    "share" => format!("{}%", t.rule.limit * 100.0),
+                    unit => format!("{} {unit}", t.rule.limit),
+                };
+                outln!(
+                    "  windowed SLO: {} over {}s windows every {}s, {} in a row past {limit}",
+                    t.slo,
+                    t.window.as_secs_f64(),
+                    t.step.as_secs_f64(),
+                    t.rule.windows,
                 );
             }
             Ok(exit::OK)

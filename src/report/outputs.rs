@@ -56,9 +56,9 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
         .server_metrics
         .as_ref()
         .and_then(|m| m.prefix_hit_rate);
-    let verdicts = about
-        .slos
-        .map(|slos| slos.evaluate_with_server(&result.aggregator, scraped_hit_rate));
+    let verdicts = about.slos.map(|slos| {
+        slos.evaluate_with_server(&result.aggregator, scraped_hit_rate, result.drift.as_ref())
+    });
     let mut summary = summarize(
         &result.aggregator,
         RunInfo {
@@ -118,6 +118,8 @@ pub struct CheckAbout<'a> {
     /// The records file, named in the summary as the run's target.
     pub records: &'a Path,
     pub slos: &'a SloSet,
+    /// The windows of the spec's windowed SLOs, replayed over the records.
+    pub drift: Option<&'a crate::slo::streaming::DriftSummary>,
     /// From the first request's intended start to the last one's end.
     pub elapsed_s: f64,
     pub strict: bool,
@@ -131,7 +133,7 @@ pub fn check(
     about: CheckAbout<'_>,
     junit: Option<&Path>,
 ) -> Result<(Summary, i32)> {
-    let verdicts = about.slos.evaluate(aggregator);
+    let verdicts = about.slos.evaluate(aggregator, about.drift);
     let summary = summarize(
         aggregator,
         RunInfo {

@@ -210,11 +210,13 @@ impl Scenario {
             .as_ref()
             .filter(|scale| !scale.slo_thresholds.is_empty())
             .and_then(|scale| SloSet::from_spec(&scale.slo_thresholds, &mut problems));
-        let streaming = file
-            .scale
-            .as_ref()
-            .and_then(|scale| scale.streaming.as_ref())
-            .and_then(|spec| StreamingPlan::from_spec(spec, &mut problems));
+        let streaming = StreamingPlan::build(
+            file.scale
+                .as_ref()
+                .and_then(|scale| scale.streaming.as_ref()),
+            slos.as_ref(),
+            &mut problems,
+        );
         let scrape = scrape_from_spec(spec, &mut problems);
         if spec.max_in_flight == Some(0) {
             problems.add("spec.max_in_flight", "must be at least 1".into(), None);

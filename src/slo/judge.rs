@@ -59,6 +59,75 @@ pub(super) fn judge(
     }
 }
 
+/// Judges a windowed SLO by the windows the streaming monitor closed: failed when
+/// any of its episodes opened, passed when windows were judged and none did.
+pub(super) fn windowed(
+    slo: &Slo,
+    confidence: f64,
+    drift: Option<&super::streaming::DriftSummary>,
+) -> Verdict {
+    let j = Judging { slo, confidence };
+    let unit = if slo.metric == Metric::ErrorRate {
+        "%"
+    } else {
+        "ms"
+    };
+    let scale = if unit == "%" { 100.0 } else { 1.0 };
+    let ours = |series: &str, detector: &str| series == slo.name && detector == "threshold";
+    let Some(drift) = drift else {
+        return j.no_data(unit, "judged window by window, and no windows were kept");
+    };
+    let judged: Vec<f64> = drift
+        .tracks
+        .iter()
+        .filter(|t| ours(&t.series, &t.detector))
+        .flat_map(|t| t.points.iter().filter_map(|p| p.value))
+        .collect();
+    let worst = judged
+        .iter()
+        .copied()
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    let episodes: Vec<&super::streaming::Episode> = drift
+        .episodes
+        .iter()
+        .filter(|e| ours(&e.series, &e.detector))
+        .collect();
+    let Some(worst) = worst else {
+        return j.no_data(
+            unit,
+            "no window had enough requests to judge (`min_samples`)",
+        );
+    };
+    let (outcome, note) = match episodes.first() {
+        None => (
+            Judgement::Pass,
+            format!("{} windows judged, none in violation", judged.len()),
+        ),
+        Some(first) => (
+            Judgement::Fail,
+            format!(
+                "{} violation{} ({} windows judged); the first from {:.0}s{}",
+                episodes.len(),
+                if episodes.len() == 1 { "" } else { "s" },
+                judged.len(),
+                first.opened_s,
+                first
+                    .closed_s
+                    .map_or(" to the end".to_owned(), |c| format!(" to {c:.0}s")),
+            ),
+        ),
+    };
+    j.verdict(
+        outcome,
+        Some(worst * scale),
+        None,
+        unit,
+        judged.len() as u64,
+        None,
+        Some(note),
+    )
+}
+
 struct Judging<'a> {
     slo: &'a Slo,
     confidence: f64,

@@ -99,6 +99,19 @@ impl Metric {
         }
     }
 
+    /// The per-request quantity a windowed SLO of this metric watches; none for the
+    /// metrics that are judged over the whole run only.
+    pub fn windowed_quantity(self) -> Option<super::streaming::series::Quantity> {
+        use super::streaming::series::Quantity;
+        match self {
+            Metric::Ttft => Some(Quantity::Ttft),
+            Metric::Itl => Some(Quantity::Itl),
+            Metric::Tpot => Some(Quantity::Tpot),
+            Metric::E2e => Some(Quantity::E2e),
+            _ => None,
+        }
+    }
+
     /// Whether its figure is made of output token counts (which may be estimates).
     pub const fn counts_tokens(self) -> bool {
         matches!(self, Metric::Tpot | Metric::OutputThroughput)

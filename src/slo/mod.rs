@@ -94,6 +94,44 @@ pub struct Slo {
     pub threshold: f64,
     /// As written: `<= 350ms`.
     pub expression: String,
+    /// Judged window by window rather than over the whole run: `<= 800ms over 30s
+    /// for 3 windows`.
+    pub window: Option<Windowed>,
+}
+
+/// The windows of a windowed SLO.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Windowed {
+    pub length: Duration,
+    /// Consecutive windows past the limit that make a violation.
+    pub windows: u32,
+}
+
+impl Slo {
+    /// The streaming monitor's rule for a windowed SLO: windows of its length closing
+    /// every `step` when `step` divides it, else back to back.
+    pub fn windowed_threshold(&self, step: Duration) -> Option<streaming::WindowedThreshold> {
+        let w = self.window?;
+        let series = match self.metric {
+            Metric::ErrorRate => streaming::series::Series::ErrorRate,
+            metric => streaming::series::Series::Latency(
+                metric.windowed_quantity()?,
+                streaming::series::Stat::Percentile(self.quantile? * 100.0),
+            ),
+        };
+        let divides = step <= w.length && w.length.as_millis() % step.as_millis().max(1) == 0;
+        Some(streaming::WindowedThreshold {
+            slo: self.name.clone(),
+            series,
+            rule: streaming::ThresholdRule {
+                limit: self.threshold,
+                inclusive: self.op == Op::Le,
+                windows: w.windows,
+            },
+            window: w.length,
+            step: if divides { step } else { w.length },
+        })
+    }
 }
 
 /// The gate: every SLO of a spec, and how to judge them.
@@ -246,37 +284,69 @@ fn slos_of(base: &str, key: &str, value: &Value, problems: &mut Problems) -> Opt
         return None;
     };
     let kind = parsed.kind();
-    let slo =
-        |name: String, quantile: Option<f64>, text: &str, path: &str, problems: &mut Problems| {
-            let (op, threshold) = match parse_expression(text, kind) {
-                Ok(parsed) => parsed,
-                Err(message) => {
-                    problems.add(path, message, Some(example(kind).into()));
-                    return None;
-                }
-            };
-            let direction_ok = match kind {
-                Kind::Latency | Kind::BadShare => op.upper(),
-                Kind::GoodShare | Kind::Throughput => !op.upper(),
-            };
-            if !direction_ok {
+    let slo = |name: String,
+               quantile: Option<f64>,
+               text: &str,
+               path: &str,
+               problems: &mut Problems| {
+        let (text, window) = match split_window(text) {
+            Ok(split) => split,
+            Err(message) => {
                 problems.add(
                     path,
-                    format!("`{text}` points the wrong way for `{metric}`"),
-                    Some(example(kind).into()),
+                    message,
+                    Some("write e.g. `\"<= 800ms over 30s for 3 windows\"`".into()),
                 );
                 return None;
             }
-            Some(Slo {
-                name,
-                metric: parsed,
-                error_kind: error_kind.clone(),
-                quantile,
-                op,
-                threshold,
-                expression: text.trim().to_owned(),
-            })
         };
+        if window.is_some()
+            && (parsed.windowed_quantity().is_none() && parsed != Metric::ErrorRate
+                || error_kind.is_some())
+        {
+            problems.add(
+                    path,
+                    format!("`{metric}` cannot be judged over windows"),
+                    Some(
+                        "windowed forms are for ttft, itl, tpot, e2e and error_rate; judge this one over the whole run (drop `over …`)"
+                            .into(),
+                    ),
+                );
+            return None;
+        }
+        let (op, threshold) = match parse_expression(text, kind) {
+            Ok(parsed) => parsed,
+            Err(message) => {
+                problems.add(path, message, Some(example(kind).into()));
+                return None;
+            }
+        };
+        let direction_ok = match kind {
+            Kind::Latency | Kind::BadShare => op.upper(),
+            Kind::GoodShare | Kind::Throughput => !op.upper(),
+        };
+        if !direction_ok {
+            problems.add(
+                path,
+                format!("`{text}` points the wrong way for `{metric}`"),
+                Some(example(kind).into()),
+            );
+            return None;
+        }
+        Some(Slo {
+            name,
+            metric: parsed,
+            error_kind: error_kind.clone(),
+            quantile,
+            op,
+            threshold,
+            expression: match window {
+                Some(w) => format!("{} over {}", text.trim(), describe_window(w)),
+                None => text.trim().to_owned(),
+            },
+            window,
+        })
+    };
     if kind == Kind::Latency {
         let Some(map) = value.as_mapping() else {
             problems.add(
@@ -373,6 +443,47 @@ fn parse_expression(text: &str, kind: Kind) -> Result<(Op, f64), String> {
     Ok((op, value))
 }
 
+/// `<= 800ms over 30s for 3 windows` → (`<= 800ms`, 30 s × 3); `<= 1% over 1m` →
+/// one window of a minute; an expression without `over` is judged over the whole run.
+fn split_window(text: &str) -> Result<(&str, Option<Windowed>), String> {
+    let Some((expression, window)) = text.split_once(" over ") else {
+        return Ok((text, None));
+    };
+    let (length, windows) = match window.trim().split_once(" for ") {
+        Some((length, count)) => {
+            let count = count.trim();
+            let n = count
+                .strip_suffix("windows")
+                .or_else(|| count.strip_suffix("window"))
+                .and_then(|n| n.trim().parse::<u32>().ok())
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| format!("`for {count}` is not a number of windows"))?;
+            (length, n)
+        }
+        None => (window, 1),
+    };
+    let length = Dur::parse(length.trim())
+        .ok()
+        .filter(|d| d.0 >= Duration::from_secs(1))
+        .ok_or_else(|| format!("`over {}` is not a window of at least 1s", length.trim()))?;
+    Ok((
+        expression,
+        Some(Windowed {
+            length: length.0,
+            windows,
+        }),
+    ))
+}
+
+/// `30s for 3 windows`, as the expression shows it again.
+fn describe_window(w: Windowed) -> String {
+    let length = Dur(w.length).to_string();
+    match w.windows {
+        1 => length,
+        n => format!("{length} for {n} windows"),
+    }
+}
+
 /// `99.995%` or `0.95` as a fraction.
 fn parse_share(text: &str) -> Result<f64, String> {
     let text = text.trim();
@@ -412,9 +523,14 @@ pub struct Verdict {
 }
 
 impl SloSet {
-    /// Every SLO against the measured requests.
-    pub fn evaluate(&self, agg: &Aggregator) -> Vec<Verdict> {
-        self.evaluate_with_server(agg, None)
+    /// Every SLO against the measured requests; windowed SLOs against the windows of
+    /// `drift`.
+    pub fn evaluate(
+        &self,
+        agg: &Aggregator,
+        drift: Option<&streaming::DriftSummary>,
+    ) -> Vec<Verdict> {
+        self.evaluate_with_server(agg, None, drift)
     }
 
     /// Every SLO, with the prefix-cache hit rate scraped from the server's metrics for
@@ -423,10 +539,14 @@ impl SloSet {
         &self,
         agg: &Aggregator,
         scraped_hit_rate: Option<f64>,
+        drift: Option<&streaming::DriftSummary>,
     ) -> Vec<Verdict> {
         self.slos
             .iter()
             .map(|slo| {
+                if slo.window.is_some() {
+                    return judge::windowed(slo, self.confidence, drift);
+                }
                 let mut verdict = judge::judge(slo, self.confidence, agg, scraped_hit_rate);
                 // A figure made of token counts says where the counts came from, when
                 // not all were the server's own usage.
@@ -444,10 +564,13 @@ impl SloSet {
     }
 
     /// SLOs already certain to fail: what `abort_on_fail` stops a run for.
+    /// Windowed SLOs are the streaming monitor's to stop a run for (`on_violation`).
     pub fn certain_breaches(&self, agg: &Aggregator) -> Vec<Verdict> {
-        self.evaluate(agg)
+        self.evaluate(agg, None)
             .into_iter()
-            .filter(|v| v.outcome == Judgement::Fail)
+            .zip(&self.slos)
+            .filter(|(v, slo)| v.outcome == Judgement::Fail && slo.window.is_none())
+            .map(|(v, _)| v)
             .collect()
     }
 }
@@ -498,6 +621,119 @@ mod tests {
     }
 
     #[test]
+    fn windowed_forms_parse_and_say_what_they_cannot_be() {
+        let s = set(
+            "ttft: { p99: \"<= 800ms over 30s for 3 windows\" }\nerror_rate: \"< 1% over 1m\"\n",
+        );
+        let ttft = &s.slos[0];
+        assert_eq!(
+            (ttft.threshold, ttft.window, ttft.expression.as_str()),
+            (
+                800.0,
+                Some(Windowed {
+                    length: Duration::from_secs(30),
+                    windows: 3
+                }),
+                "<= 800ms over 30s for 3 windows"
+            )
+        );
+        let t = ttft.windowed_threshold(Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            (t.step, t.rule.windows, t.rule.inclusive),
+            (Duration::from_secs(10), 3, true)
+        );
+        // A step that does not divide the window: windows back to back.
+        let t = ttft.windowed_threshold(Duration::from_secs(7)).unwrap();
+        assert_eq!(t.step, Duration::from_secs(30));
+        let errors = s.slos[1]
+            .windowed_threshold(Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(
+            (
+                errors.series,
+                errors.window,
+                errors.rule.windows,
+                errors.rule.limit
+            ),
+            (
+                streaming::series::Series::ErrorRate,
+                Duration::from_secs(60),
+                1,
+                0.01
+            )
+        );
+        for (yaml, message) in [
+            (
+                "pass_rate: \">= 99% over 30s\"",
+                "`pass_rate` cannot be judged over windows",
+            ),
+            (
+                "ttft: { p99: \"<= 8ms over 30x\" }",
+                "`over 30x` is not a window of at least 1s",
+            ),
+            (
+                "ttft: { p99: \"<= 8ms over 30s for three windows\" }",
+                "`for three windows` is not a number of windows",
+            ),
+            (
+                "error_rate{kind=timeout}: \"< 1% over 30s\"",
+                "`error_rate` cannot be judged over windows",
+            ),
+        ] {
+            let mapping: Mapping = yaml_serde::from_str(yaml).unwrap();
+            let mut problems = Problems::new();
+            assert!(
+                SloSet::from_spec(&mapping, &mut problems).is_none(),
+                "{yaml}"
+            );
+            assert!(
+                format!("{problems:?}").contains(message),
+                "{yaml}: {problems:?}"
+            );
+        }
+    }
+
+    /// TTFT 100 ms for a minute, then 1 s: `p99 <= 800ms over 10s for 3 windows` fails
+    /// from the third window past the change, and the verdict says so.
+    #[test]
+    fn a_windowed_slo_fails_by_its_windows() {
+        let s = set("ttft: { p99: \"<= 800ms over 10s for 3 windows\" }\n");
+        let plan = streaming::StreamingPlan::build(None, Some(&s), &mut Problems::new()).unwrap();
+        let mut monitor = streaming::Monitor::new(plan);
+        let mut agg = Aggregator::new(None);
+        for i in 0..900u64 {
+            // One request every 100 ms, 90 s.
+            let done_ms = i * 100 + 50;
+            let ttft_ms = if done_ms < 60_000 { 100 } else { 1_000 };
+            let mut r = ok(i, ttft_ms);
+            r.sent_us = Some(done_ms * 1_000 - ttft_ms * 1_000 - 1_000);
+            r.first_token_us = Some(done_ms * 1_000 - 1_000);
+            r.last_byte_us = Some(done_ms * 1_000);
+            monitor.observe(&r);
+            monitor.advance(r.done_us());
+            agg.add(&r);
+        }
+        let (drift, _) = monitor.finish(90_000_000);
+        assert_eq!(drift.episodes.len(), 1, "{:?}", drift.episodes);
+        let e = &drift.episodes[0];
+        assert_eq!(
+            (e.opened_s, e.detector.as_str(), e.series.as_str()),
+            (90.0, "threshold", "ttft.p99")
+        );
+        let v = &s.evaluate(&agg, Some(&drift))[0];
+        assert_eq!(v.outcome, Judgement::Fail, "{v:?}");
+        assert_eq!(v.samples, 9);
+        assert!(
+            v.note
+                .as_deref()
+                .unwrap()
+                .starts_with("1 violation (9 windows judged); the first from 90s"),
+            "{v:?}"
+        );
+        assert_eq!(s.evaluate(&agg, None)[0].outcome, Judgement::NotProven);
+    }
+
+    #[test]
     fn the_preset_expands_and_the_spec_overrides_it() {
         let s = set("preset: redlines\nttft: { p99: \"<= 500ms\" }\n");
         let names: Vec<&str> = s.slos.iter().map(|s| s.name.as_str()).collect();
@@ -529,7 +765,7 @@ mod tests {
         for i in 0..1_000 {
             agg.add(&ok(i, i % 1_000 + 1));
         }
-        let v = s.evaluate(&agg);
+        let v = s.evaluate(&agg, None);
         let by = |name: &str| v.iter().find(|v| v.slo == name).unwrap().clone();
         let pass = by("pass_rate");
         assert_eq!(pass.outcome, Judgement::NotProven);
@@ -553,7 +789,7 @@ mod tests {
             agg.add(&failed);
         }
         assert_eq!(
-            s.evaluate(&agg)
+            s.evaluate(&agg, None)
                 .iter()
                 .find(|v| v.slo == "error_rate{kind=http_5xx}")
                 .unwrap()
@@ -571,7 +807,7 @@ mod tests {
         for i in 0..13 {
             agg.add(&ok(i, 50));
         }
-        let v = &s.evaluate(&agg)[0];
+        let v = &s.evaluate(&agg, None)[0];
         assert_eq!((v.outcome, v.bound), (Judgement::Fail, None));
         assert_eq!(
             v.note.as_deref(),

@@ -252,7 +252,10 @@ pub fn summary_of_fixture(name: &str) -> redline::report::Summary {
         })
         .unwrap();
     assert!(read.records > 100, "{read:?}");
-    let verdicts = scenario.slos.as_ref().map(|s| s.evaluate(&aggregator));
+    let verdicts = scenario
+        .slos
+        .as_ref()
+        .map(|s| s.evaluate(&aggregator, None));
     let stages = scenario
         .stages
         .iter()

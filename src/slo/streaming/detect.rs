@@ -58,12 +58,24 @@ pub struct CusumRule {
     pub h: f64,
 }
 
+/// A fixed limit held for a number of windows: `p99 <= 800ms over 30s for 3 windows`
+/// (what most people write first). No baseline: it judges from the first window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThresholdRule {
+    pub limit: f64,
+    /// `<=`: the limit itself is within bounds; `<`: it is over.
+    pub inclusive: bool,
+    /// Consecutive windows past the limit before the violation opens.
+    pub windows: u32,
+}
+
 /// Which detector, with its settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Rule {
     Ewma(EwmaRule),
     PageHinkley(PageHinkleyRule),
     Cusum(CusumRule),
+    Threshold(ThresholdRule),
 }
 
 impl Rule {
@@ -72,6 +84,7 @@ impl Rule {
             Rule::Ewma(_) => "ewma",
             Rule::PageHinkley(_) => "page_hinkley",
             Rule::Cusum(_) => "cusum",
+            Rule::Threshold(_) => "threshold",
         }
     }
 }
@@ -91,6 +104,16 @@ struct Baseline {
     mean: f64,
     sd: f64,
     spread: f64,
+    /// The smallest σ in the series' unit (see [`Detector::with_floor`]).
+    floor: f64,
+}
+
+impl Baseline {
+    fn floored(&self, sd: f64) -> f64 {
+        sd.max(SIGMA_FLOOR * self.mean.abs())
+            .max(self.floor)
+            .max(f64::MIN_POSITIVE)
+    }
 }
 
 impl Baseline {
@@ -106,23 +129,23 @@ impl Baseline {
         let diff = value - self.mean;
         self.mean += a * diff;
         let var = (1.0 - a) * (self.sd.powi(2) + a * diff * diff);
-        self.sd = var.sqrt().max(SIGMA_FLOOR * self.mean.abs());
+        self.sd = self.floored(var.sqrt());
     }
 }
 
 impl Learning {
-    fn baseline(&self) -> Baseline {
+    fn baseline(&self, floor: f64) -> Baseline {
         let n = self.values.len() as f64;
         let mean = self.values.iter().sum::<f64>() / n;
         let var = self.values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
-        Baseline {
+        let mut base = Baseline {
             mean,
-            sd: var
-                .sqrt()
-                .max(SIGMA_FLOOR * mean.abs())
-                .max(f64::MIN_POSITIVE),
+            sd: 0.0,
             spread: self.spreads.iter().sum::<f64>() / n,
-        }
+            floor,
+        };
+        base.sd = base.floored(var.sqrt());
+        base
     }
 }
 
@@ -148,6 +171,11 @@ enum Running {
         up: f64,
         down: f64,
     },
+    Threshold {
+        rule: ThresholdRule,
+        /// Consecutive windows past the limit.
+        past: u32,
+    },
 }
 
 /// One series' detector.
@@ -155,6 +183,7 @@ enum Running {
 pub struct Detector {
     rule: Rule,
     baseline_windows: usize,
+    floor: f64,
     learning: Learning,
     running: Option<Running>,
 }
@@ -164,18 +193,31 @@ impl Detector {
         Detector {
             rule,
             baseline_windows: baseline_windows.max(2) as usize,
+            floor: 0.0,
             learning: Learning::default(),
-            running: None,
+            // A fixed limit has nothing to learn.
+            running: match rule {
+                Rule::Threshold(rule) => Some(Running::Threshold { rule, past: 0 }),
+                _ => None,
+            },
         }
     }
 
-    /// Judges one window's value and spread (the σ of its samples).
-    pub fn observe(&mut self, value: f64, spread: f64) -> Judged {
+    /// A smallest baseline σ in the series' unit, beside the 5 % of its mean: a series
+    /// whose baseline is zero (no errors) would otherwise call its first error a drift.
+    pub fn with_floor(mut self, floor: f64) -> Detector {
+        self.floor = floor;
+        self
+    }
+
+    /// Judges one window's value and spread (the σ of its samples; none where the
+    /// source gives only the value, as a Prometheus query does).
+    pub fn observe(&mut self, value: f64, spread: Option<f64>) -> Judged {
         let Some(running) = &mut self.running else {
             self.learning.values.push(value);
-            self.learning.spreads.push(spread);
+            self.learning.spreads.push(spread.unwrap_or(0.0));
             if self.learning.values.len() == self.baseline_windows {
-                let base = self.learning.baseline();
+                let base = self.learning.baseline(self.floor);
                 self.running = Some(match self.rule {
                     Rule::Ewma(rule) => Running::Ewma {
                         rule,
@@ -194,6 +236,7 @@ impl Detector {
                         up: 0.0,
                         down: 0.0,
                     },
+                    Rule::Threshold(rule) => Running::Threshold { rule, past: 0 },
                 });
             }
             return Judged {
@@ -227,28 +270,53 @@ impl Detector {
                 base.keep_learning(value, z);
                 two_sided(*up > rule.h, *down > rule.h)
             }
+            Running::Threshold { rule, past } => {
+                let breaks = if rule.inclusive {
+                    value > rule.limit
+                } else {
+                    value >= rule.limit
+                };
+                *past = if breaks { *past + 1 } else { 0 };
+                Judged {
+                    state: if *past >= rule.windows {
+                        State::Over
+                    } else {
+                        State::Normal
+                    },
+                    threshold: Some(rule.limit),
+                }
+            }
         }
     }
 }
 
 /// Over when the value is past μ + kσ and the spread has grown for `confirm` windows;
 /// the baseline learns only from windows within the threshold, so a degradation does
-/// not become the new normal.
-fn ewma(rule: EwmaRule, base: &mut Baseline, grown: &mut u32, value: f64, spread: f64) -> Judged {
+/// not become the new normal. A series without a spread (a Prometheus query's value)
+/// confirms drift by `confirm` windows in a row past μ + kσ instead.
+fn ewma(
+    rule: EwmaRule,
+    base: &mut Baseline,
+    grown: &mut u32,
+    value: f64,
+    spread: Option<f64>,
+) -> Judged {
     let threshold = base.mean + rule.k * base.sd;
-    *grown = if spread > (1.0 + rule.sigma_growth) * base.spread {
-        *grown + 1
-    } else {
-        0
+    let grew = match spread {
+        Some(spread) => spread > (1.0 + rule.sigma_growth) * base.spread,
+        None => value > threshold,
     };
+    *grown = if grew { *grown + 1 } else { 0 };
     let over = value > threshold && *grown >= rule.confirm;
     if value <= threshold {
         let a = rule.alpha;
         let diff = value - base.mean;
         base.mean += a * diff;
         let var = (1.0 - a) * (base.sd.powi(2) + a * diff * diff);
-        base.sd = var.sqrt().max(SIGMA_FLOOR * base.mean.abs());
-        base.spread += a * (spread - base.spread);
+        base.sd = base.floored(var.sqrt());
+        if let Some(spread) = spread {
+            base.spread += a * (spread - base.spread);
+        }
     }
     Judged {
         state: if over { State::Over } else { State::Normal },
@@ -313,7 +381,7 @@ mod tests {
         let mut d = Detector::new(rule, 5);
         windows
             .iter()
-            .position(|(v, s)| d.observe(*v, *s).state == State::Over)
+            .position(|(v, s)| d.observe(*v, Some(*s)).state == State::Over)
     }
 
     /// On 100 stationary series of 200 windows (20,000 windows), no detector raises a
@@ -356,9 +424,56 @@ mod tests {
         let mut d = Detector::new(CUSUM, 5);
         let states: Vec<State> = series(3, 40, 20, -0.5)
             .iter()
-            .map(|(v, s)| d.observe(*v, *s).state)
+            .map(|(v, s)| d.observe(*v, Some(*s)).state)
             .collect();
         assert!(!states.contains(&State::Over));
         assert!(states[20..24].contains(&State::Under), "{states:?}");
+    }
+
+    /// Without spreads (a Prometheus series) the source's rule still finds the rise of
+    /// the first test, confirmed by windows past μ + kσ, and stays quiet when stationary.
+    #[test]
+    fn ewma_without_spreads_confirms_by_windows_past_the_threshold() {
+        let first = |windows: Vec<(f64, f64)>| {
+            let mut d = Detector::new(EWMA, 5);
+            windows
+                .iter()
+                .position(|(v, _)| d.observe(*v, None).state == State::Over)
+        };
+        for seed in 0..50 {
+            assert_eq!(
+                first(series(seed, 200, usize::MAX, 0.0)),
+                None,
+                "seed {seed}"
+            );
+            let at = first(series(seed, 200, 100, 0.5));
+            assert!(at.is_some_and(|at| (102..105).contains(&at)), "{at:?}");
+        }
+    }
+
+    #[test]
+    fn a_threshold_opens_after_its_windows_in_a_row_and_minds_its_operator() {
+        let rule = |inclusive| {
+            Rule::Threshold(ThresholdRule {
+                limit: 800.0,
+                inclusive,
+                windows: 3,
+            })
+        };
+        let mut d = Detector::new(rule(true), 5);
+        let states: Vec<State> = [
+            900.0, 900.0, 700.0, 900.0, 900.0, 800.0, 900.0, 900.0, 900.0,
+        ]
+        .iter()
+        .map(|v| d.observe(*v, None).state)
+        .collect();
+        let over: Vec<usize> = (0..states.len())
+            .filter(|i| states[*i] == State::Over)
+            .collect();
+        // Judged from the first window; a window at the limit is within `<=`.
+        assert_eq!(over, [8]);
+        let mut strict = Detector::new(rule(false), 5);
+        let at_limit: Vec<State> = (0..3).map(|_| strict.observe(800.0, None).state).collect();
+        assert_eq!(at_limit[2], State::Over);
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod detect;
 pub mod episode;
+pub mod logs;
 pub mod series;
 pub mod window;
 
@@ -18,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::record::Record;
 use crate::spec::Problems;
 use crate::spec::streaming::{DetectorKind, StreamingSpec, WebhookSpec};
-pub use detect::{Rule, State};
+pub use detect::{Rule, State, ThresholdRule};
 pub use episode::{Change, Episode, Severity};
 use series::Series;
 use window::Windows;
@@ -37,6 +38,22 @@ pub struct StreamingPlan {
     pub min_samples: u64,
     pub critical_after: Duration,
     pub actions: Vec<Action>,
+    /// The windowed SLOs of `sloThresholds` (`p99: "<= 800ms over 30s for 3
+    /// windows"`), each over windows of its own length.
+    pub thresholds: Vec<WindowedThreshold>,
+}
+
+/// A windowed SLO: a fixed limit on a series over windows of `window`, closing every
+/// `step`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowedThreshold {
+    /// The SLO's name, `ttft.p99`: the series its episodes are of.
+    pub slo: String,
+    pub series: Series,
+    pub rule: ThresholdRule,
+    pub window: Duration,
+    /// The streaming block's step when it divides the window, else the window itself.
+    pub step: Duration,
 }
 
 /// What to do when an episode opens (printing happens for every episode).
@@ -57,6 +74,50 @@ pub struct Webhook {
 }
 
 impl StreamingPlan {
+    /// The plan of a spec's `streaming:` block and of its windowed SLOs; none when it
+    /// has neither.
+    pub fn build(
+        spec: Option<&StreamingSpec>,
+        slos: Option<&crate::slo::SloSet>,
+        problems: &mut Problems,
+    ) -> Option<StreamingPlan> {
+        let windowed: Vec<&crate::slo::Slo> = slos
+            .map(|set| set.slos.iter().filter(|s| s.window.is_some()).collect())
+            .unwrap_or_default();
+        let mut plan = match spec {
+            Some(spec) => StreamingPlan::from_spec(spec, problems)?,
+            None if windowed.is_empty() => return None,
+            None => StreamingPlan::thresholds_only(),
+        };
+        plan.thresholds = windowed
+            .into_iter()
+            .filter_map(|slo| slo.windowed_threshold(plan.step))
+            .collect();
+        Some(plan)
+    }
+
+    /// The plan of windowed SLOs alone: no detector watches anything.
+    fn thresholds_only() -> StreamingPlan {
+        let spec = StreamingSpec::default();
+        let mut plan =
+            StreamingPlan::from_spec(&spec, &mut Problems::new()).expect("the defaults are valid");
+        plan.watch.clear();
+        plan
+    }
+
+    /// What the plan judges with, for headers: `ewma`, `ewma + 2 windowed SLOs`.
+    pub fn describe(&self) -> String {
+        match (self.watch.is_empty(), self.thresholds.len()) {
+            (false, 0) => self.rule.name().to_owned(),
+            (true, n) => format!("{n} windowed SLO{}", if n == 1 { "" } else { "s" }),
+            (false, n) => format!(
+                "{} + {n} windowed SLO{}",
+                self.rule.name(),
+                if n == 1 { "" } else { "s" }
+            ),
+        }
+    }
+
     /// Checks a `streaming:` block; problems go to `problems` under `spec.streaming`.
     pub fn from_spec(spec: &StreamingSpec, problems: &mut Problems) -> Option<StreamingPlan> {
         let before = problems.count();
@@ -111,12 +172,8 @@ impl StreamingPlan {
             min_samples: spec.min_samples.unwrap_or(20),
             critical_after: spec.critical_after.map_or(Duration::from_secs(60), |d| d.0),
             actions,
+            thresholds: Vec::new(),
         })
-    }
-
-    /// Buckets per window.
-    fn span(&self) -> u64 {
-        (self.window.as_millis() / self.step.as_millis()) as u64
     }
 }
 
@@ -233,6 +290,7 @@ fn webhook_of(w: &WebhookSpec, path: &str, problems: &mut Problems) -> Option<We
 pub struct Point {
     /// The window's end, seconds from the run's start.
     pub end_s: f64,
+    /// Samples in the window (0 for a series from a Prometheus query: not known).
     pub count: u64,
     /// The series' value (none: fewer samples than `min_samples`, not judged).
     pub value: Option<f64>,
@@ -247,6 +305,9 @@ pub struct Point {
 pub struct Track {
     pub series: String,
     pub group: String,
+    /// The detector judging it (`ewma`, `threshold` for a windowed SLO).
+    #[serde(default)]
+    pub detector: String,
     pub unit: String,
     pub points: Vec<Point>,
 }
@@ -271,7 +332,7 @@ pub struct DriftSummary {
     pub webhook_failures: u64,
 }
 
-/// A series of one group: its detector, episodes and points.
+/// A series of one group under one detector: its detector, episodes and points.
 #[derive(Debug, Clone)]
 struct Watcher {
     detector: detect::Detector,
@@ -279,21 +340,75 @@ struct Watcher {
     track: Track,
 }
 
+/// Windows of one length and step, and the rules judging their series.
+#[derive(Debug)]
+struct Lane {
+    windows: Windows,
+    /// Each series judged, under the name its episodes carry, by which rule.
+    judges: Vec<(Series, String, Rule)>,
+}
+
+/// How a series is judged: its unit, rule and smallest σ.
+#[derive(Debug, Clone, Copy)]
+struct Kind<'a> {
+    unit: &'a str,
+    rule: Rule,
+    floor: f64,
+}
+
+/// One window's figure handed to a watcher.
+#[derive(Debug, Clone, Copy)]
+pub struct Observed {
+    pub end_s: f64,
+    pub count: u64,
+    pub value: f64,
+    pub sd: Option<f64>,
+}
+
 /// The windows and detectors of a run.
 #[derive(Debug)]
 pub struct Monitor {
     plan: StreamingPlan,
-    windows: Windows,
-    watchers: BTreeMap<(String, String), Watcher>,
+    lanes: Vec<Lane>,
+    /// By series name, group and detector.
+    watchers: BTreeMap<(String, String, &'static str), Watcher>,
     episodes: Vec<Episode>,
     judged: u64,
 }
 
+fn span(window: Duration, step: Duration) -> u64 {
+    (window.as_millis() / step.as_millis()) as u64
+}
+
 impl Monitor {
     pub fn new(plan: StreamingPlan) -> Monitor {
-        let step_us = plan.step.as_micros() as u64;
+        let mut lanes = Vec::new();
+        if !plan.watch.is_empty() {
+            lanes.push(Lane {
+                windows: Windows::new(
+                    plan.step.as_micros() as u64,
+                    span(plan.window, plan.step),
+                    &plan.watch,
+                ),
+                judges: plan
+                    .watch
+                    .iter()
+                    .map(|s| (*s, s.to_string(), plan.rule))
+                    .collect(),
+            });
+        }
+        for t in &plan.thresholds {
+            lanes.push(Lane {
+                windows: Windows::new(
+                    t.step.as_micros() as u64,
+                    span(t.window, t.step),
+                    &[t.series],
+                ),
+                judges: vec![(t.series, t.slo.clone(), Rule::Threshold(t.rule))],
+            });
+        }
         Monitor {
-            windows: Windows::new(step_us, plan.span(), &plan.watch),
+            lanes,
             plan,
             watchers: BTreeMap::new(),
             episodes: Vec::new(),
@@ -306,26 +421,34 @@ impl Monitor {
     }
 
     pub fn observe(&mut self, r: &Record) {
-        self.windows.observe(r);
+        for lane in &mut self.lanes {
+            lane.windows.observe(r);
+        }
+    }
+
+    /// One request from a log line (see [`Windows::observe_sample`]).
+    pub fn observe_sample(
+        &mut self,
+        done_us: u64,
+        group: &str,
+        failed: bool,
+        values: &[(series::Quantity, f64)],
+    ) {
+        for lane in &mut self.lanes {
+            lane.windows.observe_sample(done_us, group, failed, values);
+        }
     }
 
     /// Closes every window that ended at least a moment before `now_us` (µs from the
     /// run's start), and says which episodes opened, escalated or closed.
     pub fn advance(&mut self, now_us: u64) -> Vec<Change> {
-        let mut changes = Vec::new();
-        while self.windows.next_end_us() + GRACE_US <= now_us {
-            changes.extend(self.close_window());
-        }
-        changes
+        self.close_until(|next_end| next_end + GRACE_US <= now_us)
     }
 
     /// Closes the windows that ended by `end_us` and takes the episodes still open:
     /// what the run saw. The monitor is left empty.
     pub fn finish(&mut self, end_us: u64) -> (DriftSummary, Vec<Change>) {
-        let mut changes = Vec::new();
-        while self.windows.next_end_us() <= end_us {
-            changes.extend(self.close_window());
-        }
+        let changes = self.close_until(|next_end| next_end <= end_us);
         let mut tracks = Vec::new();
         let mut episodes = std::mem::take(&mut self.episodes);
         for watcher in std::mem::take(&mut self.watchers).into_values() {
@@ -333,14 +456,15 @@ impl Monitor {
             tracks.push(watcher.track);
         }
         episodes.sort_by(|a, b| a.opened_s.total_cmp(&b.opened_s));
+        let late = self.lanes.iter().map(|l| l.windows.late).max().unwrap_or(0);
         let summary = DriftSummary {
             window_s: self.plan.window.as_secs_f64(),
             step_s: self.plan.step.as_secs_f64(),
-            detector: self.plan.rule.name().to_owned(),
+            detector: self.plan.describe(),
             windows_judged: self.judged,
             episodes,
             tracks,
-            late_records: self.windows.late,
+            late_records: late,
             webhook_calls: 0,
             webhook_failures: 0,
         };
@@ -354,64 +478,129 @@ impl Monitor {
             .filter_map(|w| Some((&w.track, w.track.points.last()?, w.tracker.severity())))
     }
 
-    fn close_window(&mut self) -> Vec<Change> {
-        let (end_us, values) = self.windows.close_next();
+    /// Closes windows in time order across the lanes while `due` says the next one's
+    /// end has come.
+    fn close_until(&mut self, due: impl Fn(u64) -> bool) -> Vec<Change> {
+        let mut changes = Vec::new();
+        loop {
+            let next = (0..self.lanes.len())
+                .map(|i| (self.lanes[i].windows.next_end_us(), i))
+                .min();
+            match next {
+                Some((end, lane)) if due(end) => changes.extend(self.close_window(lane)),
+                _ => return changes,
+            }
+        }
+    }
+
+    fn close_window(&mut self, lane: usize) -> Vec<Change> {
+        let (end_us, values) = self.lanes[lane].windows.close_next();
         let end_s = end_us as f64 / 1e6;
         let mut changes = Vec::new();
         for (group, series, value) in values {
-            let key = (series.to_string(), group.clone());
-            let watcher = self.watchers.entry(key).or_insert_with(|| Watcher {
-                detector: detect::Detector::new(self.plan.rule, self.plan.baseline_windows),
-                tracker: episode::Tracker::default(),
-                track: Track {
-                    series: series.to_string(),
-                    group: group.clone(),
-                    unit: series.unit().to_owned(),
-                    points: Vec::new(),
-                },
-            });
-            if value.count < self.plan.min_samples {
-                watcher.track.points.push(Point {
+            let judges: Vec<(String, Rule)> = self.lanes[lane]
+                .judges
+                .iter()
+                .filter(|(s, ..)| *s == series)
+                .map(|(_, name, rule)| (name.clone(), *rule))
+                .collect();
+            for (name, rule) in judges {
+                let observed = Observed {
                     end_s,
                     count: value.count,
-                    value: None,
-                    sd: None,
-                    threshold: None,
-                    state: None,
-                });
-                continue;
-            }
-            let judged = watcher.detector.observe(value.value, value.sd);
-            self.judged += u64::from(judged.state != State::Learning);
-            watcher.track.points.push(Point {
-                end_s,
-                count: value.count,
-                value: Some(value.value),
-                sd: Some(value.sd),
-                threshold: judged.threshold,
-                state: Some(judged.state),
-            });
-            let change = if judged.state == State::Over {
-                let over = episode::Over {
-                    series: &watcher.track.series,
-                    group: &group,
-                    detector: self.plan.rule.name(),
-                    unit: series.unit(),
-                    end_s,
                     value: value.value,
-                    threshold: judged.threshold,
+                    sd: Some(value.sd),
                 };
-                watcher
-                    .tracker
-                    .over(over, self.plan.critical_after.as_secs_f64())
-            } else {
-                watcher.tracker.normal(end_s)
-            };
-            if let Some(Change::Closed(episode)) = &change {
-                self.episodes.push(episode.clone());
+                let enough = value.count >= self.plan.min_samples;
+                let floor = series.sigma_floor();
+                let kind = Kind {
+                    unit: series.unit(),
+                    rule,
+                    floor,
+                };
+                changes.extend(self.judge(&name, &group, kind, observed, enough));
             }
-            changes.extend(change);
         }
         changes
+    }
+
+    /// A window of a series that arrives already summarised (a Prometheus query's
+    /// point), judged by the spec's detector under `name` and `group`.
+    pub fn observe_point(
+        &mut self,
+        name: &str,
+        group: &str,
+        unit: &str,
+        point: Observed,
+    ) -> Option<Change> {
+        let kind = Kind {
+            unit,
+            rule: self.plan.rule,
+            floor: 0.0,
+        };
+        self.judge(name, group, kind, point, true)
+    }
+
+    fn judge(
+        &mut self,
+        name: &str,
+        group: &str,
+        Kind { unit, rule, floor }: Kind<'_>,
+        w: Observed,
+        enough: bool,
+    ) -> Option<Change> {
+        let key = (name.to_owned(), group.to_owned(), rule.name());
+        let watcher = self.watchers.entry(key).or_insert_with(|| Watcher {
+            detector: detect::Detector::new(rule, self.plan.baseline_windows).with_floor(floor),
+            tracker: episode::Tracker::default(),
+            track: Track {
+                series: name.to_owned(),
+                group: group.to_owned(),
+                detector: rule.name().to_owned(),
+                unit: unit.to_owned(),
+                points: Vec::new(),
+            },
+        });
+        if !enough {
+            watcher.track.points.push(Point {
+                end_s: w.end_s,
+                count: w.count,
+                value: None,
+                sd: None,
+                threshold: None,
+                state: None,
+            });
+            return None;
+        }
+        let judged = watcher.detector.observe(w.value, w.sd);
+        self.judged += u64::from(judged.state != State::Learning);
+        watcher.track.points.push(Point {
+            end_s: w.end_s,
+            count: w.count,
+            value: Some(w.value),
+            sd: w.sd,
+            threshold: judged.threshold,
+            state: Some(judged.state),
+        });
+        let change = if judged.state == State::Over {
+            let over = episode::Over {
+                series: name,
+                group,
+                detector: rule.name(),
+                unit,
+                end_s: w.end_s,
+                value: w.value,
+                threshold: judged.threshold,
+            };
+            watcher
+                .tracker
+                .over(over, self.plan.critical_after.as_secs_f64())
+        } else {
+            watcher.tracker.normal(w.end_s)
+        };
+        if let Some(Change::Closed(episode)) = &change {
+            self.episodes.push(episode.clone());
+        }
+        change
     }
 }

@@ -29,6 +29,14 @@ impl Quantity {
         (Quantity::TtftPer1kInput, "ttft_per_1k_input"),
     ];
 
+    /// `ttft`, `e2e_per_token`.
+    pub fn from_name(name: &str) -> Option<Quantity> {
+        Quantity::ALL
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(q, _)| *q)
+    }
+
     pub fn name(self) -> &'static str {
         Quantity::ALL
             .iter()
@@ -102,6 +110,16 @@ impl Series {
             ),
         };
         Some(Series::Latency(quantity, stat))
+    }
+
+    /// The smallest baseline σ a detector of this series uses: 0.2 percentage points
+    /// for the error share, so that on a clean baseline μ + 2.5σ is 0.5 % errors and a
+    /// single failed request in a window of hundreds is not a drift.
+    pub fn sigma_floor(self) -> f64 {
+        match self {
+            Series::ErrorRate => 0.002,
+            Series::Latency(..) => 0.0,
+        }
     }
 
     /// The unit of the series' values.

@@ -129,22 +129,10 @@ impl Windows {
         if r.phase != Phase::Measure || r.outcome == Outcome::Cancelled {
             return;
         }
-        let index = r.done_us() / self.step_us;
-        if index + self.span < self.next_end {
-            // Every window holding this bucket has closed.
-            self.late += 1;
-            return;
-        }
         let group = r.step.as_ref().map_or("all", |s| s.name.as_str());
-        let buckets = self.groups.entry(group.to_owned()).or_default();
-        let at = match buckets.binary_search_by_key(&index, |(i, _)| *i) {
-            Ok(at) => at,
-            Err(at) => {
-                buckets.insert(at, (index, Bucket::new(&self.quantities)));
-                at
-            }
+        let Some(bucket) = self.bucket_at(r.done_us(), group) else {
+            return;
         };
-        let bucket = &mut buckets[at].1;
         match r.outcome {
             Outcome::Ok => bucket.completed += 1,
             Outcome::Error | Outcome::Timeout => {
@@ -158,6 +146,46 @@ impl Windows {
                 samples.add(value);
             }
         }
+    }
+
+    /// Takes one request known only by a line of a log: when it ended, whether it
+    /// failed and the quantities the line gives (microseconds).
+    pub fn observe_sample(
+        &mut self,
+        done_us: u64,
+        group: &str,
+        failed: bool,
+        values: &[(Quantity, f64)],
+    ) {
+        let Some(bucket) = self.bucket_at(done_us, group) else {
+            return;
+        };
+        bucket.completed += 1;
+        bucket.failed += u64::from(failed);
+        for (q, value) in values {
+            if let Some(samples) = bucket.samples.get_mut(q).filter(|_| !failed) {
+                samples.add(*value);
+            }
+        }
+    }
+
+    /// The bucket a request that ended at `done_us` falls in; none (counted late) when
+    /// every window holding it has closed.
+    fn bucket_at(&mut self, done_us: u64, group: &str) -> Option<&mut Bucket> {
+        let index = done_us / self.step_us;
+        if index + self.span < self.next_end {
+            self.late += 1;
+            return None;
+        }
+        let buckets = self.groups.entry(group.to_owned()).or_default();
+        let at = match buckets.binary_search_by_key(&index, |(i, _)| *i) {
+            Ok(at) => at,
+            Err(at) => {
+                buckets.insert(at, (index, Bucket::new(&self.quantities)));
+                at
+            }
+        };
+        Some(&mut buckets[at].1)
     }
 
     /// Closes the next window: its end (µs) and each group's value of each series.
