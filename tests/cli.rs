@@ -599,3 +599,213 @@ fn the_report_shows_the_command_spec_and_first_exchanges_and_no_secret() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A JSON-lines access log, 20 requests a second for `seconds` from Unix time `t0`:
+/// latency 100 ms ± 10 % by a fixed sequence; from `change_s`, every fifth request 600
+/// ms slower and every twentieth a 503.
+fn access_log(t0: f64, seconds: u64, change_s: u64) -> String {
+    let mut out = String::new();
+    for i in 0..seconds * 20 {
+        let at = i as f64 / 20.0;
+        let mut ms = 100.0 + ((i * 7_919) % 21) as f64 - 10.0;
+        let mut status = 200;
+        if at >= change_s as f64 {
+            ms += if i % 5 == 0 { 600.0 } else { 0.0 };
+            status = if i % 20 == 3 { 503 } else { 200 };
+        }
+        out.push_str(&format!(
+            "{{\"ts\": {:.3}, \"upstream\": {{\"ms\": {ms}}}, \"status\": {status}}}\n",
+            t0 + at
+        ));
+    }
+    out
+}
+
+fn watch_spec(dir: &std::path::Path) -> String {
+    let spec = dir.join("watch.yaml");
+    std::fs::write(
+        &spec,
+        "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: { name: logs }\nspec:\n  services:\n    llm: { url: embedded }\n  payloadTemplate: { prompts: { synthetic: { input_tokens: 8, output_tokens: 8 } } }\n  load:\n    - { rate: 1, duration: 1s }\n---\napiVersion: redline.dev/v1alpha1\nkind: ScaleSpec\nmetadata: { name: logs }\nspec:\n  sloThresholds:\n    e2e: { p99: \"<= 500ms over 3s for 2 windows\" }\n  streaming:\n    window: 3s\n    step: 1s\n    watch: [e2e.p95, error_rate]\n",
+    )
+    .unwrap();
+    spec.display().to_string()
+}
+
+/// `redline watch --log`: a file and stdin give the same episodes, opening after the
+/// change and not before; a bad line is left out and said to be; the wrong flags name
+/// what is missing.
+#[test]
+fn watch_reads_a_json_lines_log_from_a_file_or_stdin() {
+    let dir = std::env::temp_dir().join(format!("redline-watch-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = watch_spec(&dir);
+    let log = dir.join("access.jsonl");
+    std::fs::write(&log, access_log(1_796_000_000.0, 30, 18) + "GET / 200\n").unwrap();
+    let args = |source: &str| {
+        let json = dir.join(format!("{}.json", source.replace('/', "_")));
+        let (code, stdout, stderr) = redline(&[
+            "watch",
+            "--spec",
+            &spec,
+            "--log",
+            source,
+            "--log-field",
+            "e2e=upstream.ms",
+            "--log-status",
+            "status",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let drift: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(json).unwrap_or_default()).unwrap_or_default();
+        (code, stdout, stderr, drift)
+    };
+    let (code, stdout, stderr, drift) = args(log.to_str().unwrap());
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("t = 0 s is 2026-11-30T00:53:20Z"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("note: 1 log line(s) left out (the first, line 601: not a JSON object)"),
+        "{stdout}"
+    );
+    let mut opened: Vec<(String, f64)> = drift["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                format!(
+                    "{} {}",
+                    e["series"].as_str().unwrap(),
+                    e["detector"].as_str().unwrap()
+                ),
+                e["opened_s"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    opened.sort_by(|a, b| a.0.cmp(&b.0));
+    let names: Vec<&str> = opened.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["e2e.p95 ewma", "e2e.p99 threshold", "error_rate ewma"],
+        "{stdout}"
+    );
+    // The change is at 18 s of the log (t = 0 is on the 1 s grid at its start); every
+    // episode opens within three windows of it.
+    for (name, at) in &opened {
+        assert!(
+            (18.0..=21.0).contains(at),
+            "{name} opened at {at}s\n{stdout}"
+        );
+    }
+    // stdin: the same.
+    let out = Command::new(env!("CARGO_BIN_EXE_redline"))
+        .args([
+            "watch",
+            "--spec",
+            &spec,
+            "--log",
+            "-",
+            "--log-field",
+            "e2e=upstream.ms",
+            "--log-status",
+            "status",
+        ])
+        .stdin(std::fs::File::open(&log).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let from_stdin = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        from_stdin.replace("stdin", "FILE"),
+        stdout.replace(log.to_str().unwrap(), "FILE")
+    );
+    for (flags, message) in [
+        (vec![], "name what to watch"),
+        (vec!["--query", "up"], "`--query` needs `--prometheus URL`"),
+        (
+            vec!["--log", "-", "--log-unit", "h"],
+            "`--log-unit h`: choose from us, ms, s",
+        ),
+    ] {
+        let mut all = vec!["watch", "--spec", spec.as_str()];
+        all.extend(flags);
+        let (code, _, stderr) = redline(&all);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains(message), "{stderr}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `--follow`: lines appended while redline watches are judged as they come, and
+/// `--for` ends it.
+#[test]
+fn watch_follows_a_growing_log() {
+    let dir = std::env::temp_dir().join(format!("redline-watch-follow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = watch_spec(&dir);
+    let log = dir.join("growing.jsonl");
+    std::fs::write(&log, "").unwrap();
+    let json = dir.join("follow.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_redline"))
+        .args([
+            "watch",
+            "--spec",
+            &spec,
+            "--log",
+            log.to_str().unwrap(),
+            "--log-field",
+            "e2e=upstream.ms",
+            "--follow",
+            "--for",
+            "9s",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Seven seconds of lines written as they happen, a second at a time.
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let lines: Vec<String> = access_log(start, 7, 100)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    for second in lines.chunks(20) {
+        let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        std::io::Write::write_all(&mut file, (second.join("\n") + "\n").as_bytes()).unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed().as_secs_f64() < 5.0,
+        "--for did not end it"
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let drift: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // Windows closed while the log grew: 3 s windows over 7 s of lines, every second.
+    let track = drift["tracks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["series"] == "e2e.p95")
+        .unwrap();
+    let counts: Vec<u64> = track["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["count"].as_u64().unwrap())
+        .collect();
+    assert!(
+        counts.len() >= 4 && counts.contains(&60),
+        "{counts:?}\n{stdout}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -237,3 +237,88 @@ async fn a_failing_webhook_is_retried_a_bounded_number_of_times_and_abort_stops_
     assert_eq!(hook.calls.load(Ordering::Relaxed), 3);
     assert_eq!((drift.webhook_calls, drift.webhook_failures), (1, 1));
 }
+
+/// A change of prompt mix is not drift: prompts double from 1,000 to 2,000 tokens at
+/// 12 s (same server, same rate). TTFT rises with the longer prefill, and CUSUM (a
+/// level-shift detector) opens a raw `ttft.p95` episode; TTFT per 1,000 prompt tokens
+/// falls (a step's fixed cost is spread over more tokens) and opens none.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_longer_prompt_mix_moves_raw_ttft_and_not_ttft_per_1k_input() {
+    let _serial = SERIAL.lock().await;
+    let dir = common::temp_dir("drift-mix");
+    // 20 req/s for 20 s; each request's blocks its own, so the prefix cache never hits.
+    let lines: Vec<String> = (0..400u64)
+        .map(|i| {
+            let (tokens, blocks) = if i * 50 < 12_000 { (1_000, 2) } else { (2_000, 4) };
+            let ids: Vec<String> = (0..blocks).map(|b| (i * 10 + b).to_string()).collect();
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": {tokens}, \"output_length\": 16, \"hash_ids\": [{}]}}",
+                i * 50,
+                ids.join(", ")
+            )
+        })
+        .collect();
+    let trace = dir.join("trace.jsonl");
+    std::fs::write(&trace, lines.join("\n")).unwrap();
+    let text = format!(
+        "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: {{ name: mix }}\nspec:\n  seed: 3\n  services:\n    llm: {{ url: embedded, profile: 7b }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 8, output_tokens: 16 }} }}\n  load:\n    - {{ replay: {{ file: \"{}\" }} }}\n---\napiVersion: redline.dev/v1alpha1\nkind: ScaleSpec\nmetadata: {{ name: mix }}\nspec:\n  streaming:\n    window: 3s\n    step: 1s\n    detector: cusum\n    watch: [ttft.p95, ttft_per_1k_input.p95]\n",
+        trace.display()
+    );
+    let file = redline::spec::parse("mix.yaml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let scenario = Scenario::from_spec(&file, &text).unwrap_or_else(|e| panic!("{e}"));
+    let (result, _) = run_spec(scenario, "drift-mix-run".into(), CancellationToken::new()).await;
+    let drift = result.drift.unwrap();
+    let mean_before_after = |series: &str| {
+        let track = drift.tracks.iter().find(|t| t.series == series).unwrap();
+        let mean = |points: Vec<f64>| points.iter().sum::<f64>() / points.len() as f64;
+        let of = |keep: &dyn Fn(f64) -> bool| {
+            mean(
+                track
+                    .points
+                    .iter()
+                    .filter(|p| keep(p.end_s))
+                    .filter_map(|p| p.value)
+                    .collect(),
+            )
+        };
+        (of(&|end| end <= 12.0), of(&|end| end >= 16.0))
+    };
+    let (raw_before, raw_after) = mean_before_after("ttft.p95");
+    let (per_before, per_after) = mean_before_after("ttft_per_1k_input.p95");
+    eprintln!(
+        "mix: ttft.p95 {raw_before:.1} → {raw_after:.1} ms; ttft_per_1k_input.p95 {per_before:.1} → {per_after:.1} ms; episodes {:?}",
+        drift
+            .episodes
+            .iter()
+            .map(|e| (&e.series, e.opened_s))
+            .collect::<Vec<_>>()
+    );
+    // The raw series moves up by a good part; the normalised one does not rise.
+    assert!(
+        raw_after > 1.2 * raw_before,
+        "ttft.p95 {raw_before} → {raw_after}"
+    );
+    assert!(
+        per_after < per_before,
+        "ttft_per_1k_input.p95 {per_before} → {per_after}"
+    );
+    let raw: Vec<_> = drift
+        .episodes
+        .iter()
+        .filter(|e| e.series == "ttft.p95")
+        .collect();
+    assert!(
+        raw.first()
+            .is_some_and(|e| e.opened_s >= 12.0 && e.opened_s <= 16.0),
+        "{:#?}",
+        drift.episodes
+    );
+    assert!(
+        drift
+            .episodes
+            .iter()
+            .all(|e| e.series != "ttft_per_1k_input.p95"),
+        "{:#?}",
+        drift.episodes
+    );
+}

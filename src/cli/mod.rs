@@ -79,19 +79,11 @@ pub enum Command {
         #[arg(long)]
         quiet: bool,
     },
-    /// Run a spec's streaming SLOs (`streaming:` in its ScaleSpec) over a finished
-    /// run's records: the windows, detectors and episodes a live run would have had.
-    /// Exits 1 when an episode opened.
-    Watch {
-        /// records.jsonl of the run.
-        records: PathBuf,
-        /// The spec whose ScaleSpec has the `streaming:` block.
-        #[arg(long)]
-        spec: PathBuf,
-        /// Also write what was seen (windows, episodes) as JSON to this file.
-        #[arg(long)]
-        json: Option<PathBuf>,
-    },
+    /// Run a spec's streaming SLOs (`streaming:` and windowed SLOs in its ScaleSpec)
+    /// over a run's records, Prometheus or VictoriaMetrics range queries, or a
+    /// JSON-lines log: the windows, detectors and episodes a live run would have had.
+    /// `--follow` keeps reading as they grow. Exits 1 when an episode opened.
+    Watch(watch::WatchArgs),
     /// SLOs as code beyond a run: `redline slo rules SPEC` prints Prometheus alerting
     /// rules for the spec's SLOs.
     Slo {
@@ -541,11 +533,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
                     metrics,
                 },
         } => slo_rules(&spec, format, metrics),
-        Command::Watch {
-            records,
-            spec,
-            json,
-        } => watch::watch(&records, &spec, json.as_deref()),
+        Command::Watch(args) => watch::watch(args).await,
         Command::Compare {
             runs,
             fail_on,

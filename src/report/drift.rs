@@ -14,6 +14,8 @@ fn severity(s: Severity) -> &'static str {
 fn value(x: f64, unit: &str) -> String {
     match unit {
         "share" => format!("{:.2}%", x * 100.0),
+        // A query's value, in whatever unit the query gives.
+        "" => format!("{x:.4}"),
         _ => format!("{x:.1} {unit}"),
     }
 }
