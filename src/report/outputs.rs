@@ -108,7 +108,11 @@ pub fn write_pictures(summary: &Summary, dir: &Path, html: Option<&Path>) -> Res
     let page = html.map_or_else(|| dir.join("report.html"), Path::to_owned);
     std::fs::write(&page, super::html::render(summary, &digest))
         .with_context(|| format!("cannot write {}", page.display()))?;
-    super::timeline::write(&records, &dir.join("timeline.json"))?;
+    super::timeline::write(
+        &records,
+        &dir.join("timeline.json"),
+        summary.requests.scheduled,
+    )?;
     Ok(page)
 }
 
