@@ -702,8 +702,8 @@ mod tests {
         let mut monitor = streaming::Monitor::new(plan);
         let mut agg = Aggregator::new(None);
         for i in 0..900u64 {
-            // One request every 100 ms, 90 s.
-            let done_ms = i * 100 + 50;
+            // One request every 100 ms, from 2 s to 92 s.
+            let done_ms = i * 100 + 2_000;
             let ttft_ms = if done_ms < 60_000 { 100 } else { 1_000 };
             let mut r = ok(i, ttft_ms);
             r.sent_us = Some(done_ms * 1_000 - ttft_ms * 1_000 - 1_000);

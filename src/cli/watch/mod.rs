@@ -62,7 +62,7 @@ pub struct WatchArgs {
     #[arg(long)]
     pub follow: bool,
     /// With `--follow`: stop after this long.
-    #[arg(long = "for", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long = "for", requires = "follow", value_parser = parse_duration, value_name = "DURATION")]
     pub follow_for: Option<Duration>,
     /// Also write what was seen (windows, episodes) as JSON to this file.
     #[arg(long)]
