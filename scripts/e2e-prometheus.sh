@@ -24,7 +24,12 @@ bin=$PWD/target/release/redline
 spec=tests/fixtures/prometheus/watched.yaml
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done; rm -rf "$work"; }
+# The servers flush their storage as they stop: wait for them before removing it.
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2> /dev/null || true; done
+  rm -rf "$work"
+}
 trap cleanup EXIT
 fail() { echo "e2e-prometheus: $*" >&2; exit 1; }
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
