@@ -1,5 +1,7 @@
 //! The `redline` binary as a user runs it: exit codes and what it prints for mistakes.
 
+mod common;
+
 use std::process::Command;
 
 fn redline(args: &[&str]) -> (Option<i32>, String, String) {
@@ -83,8 +85,7 @@ fn help_lists_the_exit_codes_and_the_simulator_refuses_remote_binds() {
 fn a_breached_ttft_slo_fails_the_gate_aborts_early_and_writes_junit() {
     // The fault: four times the load the 7b profile can serve with 1,024-token prompts,
     // so requests queue and P99 TTFT grows far past 350 ms within seconds.
-    let dir = std::env::temp_dir().join(format!("redline-gate-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp_dir("gate");
     let spec = dir.join("gate.yaml");
     std::fs::write(
         &spec,
@@ -230,8 +231,7 @@ fn the_header_is_printed_before_the_run_starts() {
 /// and the run's own exit code is kept — here 1, from a failed SLO.
 #[test]
 fn a_closed_stdout_keeps_the_runs_files_and_exit_code() {
-    let dir = std::env::temp_dir().join(format!("redline-pipe-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp_dir("pipe");
     let spec = dir.join("gate.yaml");
     std::fs::write(
         &spec,
@@ -271,8 +271,7 @@ fn a_closed_stdout_keeps_the_runs_files_and_exit_code() {
 /// succeeded) is exit 1, and the report says why.
 #[test]
 fn exit_1_when_requests_fail_and_no_slo_is_set() {
-    let dir = std::env::temp_dir().join(format!("redline-default-gate-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp_dir("default-gate");
     let cases = [
         (
             "404",
@@ -357,8 +356,7 @@ fn an_api_key_that_cannot_be_a_header_is_a_spec_error_naming_the_variable() {
 /// get --output-tokens; the simulator's count of what it generated is the proof.
 #[test]
 fn prompts_file_sends_output_tokens_as_max_tokens() {
-    let dir = std::env::temp_dir().join(format!("redline-prompts-max-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp_dir("prompts-max");
     let prompts = dir.join("prompts.jsonl");
     std::fs::write(
         &prompts,
@@ -407,8 +405,7 @@ fn prompts_file_sends_output_tokens_as_max_tokens() {
 /// `check` on the same records and spec now equals the run's.
 #[test]
 fn check_judges_the_records_as_the_live_run_did() {
-    let dir = std::env::temp_dir().join(format!("redline-check-same-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp_dir("check-same");
     let spec = dir.join("gate.yaml");
     std::fs::write(
         &spec,
@@ -519,8 +516,7 @@ fn offered_against_achieved_units_and_what_validate_parsed_are_shown() {
 /// or the environment gave: header values, an API key, a URL password.
 #[test]
 fn the_report_shows_the_command_spec_and_first_exchanges_and_no_secret() {
-    let dir = std::env::temp_dir().join(format!("redline-invocation-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp_dir("invocation");
     std::fs::write(
         dir.join("prompts.jsonl"),
         "{\"prompt\": \"Tell me a long story about load testing.\", \"max_tokens\": 4}\n{\"prompt\": \"And another.\", \"max_tokens\": 4}\n",
@@ -636,8 +632,7 @@ fn watch_spec(dir: &std::path::Path) -> String {
 /// what is missing.
 #[test]
 fn watch_reads_a_json_lines_log_from_a_file_or_stdin() {
-    let dir = std::env::temp_dir().join(format!("redline-watch-log-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp_dir("watch-log");
     let spec = watch_spec(&dir);
     let log = dir.join("access.jsonl");
     std::fs::write(&log, access_log(1_796_000_000.0, 30, 18) + "GET / 200\n").unwrap();
@@ -743,8 +738,7 @@ fn watch_reads_a_json_lines_log_from_a_file_or_stdin() {
 /// `--for` ends it.
 #[test]
 fn watch_follows_a_growing_log() {
-    let dir = std::env::temp_dir().join(format!("redline-watch-follow-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp_dir("watch-follow");
     let spec = watch_spec(&dir);
     let log = dir.join("growing.jsonl");
     std::fs::write(&log, "").unwrap();

@@ -221,9 +221,8 @@ impl External {
             outln!("  t = 0 s is {}", rfc3339(origin));
             let to = p.end_s.unwrap_or_else(|| now_s() - SETTLE.as_secs_f64());
             p.read(&http, monitor, &clock, (p.start_s, to)).await?;
-            // The last point on the query's grid, where following goes on from.
-            let steps = ((to - p.start_s) / self.step_s).floor();
-            polled_to = Some(p.start_s + steps * self.step_s);
+            // Following goes on from the last point on the query's grid.
+            polled_to = Some(last_on_grid(p.start_s, to, self.step_s));
         }
         let mut lines = match &self.log {
             Some(l) => Some(Lines::open(l.path.as_deref(), follow, stop.clone())?),
@@ -283,12 +282,16 @@ impl External {
             return Ok(());
         }
         // On the grid of the first query, so every window is read once.
-        let steps = ((to - next) / self.step_s).floor();
-        let last = next + steps * self.step_s;
+        let last = last_on_grid(next, to, self.step_s);
         p.read(http, monitor, clock, (next, last)).await?;
         *polled_to = Some(last);
         Ok(())
     }
+}
+
+/// The last point of the grid `from + k·step` at or before `to`.
+fn last_on_grid(from: f64, to: f64, step: f64) -> f64 {
+    from + ((to - from) / step).floor() * step
 }
 
 async fn next_line(lines: &mut Option<Lines>) -> Option<super::lines::Line> {
@@ -380,12 +383,9 @@ impl PromSource {
                         value,
                         sd: None,
                     };
-                    print_changes(
-                        &monitor
-                            .observe_point(name, &group, "", point)
-                            .into_iter()
-                            .collect::<Vec<_>>(),
-                    );
+                    if let Some(change) = monitor.observe_point(name, &group, "", point) {
+                        print_changes(&[change]);
+                    }
                 }
             }
         }
