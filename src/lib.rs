@@ -25,6 +25,8 @@
 //! - [`pacer`]: releases open-loop arrivals on time, from a thread of its own.
 //! - [`metrics`]: HDR histograms, counters and windows over the records.
 //! - [`slo`]: SLOs as code: parsing, judging, JUnit.
+//! - [`explain`]: causal attribution over the call graph: which node's own change
+//!   made the root breach, with intervals and interventions.
 //! - [`sim`]: the embedded simulators (an OpenAI-compatible LLM server over a
 //!   continuous-batching engine model, embeddings, vector search), with ground truth
 //!   on every answer.
@@ -51,6 +53,7 @@ pub mod schedule;
 pub mod pacer;
 pub mod metrics;
 pub mod slo;
+pub mod explain;
 pub mod sim;
 pub mod chaos;
 pub mod flow;

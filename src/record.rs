@@ -198,6 +198,9 @@ pub struct StepMark {
     pub name: String,
     /// `embed`, `search`, `chat`, `tool` or `http`.
     pub kind: String,
+    /// The service (under `spec.services`) the step called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
     /// The request's place in its session, from 1 (`agent_step_seq`).
     pub agent_step_seq: u32,
     /// For tool calls: the tool.

@@ -24,6 +24,7 @@ mod progress;
 mod check;
 mod compare;
 mod datagen;
+mod explain;
 mod graph;
 mod report;
 mod serve;
@@ -34,6 +35,7 @@ mod watch;
 use check::*;
 use compare::*;
 use datagen::*;
+use explain::*;
 use graph::*;
 use report::*;
 use run::*;
@@ -84,6 +86,12 @@ pub enum Command {
     /// JSON-lines log: the windows, detectors and episodes a live run would have had.
     /// `--follow` keeps reading as they grow. Exits 1 when an episode opened.
     Watch(watch::WatchArgs),
+    /// Which service made a run breach: the call graph reversed into a causal model
+    /// (each node's latency a function of its callees' plus its own, failures a
+    /// noisy-OR), the change from a baseline split among the nodes by Shapley values
+    /// with bootstrap intervals, and `do(node = baseline)` for each. Writes
+    /// RUN/explain.json.
+    Explain(ExplainArgs),
     /// SLOs as code beyond a run: `redline slo rules SPEC` prints Prometheus alerting
     /// rules for the spec's SLOs.
     Slo {
@@ -534,6 +542,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 },
         } => slo_rules(&spec, format, metrics),
         Command::Watch(args) => watch::watch(args).await,
+        Command::Explain(args) => explain_command(args),
         Command::Compare {
             runs,
             fail_on,

@@ -377,6 +377,7 @@ mod dashboard {
         r.step = Some(StepMark {
             name: "s".into(),
             kind: "chat".into(),
+            service: None,
             agent_step_seq: 1,
             tool: None,
             tool_call_hash: None,

@@ -210,6 +210,7 @@ impl Session<'_> {
         record.step = Some(StepMark {
             name: step.name.clone(),
             kind: step.kind.name().to_owned(),
+            service: Some(step.service.clone()),
             agent_step_seq: self.requests,
             tool,
             tool_call_hash,
