@@ -187,8 +187,23 @@ pub struct Attribution {
     pub significant: bool,
     /// Every node, largest contribution first.
     pub nodes: Vec<NodeAttribution>,
+    /// Services with more than one node (a tools service behind two steps): their
+    /// nodes together, largest contribution first.
+    pub services: Vec<ServiceAttribution>,
     pub shapley: ShapleyCost,
     pub bootstrap: usize,
+}
+
+/// A service's nodes taken together: Shapley values add up over a group, and the
+/// intervention puts all of them at the baseline at once.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ServiceAttribution {
+    pub service: String,
+    pub nodes: Vec<String>,
+    pub contribution: Interval,
+    pub share: f64,
+    pub counterfactual: RootStats,
+    pub undoes: f64,
 }
 
 /// The coalition game over one baseline and one incident set of rows.
@@ -362,6 +377,9 @@ pub fn attribute(
         (b.contribution.value * change.value.signum())
             .total_cmp(&(a.contribution.value * change.value.signum()))
     });
+    let services = services(
+        table, &mut game, settings, &phi, &resampled, change, inc_value, base_value,
+    );
     Attribution {
         measure: settings.measure,
         baseline_traces: baseline.len(),
@@ -371,9 +389,61 @@ pub fn attribute(
         change,
         significant,
         nodes,
+        services,
         shapley: cost,
         bootstrap: settings.bootstrap,
     }
+}
+
+/// Every service with several nodes, its nodes' contributions summed (in each
+/// resample too) and intervened on together.
+#[allow(clippy::too_many_arguments)]
+fn services(
+    table: &Table,
+    game: &mut Game,
+    settings: &Settings,
+    phi: &[f64],
+    resampled: &[(Vec<f64>, f64)],
+    change: Interval,
+    inc_value: f64,
+    base_value: f64,
+) -> Vec<ServiceAttribution> {
+    let mut groups: std::collections::BTreeMap<&str, Vec<usize>> =
+        std::collections::BTreeMap::new();
+    for (node, spec) in table.nodes.iter().enumerate() {
+        if let Some(service) = &spec.service {
+            groups.entry(service.as_str()).or_default().push(node);
+        }
+    }
+    let all = (1u64 << table.nodes.len()) - 1;
+    let mut services: Vec<ServiceAttribution> = groups
+        .into_iter()
+        .filter(|(_, nodes)| nodes.len() > 1)
+        .map(|(service, nodes)| {
+            let sum = |values: &[f64]| nodes.iter().map(|&n| values[n]).sum::<f64>();
+            let contribution = interval(sum(phi), resampled.iter().map(|r| sum(&r.0)));
+            let without = nodes.iter().fold(all, |mask, &n| mask & !(1 << n));
+            let counterfactual_value = game.value(without, settings.measure);
+            ServiceAttribution {
+                service: service.to_owned(),
+                nodes: nodes.iter().map(|&n| table.nodes[n].name.clone()).collect(),
+                contribution,
+                share: if change.value == 0.0 {
+                    0.0
+                } else {
+                    contribution.value / change.value
+                },
+                counterfactual: RootStats::of(game.run(without), settings.breach_above_ms),
+                undoes: if inc_value == base_value {
+                    0.0
+                } else {
+                    (inc_value - counterfactual_value) / (inc_value - base_value)
+                },
+            }
+        })
+        .collect();
+    services.sort_by(|a, b| b.contribution.value.total_cmp(&a.contribution.value));
+    services
 }
 
 /// Resamples of the observed change behind the change's interval: cheap (no model),
