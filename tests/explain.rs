@@ -289,3 +289,175 @@ fn the_slowed_cache_of_dowhys_microservice_example_ranks_first() {
         a.nodes
     );
 }
+
+fn redline(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_redline"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+    (out.status.code(), text(out.stdout), text(out.stderr))
+}
+
+/// The command line on a CSV and its call graph, and on what it cannot explain: each
+/// mistake says what is wrong and what to do.
+#[test]
+fn the_command_explains_a_csv_and_names_what_it_cannot_explain() {
+    let dir = common::temp_dir("explain-cli");
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    std::fs::write(path("normal.csv"), shop_latencies(2000, false, &mut rng)).unwrap();
+    std::fs::write(path("slow.csv"), shop_latencies(300, true, &mut rng)).unwrap();
+    std::fs::write(path("calls.txt"), SHOP_GRAPH).unwrap();
+    let (code, out, err) = redline(&[
+        "explain",
+        &path("slow.csv"),
+        "--baseline",
+        &path("normal.csv"),
+        "--graph",
+        &path("calls.txt"),
+        "--bootstrap",
+        "5",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("explain `Website`: this run against the baseline run (300 vs 2000 traces)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("causes:\n  1. `Caching Service`'s latency p99 went from"),
+        "{out}"
+    );
+
+    let (code, _, err) = redline(&["explain", &path("slow.csv")]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("is not a run folder: a CSV of latencies needs --graph"),
+        "{err}"
+    );
+
+    std::fs::write(path("other.csv"), "Website,www\n1,1\n").unwrap();
+    std::fs::write(path("other.txt"), "Website -> www\n").unwrap();
+    let (code, _, err) = redline(&[
+        "explain",
+        &path("slow.csv"),
+        "--baseline",
+        &path("other.csv"),
+        "--graph",
+        &path("calls.txt"),
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("other.csv: graph line 2: `Auth Service` is not a column of the CSV"),
+        "{err}"
+    );
+
+    std::fs::write(path("cycle.txt"), "Website -> www\nwww -> Website\n").unwrap();
+    let (code, _, err) = redline(&["explain", &path("other.csv"), "--graph", &path("cycle.txt")]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("the call graph has a cycle (Website → www → Website)"),
+        "{err}"
+    );
+
+    let (code, _, err) = redline(&[
+        "explain",
+        &path("slow.csv"),
+        "--graph",
+        &path("calls.txt"),
+        "--incident",
+        "9s..3s",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("`9s..3s`: the window ends before it starts"),
+        "{err}"
+    );
+
+    // A run without a flow has nothing to blame but itself.
+    let record = redline::record::Record::unsent(0, 0, redline::record::Phase::Measure, 5);
+    std::fs::create_dir_all(dir.join("run")).unwrap();
+    std::fs::write(
+        dir.join("run/records.jsonl"),
+        serde_json::to_string(&record).unwrap() + "\n",
+    )
+    .unwrap();
+    let (code, _, err) = redline(&["explain", &path("run")]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("the records hold no flow sessions: explain needs a flow"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A baseline run of another flow is refused, not silently matched.
+#[test]
+fn a_baseline_of_another_flow_is_refused() {
+    let table = |steps: &str| {
+        let graph: String = steps
+            .split(',')
+            .skip(1)
+            .map(|s| format!("session -> {s}\n"))
+            .collect();
+        let row = vec!["1"; steps.split(',').count()].join(",");
+        table::from_csv(&format!("{steps}\n{row}\n"), &graph, None).unwrap()
+    };
+    let error = explain::explain(
+        table("session,embed,answer"),
+        Some(table("session,embed,rerank")),
+        None,
+        &Options::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        error,
+        "the baseline has no answer: is it a run of another spec? A baseline must run the same flow"
+    );
+}
+
+/// A flow run whose gate fails explains itself: a "why" in the terminal summary,
+/// `explain.json`, `explain` in summary.json, and a section of report.html with the
+/// blamed node marked.
+#[test]
+fn a_failed_flow_run_says_why_at_its_end() {
+    let dir = common::temp_dir("explain-run");
+    let data = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/data/rag-queries.jsonl"
+    );
+    let text = std::fs::read_to_string("examples/rag-agent.yaml")
+        .unwrap()
+        .replace("max_tokens: 96", "max_tokens: 16")
+        .replace("data/rag-queries.jsonl", data)
+        .replace(
+            "  load:\n    - { arrival: poisson, rate: 4, duration: 20s }",
+            "  faults:\n    - { name: empty, service: vectors, empty_result: { probability: 0.3, json_path: result } }\n  load:\n    - { arrival: poisson, rate: 10, duration: 5s }",
+        )
+        .replace("recall_at_k: \">= 82%\"", "error_rate: \"<= 1%\"");
+    let spec = dir.join("spec.yaml");
+    std::fs::write(&spec, text).unwrap();
+    let out = dir.join("run");
+    let (code, stdout, stderr) = redline(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stdout.contains("why (redline explain: the "), "{stdout}");
+    assert!(
+        stdout.contains("1. `retrieve` (vectors) failed in "),
+        "{stdout}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["explain"]["causes"][0]["node"], "retrieve");
+    assert_eq!(summary["explain"]["mode"], "tail");
+    assert!(out.join("explain.json").is_file());
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains(r#"<section id="explain"><h2>Why it failed</h2>"#));
+    assert!(page.contains(r#"<li data-cause="retrieve">"#));
+    std::fs::remove_dir_all(dir).unwrap();
+}

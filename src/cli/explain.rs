@@ -115,11 +115,7 @@ fn write_explanation(input: &Path, explanation: &Explanation, json: bool) -> Res
 /// A run folder's sessions (with its spans), or a CSV with the graph.
 fn read_table(path: &Path, args: &ExplainArgs) -> Result<Table> {
     if path.is_dir() {
-        let records_path = path.join("records.jsonl");
-        let mut records = Vec::new();
-        crate::record::read_records(&records_path, None, |r| records.push(r))?;
-        let spans = read_spans(&path.join("collect").join("spans.jsonl"))?;
-        return explain::table::from_records(&records, &spans)
+        return explain::files::read_run(path)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()));
     }
     let graph_path = args.graph.as_deref().with_context(|| {
@@ -134,13 +130,4 @@ fn read_table(path: &Path, args: &ExplainArgs) -> Result<Table> {
         .with_context(|| format!("cannot read {}", graph_path.display()))?;
     explain::table::from_csv(&csv, &graph, args.root.as_deref())
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
-}
-
-fn read_spans(path: &Path) -> Result<Vec<crate::trace::graph::Span>> {
-    if !path.is_file() {
-        return Ok(Vec::new());
-    }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    crate::trace::graph::parse_spans(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }

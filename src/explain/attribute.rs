@@ -16,7 +16,7 @@ use super::shapley::{ShapleyCost, shapley};
 use super::table::{Row, Table};
 
 /// What is measured at the root.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Measure {
     /// Mean latency, ms.
@@ -96,7 +96,7 @@ pub struct Settings {
 }
 
 /// The root over a set of traces.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RootStats {
     pub mean_ms: f64,
     pub p50_ms: f64,
@@ -121,7 +121,7 @@ impl RootStats {
 }
 
 /// A node over a set of traces, as observed.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct NodeStats {
     /// Traces it ran in.
     pub runs: usize,
@@ -134,7 +134,7 @@ pub struct NodeStats {
 }
 
 /// An estimate with its bootstrap interval (5th to 95th percentile).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Interval {
     pub value: f64,
     pub low: f64,
@@ -152,7 +152,7 @@ impl Interval {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct NodeAttribution {
     pub node: String,
     pub service: Option<String>,
@@ -173,7 +173,7 @@ pub struct NodeAttribution {
     pub undoes: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Attribution {
     pub measure: Measure,
     pub baseline_traces: usize,
@@ -196,7 +196,7 @@ pub struct Attribution {
 
 /// A service's nodes taken together: Shapley values add up over a group, and the
 /// intervention puts all of them at the baseline at once.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ServiceAttribution {
     pub service: String,
     pub nodes: Vec<String>,

@@ -10,12 +10,14 @@
 //! # Layout
 //! - [`table`] — the rows: flow sessions from records, a CSV with a call graph
 //! - [`spans`] — server spans under the requests, deepening the graph
+//! - [`files`] — a run folder's records and spans, read into a table
 //! - [`model`] — mechanisms fitted, noise inverted, the root rerun
 //! - [`shapley`] — exact or sampled Shapley values
 //! - [`attribute`] — the game, the bootstrap, the interventions
 //! - [`render`] — the terminal text
 
 pub mod attribute;
+pub mod files;
 pub mod model;
 pub mod render;
 pub mod shapley;
@@ -28,7 +30,9 @@ pub use attribute::{Attribution, Measure, NodeAttribution, Settings};
 pub use table::Table;
 
 /// What the incident is compared with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Another run (`--baseline`): the incident is this run, or its `--incident` window.
@@ -41,7 +45,7 @@ pub enum Mode {
 }
 
 /// One of the top causes, with what to do about it.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Cause {
     pub node: String,
     pub service: Option<String>,
@@ -53,7 +57,7 @@ pub struct Cause {
 }
 
 /// What `redline explain` found, as `explain.json` holds it.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Explanation {
     pub mode: Mode,
     /// The node explained: `session` for a flow.

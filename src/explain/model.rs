@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::table::{Row, Table};
 
 /// How a node's latency follows from its callees', chosen by fit on the baseline.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Mechanism {
     /// Calls nothing: its latency is its noise.

@@ -86,7 +86,7 @@ pub fn suggestion(attribution: &Attribution, node: &NodeAttribution, mode: Mode)
             .as_deref()
             .map_or(String::new(), |k| format!(", mostly `{k}`"));
         format!(
-            "{who} failed in {:.1} % of its calls ({compared}: {:.1} %){kind}; {effect}. Look at {place}'s own errors first: its callers only pass them on.",
+            "{who} failed in {:.1} % of its calls ({compared}: {:.1} %){kind}; {effect}. Look first at the errors of {place} itself: its callers only pass them on.",
             node.incident.failure_rate * 100.0,
             node.baseline.failure_rate * 100.0,
         )

@@ -11,7 +11,9 @@ use rand::seq::SliceRandom;
 pub const EXACT_MAX: usize = 10;
 
 /// How the values were computed, for the report.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct ShapleyCost {
     /// Every subset (true) or sampled orders.
     pub exact: bool,

@@ -209,3 +209,133 @@ fn add_nodes(
     table.order = topological(&table.nodes)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explain::table::from_records;
+    use crate::record::{Phase, SessionEnd, SessionMark, SessionOutcome, StepMark};
+
+    const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+
+    fn request(seq: u64, step: &str, span: &str, ms: u64, last: bool) -> Record {
+        let mut r = Record::unsent(seq, 0, Phase::Measure, seq * 1000);
+        r.sent_us = Some(seq * 1000);
+        r.last_byte_us = Some(seq * 1000 + ms * 1000);
+        r.traceparent = Some(format!("00-{TRACE}-{span}-01"));
+        r.session = Some(SessionMark {
+            id: 0,
+            turn: seq as u32 + 1,
+            trace_id: TRACE.into(),
+            snapshot: String::new(),
+        });
+        r.step = Some(StepMark {
+            name: step.into(),
+            kind: "chat".into(),
+            service: Some("llm".into()),
+            agent_step_seq: seq as u32 + 1,
+            tool: None,
+            tool_call_hash: None,
+            results: None,
+            recall: None,
+        });
+        if last {
+            r.session_end = Some(SessionEnd {
+                outcome: SessionOutcome::Ok,
+                fallback_reason: None,
+                requests: 2,
+                e2e_us: 100_000,
+            });
+        }
+        r
+    }
+
+    fn span(
+        id: &str,
+        parent: Option<&str>,
+        service: &str,
+        name: &str,
+        ms: u64,
+        trace: &str,
+    ) -> Span {
+        Span {
+            trace_id: trace.into(),
+            span_id: id.into(),
+            parent_span_id: parent.map(str::to_owned),
+            service: service.into(),
+            name: name.into(),
+            start_ns: 0,
+            end_ns: ms * 1_000_000,
+            error: name == "search",
+            attributes: Default::default(),
+        }
+    }
+
+    #[test]
+    fn spans_hang_under_the_steps_they_served_and_strays_are_counted_not_placed() {
+        let records = [
+            request(0, "plan", "00000000000000a1", 40, false),
+            request(1, "answer", "00000000000000a2", 50, true),
+        ];
+        let spans = [
+            span("b1", Some("00000000000000a2"), "llm", "chat", 45, TRACE),
+            span("b2", Some("b1"), "vectors", "search", 20, TRACE),
+            span(
+                "b3",
+                Some("00000000000000a1"),
+                "vectors",
+                "search",
+                10,
+                TRACE,
+            ),
+            span("c1", Some("missing"), "llm", "chat", 5, TRACE),
+            span(
+                "d1",
+                None,
+                "llm",
+                "chat",
+                5,
+                "1af7651916cd43dd8448eb211c80319c",
+            ),
+        ];
+        let table = from_records(&records, &spans).unwrap();
+        let names: Vec<&str> = table.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "session",
+                "plan",
+                "answer",
+                "llm/chat",
+                "vectors/search via llm/chat",
+                "vectors/search via plan"
+            ]
+        );
+        let at = |name: &str| table.index(name).unwrap();
+        assert_eq!(table.nodes[at("answer")].callees, [at("llm/chat")]);
+        assert_eq!(
+            table.nodes[at("llm/chat")].callees,
+            [at("vectors/search via llm/chat")]
+        );
+        assert_eq!(
+            table.nodes[at("plan")].callees,
+            [at("vectors/search via plan")]
+        );
+        let row = &table.rows[0];
+        assert_eq!(row.latency[at("llm/chat")], 45.0);
+        assert!(row.failed[at("vectors/search via plan")]);
+        let notes = table.notes.join("\n");
+        assert!(
+            notes.contains("3 spans placed under 2 requests' steps"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("1 spans left out: their parent span is in no trace"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("1 spans left out: their traces were started by no request"),
+            "{notes}"
+        );
+    }
+}

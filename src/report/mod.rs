@@ -103,6 +103,10 @@ pub struct Summary {
     /// The first few requests' prompts and answers, cut short.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<crate::record::Sample>,
+    /// For a flow run whose gate failed: which steps (or services inside them) made
+    /// its sessions breach, as `redline explain RUN` finds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain: Option<crate::explain::Explanation>,
 }
 
 /// Without SLOs, a run must still not look green to a CI script when its requests
@@ -503,6 +507,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
             .collect(),
         invocation: None,
         samples: Vec::new(),
+        explain: None,
     }
 }
 

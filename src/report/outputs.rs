@@ -81,6 +81,13 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
     summary.invocation = about.invocation;
     summary.samples = result.samples.clone();
     summary.drift = result.drift.clone();
+    let code = exit_code(result, verdicts.as_deref(), &summary, about.strict);
+    if code == exit::SLO_FAILED && summary.flow.is_some() {
+        match explain_failed_run(dir)? {
+            Ok(explanation) => summary.explain = Some(explanation),
+            Err(why) => summary.warnings.push(format!("explain: {why}")),
+        }
+    }
     std::fs::write(dir.join("summary.json"), render_json(&summary))
         .context("cannot write summary.json")?;
     write_pictures(&summary, dir, None)?;
@@ -92,12 +99,36 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
         }
         None => None,
     };
-    let code = exit_code(result, verdicts.as_deref(), &summary, about.strict);
     Ok(Finished {
         summary,
         junit,
         code,
     })
+}
+
+/// Bootstrap resamples when a failed run explains itself: fewer than `redline
+/// explain`'s 30, so the end of a run is not held up; the command gives more.
+const RUN_END_BOOTSTRAP: usize = 20;
+
+/// Why a failed flow run's sessions breached: its breaching sessions against the run
+/// as a whole, written to `explain.json` as `redline explain` would. Why it cannot be
+/// explained (no session breached: the gate failed on another measure) is the inner
+/// error, a warning of the run rather than its failure.
+fn explain_failed_run(
+    dir: &Path,
+) -> Result<std::result::Result<crate::explain::Explanation, String>> {
+    use crate::explain::{Options, explain, files::read_run};
+    let options = Options {
+        bootstrap: RUN_END_BOOTSTRAP,
+        ..Options::default()
+    };
+    let explanation = match read_run(dir).and_then(|table| explain(table, None, None, &options)) {
+        Ok(explanation) => explanation,
+        Err(why) => return Ok(Err(why)),
+    };
+    let text = serde_json::to_string_pretty(&explanation)? + "\n";
+    std::fs::write(dir.join("explain.json"), text).context("cannot write explain.json")?;
+    Ok(Ok(explanation))
 }
 
 /// `report.html` (or the page at `html`) and `timeline.json`, from the summary and

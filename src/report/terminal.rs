@@ -211,6 +211,29 @@ pub(super) fn settlement_text(s: &crate::record::TokenSettlement) -> String {
 }
 
 /// The terminal summary, printed under the header once the run has ended.
+/// Why a failed flow run's sessions breached: the top causes, or why there are none.
+fn render_explanation(e: &crate::explain::Explanation, line: &mut impl FnMut(String)) {
+    let a = &e.attribution;
+    line(String::new());
+    line(format!(
+        "  why (redline explain: the {} breaching sessions against all {}):",
+        a.incident_traces, a.baseline_traces
+    ));
+    if e.causes.is_empty() {
+        line(format!(
+            "    {}",
+            e.no_cause.as_deref().unwrap_or("no cause")
+        ));
+    }
+    for (rank, cause) in e.causes.iter().enumerate() {
+        line(format!("    {}. {}", rank + 1, cause.suggestion));
+    }
+    line(
+        "    (every node, with intervals: explain.json, or `redline explain` on the run folder)"
+            .into(),
+    );
+}
+
 pub fn render_terminal(s: &Summary) -> String {
     let mut out = String::new();
     let mut line = |text: String| {
@@ -240,6 +263,9 @@ pub fn render_terminal(s: &Summary) -> String {
     }
     if let Some(d) = &s.drift {
         super::drift::render_drift(d, s.aborted.as_ref(), &mut line);
+    }
+    if let Some(e) = &s.explain {
+        render_explanation(e, &mut line);
     }
     render_errors(s, &mut line);
     out

@@ -9,6 +9,7 @@
 mod about;
 mod digest;
 mod drift;
+mod explain;
 mod flows;
 mod sections;
 pub mod svg;
@@ -38,6 +39,7 @@ pub fn render(summary: &Summary, digest: &Digest) -> String {
         sections::distributions(summary, digest),
         sections::over_time(summary, digest),
         drift::drift(summary, &sections::marks(summary, digest)),
+        explain::explanation(summary),
         sections::timeline(digest),
         sections::sweep(summary),
         sections::sessions(summary),
