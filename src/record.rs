@@ -52,6 +52,12 @@ pub struct Failure {
     /// `truncated`, `invalid_json`, `empty_output`, `stream_error`, `in_flight_limit`.
     pub kind: String,
     pub message: String,
+    /// Where it began, as far as the client can tell: `chaos:RULE` for a fault the
+    /// chaos proxy injected, the service a flow step called, `target` for the run's
+    /// one target, `client` for a request the client itself stopped or never sent.
+    /// (`redline explain` goes further, into the services' spans.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 /// Which part of the run a request belongs to.
@@ -466,7 +472,25 @@ impl Record {
             stage,
             kind: kind.to_owned(),
             message: message.into(),
+            origin: None,
         });
+    }
+
+    /// Names where its failure began (see [`Failure::origin`]), once the faults the
+    /// proxy injected into it are known.
+    pub fn settle_origin(&mut self) {
+        let origin = if self.outcome == Outcome::Dropped || self.outcome == Outcome::Cancelled {
+            "client".to_owned()
+        } else if let Some(fault) = self.faults.first() {
+            format!("chaos:{}", fault.rule)
+        } else if let Some(service) = self.step.as_ref().and_then(|s| s.service.as_ref()) {
+            service.clone()
+        } else {
+            "target".to_owned()
+        };
+        if let Some(error) = &mut self.error {
+            error.origin = Some(origin);
+        }
     }
 
     /// Time to first token from the actual send.

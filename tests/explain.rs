@@ -461,3 +461,24 @@ fn a_failed_flow_run_says_why_at_its_end() {
     assert!(page.contains(r#"<li data-cause="retrieve">"#));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// One run, the fault in its second half: `--incident 8s..16s` against the rest of
+/// the run finds it without a baseline run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incident_window_is_explained_against_the_rest_of_its_run() {
+    let fault = "{ name: late, service: vectors, window: { from: 8s }, delay: { probability: 0.4, min_ms: 200, max_ms: 400 } }";
+    let (_, records) = run_to_records(rag_agent(77, 16, Some(fault)), "explain-window").await;
+    let table = table::from_records(&records, &[]).unwrap();
+    let window = explain::Window {
+        from_us: 8_000_000,
+        to_us: 16_000_000,
+    };
+    let explanation = explain::explain(table, None, Some(window), &Options::default()).unwrap();
+    assert_eq!(explanation.mode, explain::Mode::Window);
+    assert_eq!(
+        explanation.causes.first().map(|c| c.node.as_str()),
+        Some("retrieve"),
+        "{}",
+        explain::render::render(&explanation)
+    );
+}

@@ -129,6 +129,10 @@ pub struct NodeStats {
     pub p99_ms: Option<f64>,
     /// Of the traces it ran in.
     pub failure_rate: f64,
+    /// Failures that began here (none of its callees failed), of the traces it ran
+    /// in: with spans, the operation where an error started, not the callers it
+    /// passed through.
+    pub began_here_rate: f64,
     /// Its most frequent error kind.
     pub top_error: Option<String>,
 }
@@ -362,8 +366,8 @@ pub fn attribute(
                 contribution,
                 share,
                 confident: significant && contribution.excludes_zero(change.value) && share >= 0.2,
-                baseline: node_stats(baseline, node),
-                incident: node_stats(incident, node),
+                baseline: node_stats(table, baseline, node),
+                incident: node_stats(table, incident, node),
                 counterfactual,
                 undoes: if inc_value == base_value {
                     0.0
@@ -516,7 +520,7 @@ fn interval(value: f64, resampled: impl Iterator<Item = f64>) -> Interval {
     }
 }
 
-fn node_stats(rows: &[&Row], node: usize) -> NodeStats {
+fn node_stats(table: &Table, rows: &[&Row], node: usize) -> NodeStats {
     let mut latencies: Vec<f64> = rows
         .iter()
         .map(|r| r.latency[node])
@@ -533,15 +537,24 @@ fn node_stats(rows: &[&Row], node: usize) -> NodeStats {
         *kinds.entry(kind).or_default() += 1;
     }
     let failed = rows.iter().filter(|r| r.failed[node]).count();
+    let callees = &table.nodes[node].callees;
+    let began_here = rows
+        .iter()
+        .filter(|r| r.failed[node] && !callees.iter().any(|&c| r.failed[c]))
+        .count();
+    let rate = |count: usize| {
+        if latencies.is_empty() {
+            0.0
+        } else {
+            count as f64 / latencies.len() as f64
+        }
+    };
     NodeStats {
         runs: latencies.len(),
         p50_ms: at(0.5),
         p99_ms: at(0.99),
-        failure_rate: if latencies.is_empty() {
-            0.0
-        } else {
-            failed as f64 / latencies.len() as f64
-        },
+        failure_rate: rate(failed),
+        began_here_rate: rate(began_here),
         top_error: kinds
             .into_iter()
             .max_by_key(|&(k, n)| (n, std::cmp::Reverse(k)))

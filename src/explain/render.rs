@@ -79,14 +79,35 @@ pub fn suggestion(attribution: &Attribution, node: &NodeAttribution, mode: Mode)
     };
     let failure_rise = node.incident.failure_rate - node.baseline.failure_rate;
     let effect = effect(attribution, node);
-    if failure_rise >= 0.005 {
+    // Failures explain a node's share of a rate when they rose by at least half of
+    // it; of a latency, only when its latency did not rise.
+    let slower = match (node.baseline.p99_ms, node.incident.p99_ms) {
+        (Some(before), Some(after)) => after > 1.1 * before,
+        _ => false,
+    };
+    let by_failures = failure_rise >= 0.005
+        && if attribution.measure.is_rate() {
+            failure_rise >= 0.5 * node.contribution.value
+        } else {
+            !slower
+        };
+    if by_failures {
         let kind = node
             .incident
             .top_error
             .as_deref()
             .map_or(String::new(), |k| format!(", mostly `{k}`"));
+        let passed_on = node.incident.failure_rate - node.incident.began_here_rate;
+        let source = if passed_on >= 0.005 {
+            format!(
+                " ({:.1} % began in what it calls: look there too)",
+                passed_on * 100.0
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "{who} failed in {:.1} % of its calls ({compared}: {:.1} %){kind}; {effect}. Look first at the errors of {place} itself: its callers only pass them on.",
+            "{who} failed in {:.1} % of its calls ({compared}: {:.1} %){kind}{source}; {effect}. Look first at the errors of {place} itself: its callers only pass them on.",
             node.incident.failure_rate * 100.0,
             node.baseline.failure_rate * 100.0,
         )
@@ -151,6 +172,20 @@ pub fn render(explanation: &Explanation) -> String {
         let _ = writeln!(out, "\n  causes:");
         for (rank, cause) in explanation.causes.iter().enumerate() {
             let _ = writeln!(out, "  {}. {}", rank + 1, cause.suggestion);
+        }
+        for service in a
+            .services
+            .iter()
+            .filter(|s| a.significant && s.share >= 0.5)
+        {
+            let _ = writeln!(
+                out,
+                "  {} as a whole ({}): {:.0} % of the change; at baseline it would undo {:.0} % of it.",
+                service.service,
+                service.nodes.join(", "),
+                service.share * 100.0,
+                service.undoes * 100.0
+            );
         }
     }
     let _ = writeln!(

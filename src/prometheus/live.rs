@@ -49,6 +49,7 @@ pub struct LiveMetrics {
     tokens: Family<Labels, Counter>,
     sessions: Family<Labels, Counter>,
     faults: Family<Labels, Counter>,
+    errors: Family<Labels, Counter>,
     send_lag: Histogram,
     /// Seconds since the run started, at the latest record.
     elapsed: Gauge<f64, AtomicU64>,
@@ -109,6 +110,12 @@ impl LiveMetrics {
             "Faults the chaos proxy injected, by rule and fault",
             faults.clone(),
         );
+        let errors = Family::<Labels, Counter>::default();
+        registry.register(
+            "errors",
+            "Failed requests by the stage they failed in, their kind, and where the failure began (origin: chaos:RULE, a flow step's service, target, client)",
+            errors.clone(),
+        );
         let send_lag = latency_histogram();
         registry.register(
             "send_lag_seconds",
@@ -151,6 +158,7 @@ impl LiveMetrics {
             tokens,
             sessions,
             faults,
+            errors,
             send_lag,
             elapsed,
         }
@@ -200,6 +208,19 @@ impl LiveMetrics {
                 ("phase", phase.to_owned()),
             ])
             .inc();
+        if let Some(error) = &r.error {
+            let stage = serde_json::to_value(error.stage)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            self.errors
+                .get_or_create(&vec![
+                    ("stage", stage),
+                    ("kind", error.kind.clone()),
+                    ("origin", error.origin.clone().unwrap_or_default()),
+                ])
+                .inc();
+        }
         self.elapsed.set(r.done_us() as f64 / 1e6);
         if let (Some(sent), intended) = (r.sent_us, r.intended_us) {
             self.send_lag
@@ -411,5 +432,55 @@ mod dashboard {
             }
         }
         assert!(checked >= 10);
+    }
+}
+
+#[cfg(test)]
+mod errors {
+    use super::*;
+    use crate::record::{FailStage, InjectedFault, StepMark};
+
+    fn failed(step_service: Option<&str>, fault: Option<&str>) -> Record {
+        let mut r = Record::unsent(0, 0, Phase::Measure, 0);
+        r.fail(Outcome::Error, FailStage::FirstByte, "http_5xx", "HTTP 503");
+        r.step = step_service.map(|service| StepMark {
+            name: "retrieve".into(),
+            kind: "search".into(),
+            service: Some(service.into()),
+            agent_step_seq: 2,
+            tool: None,
+            tool_call_hash: None,
+            results: None,
+            recall: None,
+        });
+        r.faults = fault
+            .map(|rule| InjectedFault {
+                rule: rule.into(),
+                fault: "abort".into(),
+                added_ms: None,
+            })
+            .into_iter()
+            .collect();
+        r.settle_origin();
+        r
+    }
+
+    /// `redline_errors_total{stage, kind, origin}`: a fault the proxy injected is the
+    /// rule's, any other failure the service's the step called (or the target's).
+    #[test]
+    fn failures_are_counted_by_stage_kind_and_where_they_began() {
+        let metrics = LiveMetrics::new();
+        metrics.observe(&failed(Some("vectors"), Some("outage")));
+        metrics.observe(&failed(Some("vectors"), None));
+        metrics.observe(&failed(Some("vectors"), None));
+        metrics.observe(&failed(None, None));
+        let text = metrics.encode();
+        for line in [
+            r#"redline_errors_total{stage="first_byte",kind="http_5xx",origin="chaos:outage"} 1"#,
+            r#"redline_errors_total{stage="first_byte",kind="http_5xx",origin="vectors"} 2"#,
+            r#"redline_errors_total{stage="first_byte",kind="http_5xx",origin="target"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} not in:\n{text}");
+        }
     }
 }

@@ -110,6 +110,7 @@ pub(super) async fn record(
                         record.faults = injected;
                     }
                 }
+                record.settle_origin();
                 evidence.observe(&mut record);
                 samples.extend(crate::record::Sample::of(&record));
                 serde_json::to_writer(&mut out, &record)?;
