@@ -27,7 +27,8 @@ pub struct ExplainArgs {
     /// For a CSV: the call graph, one `caller -> callee` a line.
     #[arg(long)]
     graph: Option<PathBuf>,
-    /// For a CSV whose graph has several tops: the node to explain.
+    /// The node to explain instead of the root: a step of a flow (with spans under
+    /// it), or the top of a CSV's graph when it has several.
     #[arg(long)]
     root: Option<String>,
     /// Bootstrap resamples for the intervals.
@@ -115,8 +116,11 @@ fn write_explanation(input: &Path, explanation: &Explanation, json: bool) -> Res
 /// A run folder's sessions (with its spans), or a CSV with the graph.
 fn read_table(path: &Path, args: &ExplainArgs) -> Result<Table> {
     if path.is_dir() {
-        return explain::files::read_run(path)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()));
+        let table = explain::files::read_run(path).and_then(|table| match &args.root {
+            Some(root) => table.reroot(root),
+            None => Ok(table),
+        });
+        return table.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()));
     }
     let graph_path = args.graph.as_deref().with_context(|| {
         format!(

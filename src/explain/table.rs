@@ -79,6 +79,53 @@ impl Table {
         })
     }
 
+    /// The table under `name`: that node becomes the root and only what it calls,
+    /// directly or not, stays (a step's own latency, explained by its spans).
+    pub fn reroot(self, name: &str) -> Result<Table, String> {
+        let root = self.index(name).ok_or_else(|| {
+            let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+            format!(
+                "no node is called `{name}`; choose from: {}",
+                names.join(", ")
+            )
+        })?;
+        let mut keep = vec![false; self.nodes.len()];
+        let mut stack = vec![root];
+        while let Some(at) = stack.pop() {
+            if !std::mem::replace(&mut keep[at], true) {
+                stack.extend(&self.nodes[at].callees);
+            }
+        }
+        let kept: Vec<usize> = (0..self.nodes.len()).filter(|&i| keep[i]).collect();
+        let new_index = |old: usize| kept.iter().position(|&k| k == old).expect("kept");
+        let nodes: Vec<Node> = kept
+            .iter()
+            .map(|&i| Node {
+                name: self.nodes[i].name.clone(),
+                service: self.nodes[i].service.clone(),
+                callees: self.nodes[i]
+                    .callees
+                    .iter()
+                    .map(|&c| new_index(c))
+                    .collect(),
+            })
+            .collect();
+        let mut table = Table::new(nodes, Some(name))?;
+        table.notes = self.notes;
+        table.rows = self
+            .rows
+            .into_iter()
+            .filter(|row| !row.latency[root].is_nan())
+            .map(|row| Row {
+                start_us: row.start_us,
+                latency: kept.iter().map(|&i| row.latency[i]).collect(),
+                failed: kept.iter().map(|&i| row.failed[i]).collect(),
+                kinds: kept.iter().map(|&i| row.kinds[i].clone()).collect(),
+            })
+            .collect();
+        Ok(table)
+    }
+
     pub fn index(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name)
     }
@@ -380,6 +427,13 @@ mod tests {
             "{roots}"
         );
         let text = from_csv("a,b\n1,x\n", "a -> b\n", None).unwrap_err();
+        let table = from_csv("a,b,c\n3,2,1\n", "a -> b\nb -> c\n", None).unwrap();
+        let under_b = table.clone().reroot("b").unwrap();
+        assert_eq!(under_b.nodes.len(), 2);
+        assert_eq!(under_b.nodes[under_b.root].name, "b");
+        assert_eq!(under_b.rows[0].latency, vec![2.0, 1.0]);
+        let unknown = table.reroot("x").unwrap_err();
+        assert_eq!(unknown, "no node is called `x`; choose from: a, b, c");
         assert_eq!(text, "CSV row 2, column `b`: `x` is not a number");
     }
 }
