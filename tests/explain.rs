@@ -84,9 +84,16 @@ fn rank_of(explanation: &Explanation, tier: &str) -> usize {
 /// clean baseline run: the tier ranks first in at least 18 and in the top three in
 /// all; 5 clean runs name no cause. Each delayed run is run again without its fault
 /// (same seed: same arrivals, same prompts): the intervention `do(tier = baseline)`
-/// predicts that rerun's mean session latency within 5 %. Runs go seven at a time,
+/// predicts that rerun's mean session latency within 5 %. Runs go five at a time,
 /// the baseline among the first, so every run shares the machine alike.
+///
+/// Ignored by `cargo test`, run by `.ci/run` in a release build
+/// (`cargo test --release --test explain -- --ignored`): 34 runs of the whole chain,
+/// compared with each other, need a client that is not itself the bottleneck. A debug
+/// build with two CPU hogs beside it saturated both cores, and the baseline's tail
+/// (its p99, the breach threshold) became the scheduler's, not the services'.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a release-build test: .ci/run runs it with --release -- --ignored"]
 async fn planted_faults_on_the_rag_agent_chain_are_found_and_clean_runs_blame_no_one() {
     let _timing = TIMING.lock().await;
     let mut rng = ChaCha8Rng::seed_from_u64(2026);
@@ -104,7 +111,7 @@ async fn planted_faults_on_the_rag_agent_chain_are_found_and_clean_runs_blame_no
         .collect();
     jobs.extend(delayed.iter().map(|&k| (k as u64, 12, None)));
     let mut runs: Vec<Vec<Record>> = Vec::new();
-    for batch in jobs.chunks(7) {
+    for batch in jobs.chunks(5) {
         let started = batch.iter().map(|(seed, seconds, fault)| {
             let scenario = rag_agent(*seed, *seconds, fault.as_deref());
             async move { run_to_records(scenario, &format!("explain-{seed}")).await.1 }
