@@ -20,8 +20,8 @@ pub struct ExplainArgs {
     /// What to explain at the root.
     #[arg(long, value_enum, default_value = "breach")]
     measure: MeasureArg,
-    /// A trace breaches when it fails or takes longer than this (default: the
-    /// baseline's p99).
+    /// A trace breaches when it fails or takes this long or longer (default: the
+    /// baseline root's p99).
     #[arg(long, value_parser = parse_ms)]
     breach_above: Option<f64>,
     /// For a CSV: the call graph, one `caller -> callee` a line.
@@ -44,11 +44,13 @@ pub struct ExplainArgs {
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum MeasureArg {
-    /// Failed, or slower than --breach-above.
+    /// Failed, or took --breach-above or longer.
     Breach,
     /// Mean latency.
     Mean,
+    /// Median latency.
     P50,
+    /// 99th-percentile latency.
     P99,
     /// Failure rate.
     Failures,
