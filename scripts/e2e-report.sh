@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# report.html as a reader opens it: the quickstart, a sweep and the rag-agent example
-# run, then each report opened in Debian's Chromium (headless, offline, driven by
+# report.html as a reader opens it: the quickstart, a sweep, the rag-agent example and
+# the explain example (a flow run that fails and says why) run, then each report opened in Debian's Chromium (headless, offline, driven by
 # playwright-core from npm) by scripts/report_check.mjs. Screenshots go to a temporary
 # folder (kept with REDLINE_REPORT_SHOTS=DIR); none is committed.
 set -euo pipefail
@@ -30,6 +30,7 @@ run() { # NAME SPEC
 run quickstart examples/quickstart.yaml
 run sweep examples/sweep.yaml
 run rag-agent examples/rag-agent.yaml
+run explain examples/explain.yaml
 
 # `redline report` builds the same page again from the folder.
 cp "$work/quickstart/report.html" "$work/first.html"
@@ -40,5 +41,6 @@ common=verdicts,overview,distributions,over-time,timeline,samples,about
 node "$node_dir/report_check.mjs" "$shots" \
   "$work/quickstart/report.html:$common,server" \
   "$work/sweep/report.html:$common,sweep" \
-  "$work/rag-agent/report.html:$common,flow,server"
+  "$work/rag-agent/report.html:$common,flow,server" \
+  "$work/explain/report.html:$common,flow,explain,errors"
 echo "e2e-report: ok"
