@@ -88,7 +88,8 @@ fn rank_of(explanation: &Explanation, tier: &str) -> usize {
 /// the baseline among the first, so every run shares the machine alike.
 ///
 /// Ignored by `cargo test`, run by `.ci/run` in a release build
-/// (`cargo test --release --test explain -- --ignored`): 34 runs of the whole chain,
+/// (`cargo test --release --test explain -- --ignored --nocapture`, which prints the
+/// table of runs): 34 runs of the whole chain,
 /// compared with each other, need a client that is not itself the bottleneck. A debug
 /// build with two CPU hogs beside it saturated both cores, and the baseline's tail
 /// (its p99, the breach threshold) became the scheduler's, not the services'.
