@@ -72,12 +72,19 @@ impl Measure {
 }
 
 fn quantile(outcomes: &mut [(f64, bool)], q: f64) -> f64 {
-    if outcomes.is_empty() {
-        return f64::NAN;
-    }
     outcomes.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let at = ((q * outcomes.len() as f64).ceil() as usize).clamp(1, outcomes.len()) - 1;
-    outcomes[at].0
+    nearest_rank(outcomes.len(), q).map_or(f64::NAN, |at| outcomes[at].0)
+}
+
+/// The index of the q-quantile among `n` sorted values (nearest rank: the smallest
+/// value with at least a share q at or below it).
+pub(super) fn nearest_rank(n: usize, q: f64) -> Option<usize> {
+    (n > 0).then(|| ((q * n as f64).ceil() as usize).clamp(1, n) - 1)
+}
+
+/// A percentile of sorted bootstrap resamples (interpolated by rank, rounded).
+fn resample_percentile(sorted: &[f64], q: f64) -> f64 {
+    sorted[((q * (sorted.len() - 1) as f64).round() as usize).min(sorted.len() - 1)]
 }
 
 /// How hard to look.
@@ -484,13 +491,10 @@ fn observed_change(
         })
         .collect();
     changes.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        changes[((q * (changes.len() - 1) as f64).round() as usize).min(changes.len() - 1)]
-    };
     Interval {
         value: change,
-        low: at(0.01),
-        high: at(0.99),
+        low: resample_percentile(&changes, 0.01),
+        high: resample_percentile(&changes, 0.99),
     }
 }
 
@@ -511,12 +515,10 @@ fn interval(value: f64, resampled: impl Iterator<Item = f64>) -> Interval {
         };
     }
     values.sort_by(f64::total_cmp);
-    let at =
-        |q: f64| values[((q * (values.len() - 1) as f64).round() as usize).min(values.len() - 1)];
     Interval {
         value,
-        low: at(0.05),
-        high: at(0.95),
+        low: resample_percentile(&values, 0.05),
+        high: resample_percentile(&values, 0.95),
     }
 }
 
@@ -527,11 +529,7 @@ fn node_stats(table: &Table, rows: &[&Row], node: usize) -> NodeStats {
         .filter(|l| !l.is_nan())
         .collect();
     latencies.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        (!latencies.is_empty()).then(|| {
-            latencies[((q * latencies.len() as f64).ceil() as usize).clamp(1, latencies.len()) - 1]
-        })
-    };
+    let at = |q: f64| nearest_rank(latencies.len(), q).map(|i| latencies[i]);
     let mut kinds: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
     for kind in rows.iter().filter_map(|r| r.kinds[node].as_deref()) {
         *kinds.entry(kind).or_default() += 1;

@@ -281,13 +281,11 @@ fn append(table: &mut Table, baseline: Table) -> Result<Vec<usize>, String> {
     Ok((first..table.rows.len()).collect())
 }
 
+/// The q-quantile of the values that are numbers; none is infinitely far.
 fn percentile(mut values: Vec<f64>, q: f64) -> f64 {
     values.retain(|v| !v.is_nan());
-    if values.is_empty() {
-        return f64::INFINITY;
-    }
     values.sort_by(f64::total_cmp);
-    values[((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1]
+    attribute::nearest_rank(values.len(), q).map_or(f64::INFINITY, |at| values[at])
 }
 
 /// The top three confident nodes, each with a suggestion; or why there is none.
