@@ -35,6 +35,9 @@ pub enum SendError {
     /// attempt failed like this.
     #[error("waited for a connection that could not be opened: {message}")]
     SharedConnect { kind: &'static str, message: String },
+    /// Its new connection was closed by a TLS alert before the request could go out.
+    #[error("TLS failed: {0}")]
+    ClosedByTls(String),
 }
 
 /// Client-side time limits of one request.
@@ -111,18 +114,33 @@ pub fn http_client_with(timeouts: &Timeouts, http2: bool, tls: Option<&TlsSettin
 /// Sends a request on the pool. A request that waited for an HTTP/2 connection
 /// another request was opening comes back from hyper's pool as "canceled" when that
 /// attempt failed, with the reason lost; the connector remembers it, so the request
-/// gets the real reason (an unknown issuer, a refused port) instead.
+/// gets the real reason (an unknown issuer, a refused port) instead. Likewise a TLS 1.3
+/// server that rejects the client's certificate does so just after the handshake: when
+/// its alert closes the new connection before the request is written, hyper says only
+/// "connection was not ready", and the alert the connection read is the reason.
 pub async fn send(
     http: &HttpClient,
     request: hyper::Request<Full<Bytes>>,
 ) -> Result<hyper::Response<hyper::body::Incoming>, SendError> {
+    let asked = Instant::now();
     match http.pool.request(request).await {
         Err(error) if canceled_before_sending(&error) => match http.failures.last() {
             Some((kind, message)) => Err(SendError::SharedConnect { kind, message }),
             None => Err(error.into()),
         },
+        Err(error) if closed_before_sending(&error) => match http.failures.alert_since(asked) {
+            Some(reason) => Err(SendError::ClosedByTls(reason)),
+            None => Err(error.into()),
+        },
         done => Ok(done?),
     }
+}
+
+/// The connection hyper handed the request to had closed before it was written.
+fn closed_before_sending(error: &hyper_util::client::legacy::Error) -> bool {
+    std::iter::successors(std::error::Error::source(error), |e| e.source())
+        .filter_map(|e| e.downcast_ref::<hyper::Error>())
+        .any(hyper::Error::is_canceled)
 }
 
 /// hyper-util's pool names no type for it: its message is all there is.
@@ -268,6 +286,7 @@ pub fn classify_send_error(error: &SendError) -> (FailStage, &'static str, Strin
         SendError::SharedConnect { kind, .. } => {
             return (FailStage::Connect, kind, error.to_string());
         }
+        SendError::ClosedByTls(_) => return (FailStage::Connect, "tls", error.to_string()),
         SendError::Client(error) => error,
     };
     let io_kind = std::iter::successors(std::error::Error::source(error), |e| e.source())

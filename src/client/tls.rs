@@ -397,18 +397,43 @@ impl ConnectionTimes {
     }
 }
 
-/// The kind and message of a pool's last failed connection attempt, cleared by the
-/// next success.
+/// What a pool's connections said when they failed: the kind and message of the last
+/// failed connection attempt (cleared by the next success), and the last TLS alert
+/// that closed an open connection, with when it came.
 #[derive(Clone, Default)]
-pub struct FailureMemo(Arc<std::sync::Mutex<Option<(&'static str, String)>>>);
+pub struct FailureMemo {
+    connect: Arc<std::sync::Mutex<Option<(&'static str, String)>>>,
+    alert: Arc<std::sync::Mutex<Option<(Instant, String)>>>,
+}
 
 impl FailureMemo {
     pub fn last(&self) -> Option<(&'static str, String)> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.connect
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Why a TLS alert closed one of the pool's connections at `since` or later.
+    pub fn alert_since(&self, since: Instant) -> Option<String> {
+        let alert = self.alert.lock().unwrap_or_else(|p| p.into_inner());
+        alert
+            .as_ref()
+            .filter(|(at, _)| *at >= since)
+            .map(|(_, reason)| reason.clone())
     }
 
     fn set(&self, failure: Option<(&'static str, String)>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = failure;
+        *self.connect.lock().unwrap_or_else(|p| p.into_inner()) = failure;
+    }
+
+    /// Keeps `error`'s reason if it is a TLS error (TLS 1.3 servers reject a client
+    /// certificate after the client's handshake is done, with an alert).
+    fn note_read_error(&self, error: &std::io::Error) {
+        if error.get_ref().is_some_and(|e| e.is::<rustls::Error>()) {
+            let reason = tls_reason(error, None);
+            *self.alert.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), reason));
+        }
     }
 }
 
@@ -509,6 +534,7 @@ impl Connector {
         Ok(Conn::Tls(
             Box::new(TokioIo::new(stream)),
             times(connect_us, Some(tls_us)),
+            self.failures.clone(),
         ))
     }
 }
@@ -557,14 +583,19 @@ impl tower_service::Service<Uri> for Connector {
 /// A connection, plain or TLS, with the times it took to make.
 pub enum Conn {
     Plain(TokioIo<TcpStream>, ConnectionTimes),
-    Tls(Box<TokioIo<TlsStream<TcpStream>>>, ConnectionTimes),
+    /// The memo hears the TLS alert that closes it, if one does.
+    Tls(
+        Box<TokioIo<TlsStream<TcpStream>>>,
+        ConnectionTimes,
+        FailureMemo,
+    ),
 }
 
 impl Connection for Conn {
     fn connected(&self) -> Connected {
         match self {
             Conn::Plain(_, times) => Connected::new().extra(times.clone()),
-            Conn::Tls(io, times) => {
+            Conn::Tls(io, times, _) => {
                 let connected = Connected::new().extra(times.clone());
                 if io.inner().get_ref().1.alpn_protocol() == Some(b"h2") {
                     connected.negotiated_h2()
@@ -584,7 +615,13 @@ impl Read for Conn {
     ) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             Conn::Plain(io, _) => Pin::new(io).poll_read(cx, buf),
-            Conn::Tls(io, _) => Pin::new(io.as_mut()).poll_read(cx, buf),
+            Conn::Tls(io, _, failures) => {
+                let read = Pin::new(io.as_mut()).poll_read(cx, buf);
+                if let Poll::Ready(Err(error)) = &read {
+                    failures.note_read_error(error);
+                }
+                read
+            }
         }
     }
 }
@@ -597,28 +634,28 @@ impl Write for Conn {
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
             Conn::Plain(io, _) => Pin::new(io).poll_write(cx, buf),
-            Conn::Tls(io, _) => Pin::new(io.as_mut()).poll_write(cx, buf),
+            Conn::Tls(io, _, _) => Pin::new(io.as_mut()).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             Conn::Plain(io, _) => Pin::new(io).poll_flush(cx),
-            Conn::Tls(io, _) => Pin::new(io.as_mut()).poll_flush(cx),
+            Conn::Tls(io, _, _) => Pin::new(io.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match self.get_mut() {
             Conn::Plain(io, _) => Pin::new(io).poll_shutdown(cx),
-            Conn::Tls(io, _) => Pin::new(io.as_mut()).poll_shutdown(cx),
+            Conn::Tls(io, _, _) => Pin::new(io.as_mut()).poll_shutdown(cx),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
         match self {
             Conn::Plain(io, _) => io.is_write_vectored(),
-            Conn::Tls(io, _) => io.is_write_vectored(),
+            Conn::Tls(io, _, _) => io.is_write_vectored(),
         }
     }
 
@@ -629,7 +666,7 @@ impl Write for Conn {
     ) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {
             Conn::Plain(io, _) => Pin::new(io).poll_write_vectored(cx, bufs),
-            Conn::Tls(io, _) => Pin::new(io.as_mut()).poll_write_vectored(cx, bufs),
+            Conn::Tls(io, _, _) => Pin::new(io.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 }
