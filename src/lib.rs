@@ -37,6 +37,8 @@
 //! - [`scenario`]: the validated scenario a spec (or the CLI's shorthands) means.
 //! - [`runner`]: carries out a scenario: scheduling, sending, recording, draining.
 //! - [`report`]: the JSON summary, the terminal table, JUnit, the files a run writes.
+//! - [`heal`]: the remediation agent: a runbook's whitelisted actions, chosen by an
+//!   LLM from a failed run's report, schema-checked, rolled back, verified, audited.
 //! - [`cli`]: the `redline` command line; subcommands only.
 
 pub mod seed;
@@ -60,4 +62,5 @@ pub mod flow;
 pub mod scenario;
 pub mod runner;
 pub mod report;
+pub mod heal;
 pub mod cli;

@@ -18,6 +18,7 @@ async fn sim_with(profile: Profile, tiers: TierConfig, seed: u64) -> EmbeddedSim
         model: None,
         seed,
         tiers,
+        script: None,
     })
     .await
     .unwrap()

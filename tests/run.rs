@@ -963,6 +963,7 @@ async fn without_usage_the_counts_are_exact_and_say_where_they_came_from() {
         model: None,
         seed: 0,
         tiers: Default::default(),
+        script: None,
     })
     .await
     .unwrap();

@@ -26,6 +26,7 @@ async fn tls_sim(cert: &str, key: &str, client_ca: Option<&Ca>) -> EmbeddedSim {
         model: None,
         seed: 0,
         tiers: Default::default(),
+        script: None,
     };
     EmbeddedSim::start_with(config, Some(tls)).await.unwrap()
 }

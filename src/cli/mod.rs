@@ -26,6 +26,7 @@ mod compare;
 mod datagen;
 mod explain;
 mod graph;
+mod heal;
 mod report;
 mod serve;
 mod run;
@@ -37,6 +38,7 @@ use compare::*;
 use datagen::*;
 use explain::*;
 use graph::*;
+use heal::*;
 use report::*;
 use run::*;
 use validate::*;
@@ -92,6 +94,11 @@ pub enum Command {
     /// with bootstrap intervals, and `do(node = baseline)` for each. Writes
     /// RUN/explain.json.
     Explain(ExplainArgs),
+    /// The remediation agent: an LLM (any OpenAI-compatible server) reads a failed
+    /// run's report and picks actions from a runbook's whitelist, each checked against
+    /// its JSON Schema, at most 3 steps, rolled back when it fails and verified with a
+    /// short load. A dry run unless --execute; everything goes to RUN/heal.jsonl.
+    Heal(HealArgs),
     /// SLOs as code beyond a run: `redline slo rules SPEC` prints Prometheus alerting
     /// rules for the spec's SLOs.
     Slo {
@@ -367,6 +374,12 @@ pub struct SimArgs {
     /// Share of tool calls that fail with 500.
     #[arg(long, default_value_t = 0.0)]
     pub tool_failure_rate: f64,
+    /// Answer chat requests from this script (a YAML list of `tool_call: {name,
+    /// arguments}`, `content: TEXT`, `json: VALUE` or `error: {status, body}`), one
+    /// per request in order, instead of the engine: to drive an agent through an exact
+    /// path. `GET /redline/script` lists what it was asked.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
     /// Write the search corpus (corpus.jsonl: id, text, embedding) and ground-truth
     /// queries (queries.jsonl: prompt, relevant) to DIR and exit: to load the same
     /// corpus into a real vector database.
@@ -543,6 +556,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         } => slo_rules(&spec, format, metrics),
         Command::Watch(args) => watch::watch(args).await,
         Command::Explain(args) => explain_command(args),
+        Command::Heal(args) => heal_command(args).await,
         Command::Compare {
             runs,
             fail_on,

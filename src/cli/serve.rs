@@ -51,6 +51,16 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
     }
     let profile = Profile::load(&args.profile)?;
     let tls = args.tls.load()?;
+    let script = match &args.script {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let script = crate::sim::script::Script::parse(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            Some(std::sync::Arc::new(script))
+        }
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
@@ -79,6 +89,7 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
             // A standalone simulator may be searched by anyone.
             warm_corpus: true,
         },
+        script,
     };
     crate::sim::server::serve(listener, tls, config, async {
         let _ = tokio::signal::ctrl_c().await;

@@ -139,6 +139,7 @@ async fn start_embedded(scenario: &Scenario) -> Result<Option<(EmbeddedSim, Stri
         model: Some(model.clone()),
         seed: scenario.seed,
         tiers: scenario.sim_tiers.clone(),
+        script: None,
     })
     .await
     .context("cannot start the embedded simulator")?;

@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod openai;
 pub mod profile;
 pub mod scheduler;
+pub mod script;
 pub mod server;
 pub mod text;
 pub mod tiers;

@@ -26,6 +26,7 @@ use super::metrics::SimMetrics;
 use super::openai::{self, ApiError, Context, Plan};
 use super::profile::Profile;
 use super::scheduler::Timeline;
+use super::script::Script;
 use super::text::FinishReason;
 use super::tiers::{self, TierConfig, Tiers};
 use crate::client::openai::LlmApi;
@@ -41,6 +42,8 @@ pub struct SimConfig {
     pub seed: u64,
     /// The vector-search and tool tiers.
     pub tiers: TierConfig,
+    /// Answer chat requests from this script instead of the engine.
+    pub script: Option<Arc<Script>>,
 }
 
 impl Default for SimConfig {
@@ -50,6 +53,7 @@ impl Default for SimConfig {
             model: None,
             seed: 0,
             tiers: TierConfig::default(),
+            script: None,
         }
     }
 }
@@ -67,6 +71,7 @@ pub struct SimState {
     nonce: AtomicU64,
     clock: Clock,
     tiers: Arc<Tiers>,
+    script: Option<Arc<Script>>,
 }
 
 impl SimState {
@@ -98,6 +103,7 @@ impl SimState {
             metrics,
             nonce: AtomicU64::new(0),
             clock,
+            script: config.script,
         })
     }
 
@@ -119,7 +125,7 @@ pub fn app(state: Arc<SimState>) -> Router {
             post(tiers::search),
         )
         .route("/tools/{name}", post(tiers::tool))
-        .route("/redline/tiers", get(tiers::counts))
+        .route("/redline/tiers", get(tiers::counts).put(tiers::configure))
         .with_state(state.tiers.clone());
     let llamacpp = state.profile.server == super::profile::ServerKind::Llamacpp;
     let router = Router::new();
@@ -140,6 +146,7 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/redline/stall", post(stall))
         .route("/redline/truth", get(truth).delete(reset_truth))
+        .route("/redline/script", get(script_requests))
         .with_state(state)
         .merge(tiers)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -246,6 +253,12 @@ fn unix_now() -> u64 {
 }
 
 async fn chat_completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    if let Some(script) = &state.script {
+        let request = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let (status, body) = script.answer(request, &state.model);
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return (status, body).into_response();
+    }
     let arrival_ns = state.clock.now_ns();
     let plan =
         openai::parse(&body).and_then(|request| openai::plan_chat(request, &state.context()));
@@ -637,6 +650,16 @@ async fn stall(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
 /// `GET /redline/truth`: exact distributions of the engine's own TTFT, inter-token
 /// gaps and E2E since start or the last `DELETE /redline/truth` (which answers the
 /// same and starts afresh). The ground truth for any client measuring this server.
+/// What a scripted simulator was asked, in order (empty without a script).
+async fn script_requests(State(state): State<Arc<SimState>>) -> Response {
+    let requests = state
+        .script
+        .as_ref()
+        .map(|s| s.requests())
+        .unwrap_or_default();
+    json_response(StatusCode::OK, &requests)
+}
+
 async fn truth(State(state): State<Arc<SimState>>) -> Response {
     json_response(StatusCode::OK, &state.metrics.truth_report(false))
 }

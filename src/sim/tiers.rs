@@ -178,6 +178,8 @@ pub struct Tiers {
     dim: usize,
     seed: u64,
     calls: std::sync::atomic::AtomicU64,
+    /// The share of tool calls failed, as f64 bits: the admin API changes it live.
+    tool_failure_rate: std::sync::atomic::AtomicU64,
 }
 
 impl Tiers {
@@ -186,11 +188,22 @@ impl Tiers {
             corpus: std::sync::OnceLock::new(),
             searches: std::sync::atomic::AtomicU64::new(0),
             tool_calls: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+            tool_failure_rate: std::sync::atomic::AtomicU64::new(
+                config.tool_failure_rate.clamp(0.0, 1.0).to_bits(),
+            ),
             config,
             dim,
             seed,
             calls: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// The share of tool calls answered 500 now.
+    pub fn tool_failure_rate(&self) -> f64 {
+        f64::from_bits(
+            self.tool_failure_rate
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     pub fn corpus(&self) -> &Corpus {
@@ -283,7 +296,38 @@ pub async fn counts(State(tiers): State<Arc<Tiers>>) -> Json<Value> {
     Json(json!({
         "searches": tiers.searches.load(std::sync::atomic::Ordering::Relaxed),
         "tool_calls": tools,
+        "tool_failure_rate": tiers.tool_failure_rate(),
     }))
+}
+
+/// What the admin API may change while the simulator runs.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierSettings {
+    /// Share of tool calls answered 500, 0 to 1.
+    pub tool_failure_rate: Option<f64>,
+}
+
+/// `PUT /redline/tiers {"tool_failure_rate": 0.0}`: the simulator's admin API, for
+/// what a remediation would change on a real service.
+pub async fn configure(State(tiers): State<Arc<Tiers>>, body: Bytes) -> Response {
+    let settings: TierSettings = match serde_json::from_slice(&body) {
+        Ok(settings) => settings,
+        Err(e) => return bad_request(&format!("settings: {e}")),
+    };
+    if let Some(rate) = settings.tool_failure_rate {
+        if !(0.0..=1.0).contains(&rate) {
+            return bad_request(&format!("tool_failure_rate {rate} is not within 0..1"));
+        }
+        tiers
+            .tool_failure_rate
+            .store(rate.to_bits(), std::sync::atomic::Ordering::Relaxed);
+    }
+    Json(json!({"tool_failure_rate": tiers.tool_failure_rate()})).into_response()
+}
+
+fn bad_request(message: &str) -> Response {
+    (StatusCode::BAD_REQUEST, Json(json!({"error": message}))).into_response()
 }
 
 /// `POST /tools/{name}`: the arguments back, with an answer made from them, after the
@@ -301,7 +345,7 @@ pub async fn tool(
         .or_default() += 1;
     let mut rng = tiers.rng();
     let delay = tiers.config.tool_latency.sample(&mut rng);
-    let fails = rng.random_bool(tiers.config.tool_failure_rate.clamp(0.0, 1.0));
+    let fails = rng.random_bool(tiers.tool_failure_rate());
     tokio::time::sleep(delay).await;
     let arguments: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,

@@ -40,16 +40,22 @@ pub struct SpecErrors(pub Vec<SpecError>);
 
 impl fmt::Display for SpecErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.of("spec"))
+    }
+}
+
+impl SpecErrors {
+    /// Every problem, under a heading that names what kind of file has them.
+    pub fn of(&self, what: &str) -> String {
         let n = self.0.len();
-        writeln!(
-            f,
-            "{n} problem{} in the spec:",
+        let mut text = format!(
+            "{n} problem{} in the {what}:\n",
             if n == 1 { "" } else { "s" }
-        )?;
+        );
         for error in &self.0 {
-            writeln!(f, "{error}")?;
+            text.push_str(&format!("{error}\n"));
         }
-        Ok(())
+        text
     }
 }
 

@@ -36,6 +36,7 @@ pub async fn sim(profile: Profile) -> EmbeddedSim {
         model: None,
         seed: 0,
         tiers: Default::default(),
+        script: None,
     })
     .await
     .expect("start the simulator")

@@ -1,0 +1,191 @@
+//! `redline heal`: the remediation agent on a failed run — a plan by default, actions
+//! with `--execute` — and its audit log, RUN/heal.jsonl.
+
+use super::*;
+use crate::heal::exec::{self, Runner};
+use crate::heal::model::{Model, Protocol};
+use crate::heal::{Agent, Ending, observe, runbook};
+
+#[derive(Debug, clap::Args)]
+pub struct HealArgs {
+    /// The failed run's folder (summary.json; explain.json when explained).
+    run: PathBuf,
+    /// The whitelist of actions (see docs/heal.md).
+    #[arg(long)]
+    runbook: PathBuf,
+    /// An OpenAI-compatible server (`http://127.0.0.1:11434` for Ollama, `…/v1`).
+    #[arg(long)]
+    model_url: String,
+    /// The model to ask.
+    #[arg(long)]
+    model: String,
+    /// The environment variable holding the server's API key, if it needs one.
+    #[arg(long, value_name = "VAR")]
+    api_key_env: Option<String>,
+    /// How decisions are asked for.
+    #[arg(long, value_enum, default_value = "auto")]
+    protocol: Protocol,
+    /// Run the actions (and their rollbacks and verify loads). Without it the plan is
+    /// only printed and logged.
+    #[arg(long)]
+    execute: bool,
+    /// How long one model answer may take.
+    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    model_timeout: std::time::Duration,
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    Ok(spec::Dur::parse(text)?.0)
+}
+
+pub(super) async fn heal_command(args: HealArgs) -> Result<i32> {
+    let runbook = match runbook::load(&args.runbook) {
+        Ok(runbook) => runbook,
+        Err(errors) => {
+            err(&errors.of("runbook"));
+            return Ok(exit::USAGE);
+        }
+    };
+    let summary = crate::report::read_summary(&args.run)?;
+    let key = match &args.api_key_env {
+        Some(var) => Some(std::env::var(var).with_context(|| format!("${var} is not set"))?),
+        None => None,
+    };
+    let http = exec::http_client();
+    let model = Model {
+        url: Model::chat_url(&args.model_url),
+        name: args.model.clone(),
+        key,
+        protocol: args.protocol,
+        timeout: args.model_timeout,
+        http: http.clone(),
+    };
+    let audit_path = args.run.join("heal.jsonl");
+    let mut audit = crate::heal::audit::Audit::create(&audit_path)
+        .with_context(|| format!("cannot write {}", audit_path.display()))?;
+    audit.log(
+        0,
+        "start",
+        serde_json::json!({
+            "run": args.run, "runbook": args.runbook, "model_url": model.url, "model": model.name,
+            "protocol": args.protocol, "execute": args.execute,
+            "actions": runbook.actions.keys().collect::<Vec<_>>(), "max_steps": runbook.max_steps,
+        }),
+    )?;
+    let mut agent = Agent {
+        runbook: &runbook,
+        model,
+        runner: Runner {
+            dir: runbook.dir(),
+            env: &runbook.env,
+            allow_hosts: &runbook.allow_hosts,
+            http: &http,
+        },
+        execute: args.execute,
+        verify_dir: std::path::absolute(args.run.join("heal"))?,
+        redline: std::env::current_exe().context("cannot find this program for verify runs")?,
+    };
+    let first = observe::failed_run(&args.run, &summary);
+    let ending = agent.heal(first, &mut audit).await;
+    print_loop(&audit.lines);
+    outln!("{}", describe(&ending, args.execute));
+    outln!("audit log: {}", audit_path.display());
+    Ok(if ending.succeeded() {
+        exit::OK
+    } else {
+        exit::SLO_FAILED
+    })
+}
+
+/// The loop as it went, one line per decision, action, rollback and verify.
+fn print_loop(lines: &[serde_json::Value]) {
+    for line in lines {
+        let step = &line["step"];
+        let text = match line["event"].as_str().unwrap_or_default() {
+            "decision" => format!(
+                "step {step}: the model chose `{}` {} — {}",
+                str_of(&line["action"]),
+                line["arguments"],
+                str_of(&line["thought"])
+            ),
+            "validation" if line["valid"] == false => format!(
+                "step {step}: refused: {}",
+                line.get("why")
+                    .or(line.get("errors"))
+                    .unwrap_or(&serde_json::Value::Null)
+            ),
+            "plan" => format!(
+                "step {step}: would run `{}` {} (dry run)",
+                str_of(&line["action"]),
+                line["arguments"]
+            ),
+            "action" => format!(
+                "step {step}: ran `{}`: {}",
+                str_of(&line["action"]),
+                outcome_text(&line["outcome"])
+            ),
+            "rollback" => format!(
+                "step {step}: rolled back: {}",
+                outcome_text(&line["outcome"])
+            ),
+            "verify" => format!(
+                "step {step}: verify load {}",
+                if line["passed"] == true {
+                    "passed: the SLOs hold"
+                } else {
+                    "failed"
+                }
+            ),
+            _ => continue,
+        };
+        outln!("{text}");
+    }
+}
+
+fn str_of(value: &serde_json::Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+fn outcome_text(outcome: &serde_json::Value) -> String {
+    match outcome["ok"].as_bool() {
+        Some(true) => format!(
+            "ok in {:.0} ms",
+            outcome["elapsed_ms"].as_f64().unwrap_or(0.0)
+        ),
+        _ => format!("failed: {}", str_of(&outcome["error"])),
+    }
+}
+
+fn describe(ending: &Ending, execute: bool) -> String {
+    match ending {
+        Ending::Recovered { action } => format!("healed: after `{action}` the verify load passed"),
+        Ending::Finished { summary } => format!("the model finished: {summary}"),
+        Ending::Planned { steps } if steps.is_empty() => {
+            "dry run: the model planned no action".into()
+        }
+        Ending::Planned { steps } => format!(
+            "dry run: the plan is {}{}",
+            steps.join(", then "),
+            if execute {
+                ""
+            } else {
+                " (run again with --execute to carry it out)"
+            }
+        ),
+        Ending::StepLimit { limit } => format!("stopped: the model wanted more than {limit} steps"),
+        Ending::UnknownAction { action } => {
+            format!("stopped: `{action}` is not in the runbook, and nothing runs that is not")
+        }
+        Ending::InvalidArguments { action, errors } => format!(
+            "stopped: the arguments for `{action}` fail its schema: {}",
+            errors.join("; ")
+        ),
+        Ending::RepeatedFailure { action } => {
+            format!("stopped: the model chose `{action}` again after it failed")
+        }
+        Ending::ModelFailed { error } => format!("stopped: {error}"),
+        Ending::AuditFailed { error } => {
+            format!("stopped: the audit log cannot be written: {error}")
+        }
+    }
+}
