@@ -372,7 +372,8 @@ async fn a_model_that_is_down_or_answers_garbage_ends_the_loop_with_why() {
         "{error}"
     );
 
-    let (model, _) = scripted("- error: { status: 200, body: '<html>busy</html>' }\n").await;
+    let (model, _) =
+        scripted(&"- error: { status: 200, body: '<html>busy</html>' }\n".repeat(3)).await;
     let healed = heal(&case, &model.base_url(), &["--execute"]);
     let error = healed.ending()["error"].as_str().unwrap();
     assert!(error.contains("not JSON"), "{error}");
@@ -401,6 +402,20 @@ async fn a_server_without_tools_is_asked_for_schema_constrained_json() {
             .iter()
             .any(|b| b["properties"]["action"]["const"] == "set_tool_failure_rate")
     );
+
+    // llama-cpp-python: answers a tools request with text, refuses `json_schema` (422)
+    // and takes the schema as `json_object`.
+    let (model, script) = scripted(
+        "- content: 'Lower the failure rate.'\n\
+         - error: { status: 422, body: '{\"detail\": \"type must be text or json_object\"}' }\n\
+         - json: { thought: 'tool errors', action: finish, arguments: { summary: 'nothing to do' } }\n",
+    )
+    .await;
+    let healed = heal(&case, &model.base_url(), &[]);
+    assert_eq!(healed.ending()["reason"], "planned", "{}", healed.stdout);
+    let requests = script.requests();
+    assert_eq!(requests[2]["response_format"]["type"], "json_object");
+    assert!(requests[2]["response_format"]["schema"]["anyOf"].is_array());
 }
 
 #[test]

@@ -19,13 +19,21 @@ use crate::client::HttpClient;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Protocol {
-    /// Tool calling first; a server that refuses tools is asked for JSON instead.
+    /// Tool calling first; a server that refuses tools, or answers without calling
+    /// one, is asked for JSON by schema, then in the `json_object` form.
     Auto,
     /// Tool calling (`tools`, `tool_choice: required`).
     Tools,
-    /// An answer constrained by a JSON Schema (`response_format: json_schema`).
+    /// An answer constrained by a JSON Schema (`response_format: {type: json_schema}`:
+    /// OpenAI, vLLM, llama.cpp's server).
     JsonSchema,
+    /// The same schema as `response_format: {type: json_object, schema}`
+    /// (llama-cpp-python, older llama.cpp servers).
+    JsonObject,
 }
+
+/// The order `auto` tries the protocols in.
+const AUTO: [Protocol; 3] = [Protocol::Tools, Protocol::JsonSchema, Protocol::JsonObject];
 
 /// What the model chose: an action (or `finish`) and its arguments, unchecked.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -88,31 +96,36 @@ impl Model {
         }
     }
 
-    /// Asks for the next decision. In `auto`, a server that refuses the tools request
-    /// (HTTP 4xx or 5xx) is asked again for JSON, and is asked for JSON from then on.
+    /// Asks for the next decision. In `auto`, a server that refuses a protocol (an
+    /// HTTP error), ignores the tools (no tool call although one is required) or
+    /// ignores the schema (an answer that is not JSON) is asked the next way, and is
+    /// asked the way that worked from then on.
     pub async fn decide(
         &mut self,
         messages: &[Value],
         runbook: &Runbook,
         exchanges: &mut Vec<Exchange>,
     ) -> Result<Decision, ModelError> {
-        let protocol = match self.protocol {
-            Protocol::Auto => Protocol::Tools,
-            other => other,
-        };
-        let answer = self.ask(protocol, messages, runbook, exchanges).await;
-        match answer {
-            Err(ModelError::Status { .. }) if self.protocol == Protocol::Auto => {
-                self.protocol = Protocol::JsonSchema;
-                self.ask(Protocol::JsonSchema, messages, runbook, exchanges)
-                    .await
-            }
-            Ok(decision) if self.protocol == Protocol::Auto => {
-                self.protocol = Protocol::Tools;
-                Ok(decision)
-            }
-            other => other,
+        if self.protocol != Protocol::Auto {
+            return self.ask(self.protocol, messages, runbook, exchanges).await;
         }
+        let mut last = None;
+        for protocol in AUTO {
+            let answer = self.ask(protocol, messages, runbook, exchanges).await;
+            let refused = match &answer {
+                Ok(decision) => protocol == Protocol::Tools && decision.call_id.is_none(),
+                Err(ModelError::Status { .. } | ModelError::NotJson(_)) => true,
+                Err(_) => false,
+            };
+            if !refused {
+                if answer.is_ok() {
+                    self.protocol = protocol;
+                }
+                return answer;
+            }
+            last = Some(answer);
+        }
+        last.expect("auto tries at least one protocol")
     }
 
     async fn ask(
@@ -149,8 +162,8 @@ impl Model {
             .cloned()
             .ok_or_else(|| ModelError::NoMessage(crate::record::cut_to(&body, 200)))?;
         match protocol {
-            Protocol::JsonSchema => from_json_answer(message),
-            _ => from_tool_call(message),
+            Protocol::Auto | Protocol::Tools => from_tool_call(message),
+            Protocol::JsonSchema | Protocol::JsonObject => from_json_answer(message),
         }
     }
 
@@ -189,6 +202,9 @@ pub fn request_body(
             "type": "json_schema",
             "json_schema": {"name": "decision", "strict": true, "schema": decision_schema(runbook)},
         });
+    } else if protocol == Protocol::JsonObject {
+        body["response_format"] =
+            json!({"type": "json_object", "schema": decision_schema(runbook)});
     } else {
         let mut tools: Vec<Value> = runbook
             .actions
@@ -213,7 +229,7 @@ fn tool(name: &str, description: &str, parameters: &Value) -> Value {
 fn finish_schema() -> Value {
     json!({
         "type": "object",
-        "properties": {"summary": {"type": "string"}},
+        "properties": {"summary": {"type": "string", "maxLength": 300}},
         "required": ["summary"],
         "additionalProperties": false,
     })
@@ -226,7 +242,7 @@ pub fn decision_schema(runbook: &Runbook) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "thought": {"type": "string"},
+                "thought": {"type": "string", "maxLength": 300},
                 "action": {"const": name},
                 "arguments": arguments,
             },
