@@ -194,6 +194,40 @@ grep -q "output counts: 6 by content events" "$work/gate-pass.txt" || true
 run no-such-path 1 --url "$url/no/such/prefix" --model gemma-3-270m --api completions --requests 3
 echo "SLO gate: exit 1 on a breach, 0 on a pass, JUnit written; default gate: every request 404 → exit 1"
 
+# --- the remediation agent with a real model, dry run ---------------------------------
+# Gemma 3 270M plans for the failed gate's run. llama-cpp-python answers a tools request
+# with text and refuses `json_schema`, so `auto` ends at `json_object` with the schema,
+# which the server turns into a grammar: every decision must be valid and whitelisted
+# (the plan's wisdom does not matter), and nothing runs.
+cat > "$work/runbook.yaml" <<'YAML'
+actions:
+  restart_server:
+    description: Restarts the LLM server process, clearing its queue.
+    schema: { type: object, properties: { reason: { type: string, maxLength: 80 } }, required: [reason], additionalProperties: false }
+    run: { command: [touch, restarted] }
+  scale_replicas:
+    description: Sets how many replicas of the LLM server run.
+    schema: { type: object, properties: { replicas: { type: integer, minimum: 1, maximum: 8 } }, required: [replicas], additionalProperties: false }
+    run: { command: [touch, "scaled-{replicas}"] }
+YAML
+rc=0
+"$bin" heal "$work/gate-fail" --runbook "$work/runbook.yaml" --model-url "$url" --model gemma-3-270m \
+  > "$work/heal.txt" 2>&1 || rc=$?
+cat "$work/heal.txt"
+ls "$work" | grep -qE '^(restarted|scaled-)' && fail "heal: a dry run ran an action"
+python3 - "$work/gate-fail/heal.jsonl" <<'PY' || fail "heal: the plan is not valid"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+checks = [l for l in lines if l["event"] == "validation"]
+assert all(c["valid"] for c in checks), checks
+ending = lines[-1]["ending"]
+assert ending["reason"] in ("planned", "step_limit"), ending
+protocols = [l["protocol"] for l in lines if l["event"] == "model"]
+assert protocols[-1] == "json-object", protocols
+plans = [(l["action"], l["arguments"]) for l in lines if l["event"] == "plan"]
+print(f"heal with Gemma 3 270M: {len(plans)} planned step(s) {plans}, ended {ending['reason']}; asked by {protocols}")
+PY
+
 # --- Ctrl-C in a closed loop keeps drain_timeout --------------------------------------
 cat > "$work/drain.yaml" <<YAML
 apiVersion: redline.dev/v1alpha1

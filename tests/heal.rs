@@ -211,6 +211,20 @@ async fn a_two_step_remediation_recovers_and_the_audit_log_has_the_whole_loop() 
         );
     }
     assert!(healed.stdout.contains("healed"), "{}", healed.stdout);
+    // The run's summary and report say what the agent did.
+    let summary = std::fs::read_to_string(case.run.join("summary.json")).unwrap();
+    let heal: Value = serde_json::from_str::<Value>(&summary).unwrap()["heal"].clone();
+    assert_eq!(heal["ending"], "recovered");
+    let verified: Vec<&Value> = heal["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["verify"])
+        .collect();
+    assert_eq!(verified, [&json!(false), &json!(true)]);
+    let html = std::fs::read_to_string(case.run.join("report.html")).unwrap();
+    assert!(html.contains("What the agent did"));
+    assert!(html.contains("data-ending=\"recovered\""));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -415,6 +429,17 @@ async fn a_server_without_tools_is_asked_for_schema_constrained_json() {
     assert_eq!(healed.ending()["reason"], "planned", "{}", healed.stdout);
     let requests = script.requests();
     assert_eq!(requests[2]["response_format"]["type"], "json_object");
+    // Without tools, the prompt lists the actions.
+    let system = requests[2]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("- set_tool_failure_rate: Sets the share"),
+        "{system}"
+    );
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        !system.contains("- set_tool_failure_rate:"),
+        "tools carry them: {system}"
+    );
     assert!(requests[2]["response_format"]["schema"]["anyOf"].is_array());
 }
 
@@ -577,4 +602,49 @@ async fn an_awx_launch_has_awx_s_shape_and_its_job_s_end_decides() {
         );
         assert_eq!(case.dir.join("awx-rolled-back").is_file(), !ok);
     }
+}
+
+#[test]
+fn the_example_runbook_and_its_verify_spec_are_valid() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/heal");
+    let runbook =
+        redline::heal::runbook::load(&dir.join("runbook.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(runbook.actions.len(), 4);
+    assert!(runbook.actions.values().all(|a| a.verify.is_some()));
+    let verify = dir.join("verify.yaml");
+    let text = std::fs::read_to_string(&verify).unwrap();
+    let file = redline::spec::parse(&verify.display().to_string(), &text).unwrap();
+    redline::scenario::Scenario::from_spec(&file, &text).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_s_remediate_hands_its_failed_run_to_the_agent() {
+    let case = failed_run("heal-remediate").await;
+    let (model, _) = scripted(
+        "- tool_call: { name: set_tool_failure_rate, arguments: { tool_failure_rate: 0.0 } }\n",
+    )
+    .await;
+    let remediate = format!(
+        "  remediate: {{ runbook: runbook.yaml, model_url: \"{}\", model: scripted, execute: true }}\n  load:",
+        model.base_url()
+    );
+    let spec = verify_spec(&case.target.base_url()).replacen("  load:", &remediate, 1);
+    std::fs::write(case.dir.join("remediated.yaml"), spec).unwrap();
+    let output = redline(
+        &["run", "remediated.yaml", "--out", "again", "--quiet"],
+        &case.dir,
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "the run's own verdict stands: {stdout}"
+    );
+    assert!(
+        stdout.contains("healed: after `set_tool_failure_rate`"),
+        "{stdout}"
+    );
+    let audit = std::fs::read_to_string(case.dir.join("again/heal.jsonl")).unwrap();
+    assert!(audit.contains(r#""reason":"recovered""#), "{audit}");
+    assert_eq!(tool_failure_rate(&case.target).await, 0.0);
 }

@@ -39,6 +39,53 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 }
 
 pub(super) async fn heal_command(args: HealArgs) -> Result<i32> {
+    let ask = Ask {
+        run: args.run,
+        runbook: args.runbook,
+        model_url: args.model_url,
+        model: args.model,
+        api_key_env: args.api_key_env,
+        protocol: args.protocol,
+        execute: args.execute,
+        model_timeout: args.model_timeout,
+    };
+    heal_run(ask).await
+}
+
+/// A failed run handed to the agent by its spec's `remediate:`: its exit code is the
+/// run's, whatever the agent does.
+pub(super) async fn remediate(run: &Path, spec: &crate::spec::RemediateSpec) -> Result<()> {
+    outln!(
+        "remediate: handing the failed run to {} at {}",
+        spec.model,
+        spec.model_url
+    );
+    let ask = Ask {
+        run: run.to_path_buf(),
+        runbook: spec.runbook.clone(),
+        model_url: spec.model_url.clone(),
+        model: spec.model.clone(),
+        api_key_env: spec.api_key_env.clone(),
+        protocol: Protocol::Auto,
+        execute: spec.execute,
+        model_timeout: std::time::Duration::from_secs(120),
+    };
+    heal_run(ask).await.map(|_| ())
+}
+
+/// What the agent is asked to do, from the command line or a spec.
+struct Ask {
+    run: PathBuf,
+    runbook: PathBuf,
+    model_url: String,
+    model: String,
+    api_key_env: Option<String>,
+    protocol: Protocol,
+    execute: bool,
+    model_timeout: std::time::Duration,
+}
+
+async fn heal_run(args: Ask) -> Result<i32> {
     let runbook = match runbook::load(&args.runbook) {
         Ok(runbook) => runbook,
         Err(errors) => {
@@ -88,8 +135,27 @@ pub(super) async fn heal_command(args: HealArgs) -> Result<i32> {
     let first = observe::failed_run(&args.run, &summary);
     let ending = agent.heal(first, &mut audit).await;
     print_loop(&audit.lines);
-    outln!("{}", describe(&ending, args.execute));
+    let detail = describe(&ending, args.execute);
+    outln!("{detail}");
     outln!("audit log: {}", audit_path.display());
+    // The run's report gets a section on what the agent did.
+    let mut summary = summary;
+    summary.heal = Some(crate::heal::summarize(
+        &audit.lines,
+        &args.model,
+        args.execute,
+        &ending,
+        detail,
+    ));
+    std::fs::write(
+        args.run.join("summary.json"),
+        crate::report::render_json(&summary),
+    )
+    .with_context(|| format!("cannot update {}", args.run.join("summary.json").display()))?;
+    if args.run.join("records.jsonl").is_file() {
+        let page = crate::report::outputs::write_pictures(&summary, &args.run, None)?;
+        outln!("report: {}", page.display());
+    }
     Ok(if ending.succeeded() {
         exit::OK
     } else {

@@ -54,6 +54,7 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
     let options = run_options(&args, tls.as_ref(), progress, &dir).await?;
     let name = scenario.name.clone();
     let slos = scenario.slos.clone();
+    let remediation = scenario.remediate.clone();
     let dataset = scenario.dataset_info();
     let result = run_scenario(scenario, options, stop).await;
     if let Some(drawer) = drawer {
@@ -85,6 +86,9 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
     );
     if let Some(junit) = &finished.junit {
         outln!("  junit: {}", junit.display());
+    }
+    if let Some(remediation) = remediation.filter(|_| finished.code == exit::SLO_FAILED) {
+        super::heal::remediate(&dir, &remediation).await?;
     }
     Ok(finished.code)
 }
@@ -321,6 +325,7 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
             goodput: None,
             server_metrics: None,
             faults: Vec::new(),
+            remediate: None,
         },
         scale: None,
         model_load: None,

@@ -63,6 +63,10 @@ pub struct Agent<'a> {
     pub redline: PathBuf,
 }
 
+/// What the first message asks after the failed run's observation.
+const FIRST_ASK: &str = "The run above failed. Choose the action most likely to fix \
+    its cause, with its arguments; call `finish` only if no action listed can help.";
+
 /// How the agent is told its job. The runbook's actions reach it as tools (or schema
 /// branches); this says how to treat what it observes.
 pub fn system_prompt(runbook: &Runbook) -> String {
@@ -91,7 +95,7 @@ impl<'a> Agent<'a> {
     async fn looped(&mut self, first: Value, audit: &mut Audit) -> Result<Ending, Ending> {
         let mut messages = vec![
             json!({"role": "system", "content": system_prompt(self.runbook)}),
-            json!({"role": "user", "content": observe::wrap(0, &first)}),
+            json!({"role": "user", "content": format!("{}\n{FIRST_ASK}", observe::wrap(0, &first))}),
         ];
         log(audit, 0, "observation", json!({"observation": first}))?;
         let mut failed: BTreeSet<String> = BTreeSet::new();

@@ -183,10 +183,7 @@ impl Runner<'_> {
         deadline: Instant,
     ) -> Result<(u16, String), String> {
         let uri: hyper::Uri = url.parse().map_err(|e| format!("`{url}`: {e}"))?;
-        let allowed = uri
-            .authority()
-            .is_some_and(|a| host_allowed(a, self.allow_hosts));
-        if !allowed {
+        if !host_allowed(&uri, self.allow_hosts) {
             return Err(format!("{url} is not on a host the runbook allows"));
         }
         let mut request = hyper::Request::builder()

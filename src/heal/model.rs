@@ -190,6 +190,14 @@ pub fn request_body(
     messages: &[Value],
     runbook: &Runbook,
 ) -> Value {
+    let mut messages = messages.to_vec();
+    if matches!(protocol, Protocol::JsonSchema | Protocol::JsonObject) {
+        // No tools in the request: the model learns the actions from the prompt.
+        if let Some(system) = messages.first_mut() {
+            let text = system["content"].as_str().unwrap_or_default();
+            system["content"] = Value::String(format!("{text}\n\n{}", catalogue(runbook)));
+        }
+    }
     let mut body = json!({
         "model": model,
         "messages": messages,
@@ -220,6 +228,24 @@ pub fn request_body(
         body["tool_choice"] = json!("required");
     }
     body
+}
+
+/// The actions in words, for a model asked for JSON rather than offered tools.
+fn catalogue(runbook: &Runbook) -> String {
+    let mut text = String::from(
+        "Answer with one JSON object {\"thought\", \"action\", \"arguments\"}. The actions:",
+    );
+    for action in runbook.actions.values() {
+        text.push_str(&format!(
+            "\n- {}: {} Arguments: {}",
+            action.name, action.description, action.schema
+        ));
+    }
+    text.push_str(&format!(
+        "\n- {FINISH}: End: the problem is fixed, or no action here fits it. Arguments: {}",
+        finish_schema()
+    ));
+    text
 }
 
 fn tool(name: &str, description: &str, parameters: &Value) -> Value {

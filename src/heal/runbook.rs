@@ -524,7 +524,7 @@ fn check_url(url: &str, at: &str, cx: &Context, problems: &mut Problems) -> Opti
         problems.add(at, format!("`{scheme}` is not http or https"), None);
         return None;
     }
-    if !host_allowed(authority, cx.allow_hosts) {
+    if !host_allowed(&uri, cx.allow_hosts) {
         problems.add(
             at,
             format!(
@@ -541,12 +541,21 @@ fn check_url(url: &str, at: &str, cx: &Context, problems: &mut Problems) -> Opti
     Some(url.to_owned())
 }
 
-/// Whether `authority` is one the runbook names: by `host:port`, or by host alone for
-/// any port.
-pub fn host_allowed(authority: &hyper::http::uri::Authority, allowed: &[String]) -> bool {
-    allowed
-        .iter()
-        .any(|a| a == authority.as_str() || (!a.contains(':') && a == authority.host()))
+/// Whether `uri`'s host is one the runbook names: as `host:port` (the scheme's port
+/// when the URL gives none), or as `host` alone for any port.
+pub fn host_allowed(uri: &hyper::Uri, allowed: &[String]) -> bool {
+    let Some(host) = uri.host() else {
+        return false;
+    };
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
+    let with_port = format!("{host}:{port}");
+    allowed.iter().any(|a| *a == with_port || a == host)
 }
 
 fn check_verify(
@@ -565,4 +574,28 @@ fn check_verify(
         return None;
     }
     Some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_allowed_by_name_or_by_name_and_port() {
+        let allowed = ["awx.example:443".to_owned(), "127.0.0.1".to_owned()];
+        let ok = |url: &str| host_allowed(&url.parse().unwrap(), &allowed);
+        assert!(ok("https://awx.example/api"));
+        assert!(ok("https://awx.example:443/api"));
+        assert!(!ok("http://awx.example/api"), "port 80 is not 443");
+        assert!(ok("http://127.0.0.1:9000/hook"));
+        assert!(!ok("http://127.0.0.2/hook"));
+        assert!(!ok("http://awx.example.evil.com/"));
+    }
+
+    #[test]
+    fn placeholders_are_names_in_braces() {
+        assert_eq!(placeholders("--replicas={n}"), ["n"]);
+        assert_eq!(placeholders("{a}-{b_c}"), ["a", "b_c"]);
+        assert!(placeholders("{\"json\": 1}").is_empty());
+    }
 }

@@ -107,6 +107,39 @@ pub struct Summary {
     /// its sessions breach, as `redline explain RUN` finds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explain: Option<crate::explain::Explanation>,
+    /// What `redline heal` decided and did about this run, written by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heal: Option<HealSummary>,
+}
+
+/// The remediation agent's loop on a run, step by step (the whole of it is in
+/// `heal.jsonl`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HealSummary {
+    pub model: String,
+    /// Actions ran (`--execute`); otherwise they were only planned.
+    pub executed: bool,
+    /// Why the loop ended: `recovered`, `finished`, `planned`, `step_limit`,
+    /// `unknown_action`, `invalid_arguments`, `repeated_failure`, `model_failed`.
+    pub ending: String,
+    /// The ending in words.
+    pub detail: String,
+    pub steps: Vec<HealStep>,
+}
+
+/// One decision of the agent and what came of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HealStep {
+    pub step: u32,
+    pub action: String,
+    pub arguments: serde_json::Value,
+    pub thought: String,
+    /// `planned`, `ok`, `refused: …` or `failed: …`.
+    pub result: String,
+    /// The rollback's result, when one ran.
+    pub rollback: Option<String>,
+    /// Whether the verify load passed, when one ran.
+    pub verify: Option<bool>,
 }
 
 /// Without SLOs, a run must still not look green to a CI script when its requests
@@ -508,6 +541,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         invocation: None,
         samples: Vec::new(),
         explain: None,
+        heal: None,
     }
 }
 

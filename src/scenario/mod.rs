@@ -135,6 +135,27 @@ pub struct Scenario {
     pub faults: Vec<RuleDef>,
     /// A RAG or agent chain each session runs, when the payload template has a flow.
     pub flow: Option<Arc<FlowPlan>>,
+    /// The remediation agent a failed run is handed to.
+    pub remediate: Option<crate::spec::RemediateSpec>,
+}
+
+/// `remediate:` with its runbook found beside the spec.
+fn remediate_from_spec(
+    spec: &InferenceSpec,
+    spec_dir: &Path,
+    problems: &mut Problems,
+) -> Option<crate::spec::RemediateSpec> {
+    let mut remediate = spec.remediate.clone()?;
+    remediate.runbook = spec_dir.join(&remediate.runbook);
+    if !remediate.runbook.is_file() {
+        problems.add(
+            "spec.remediate.runbook",
+            format!("{} is not a file", remediate.runbook.display()),
+            Some("give the runbook's path relative to the spec (see docs/heal.md)".into()),
+        );
+        return None;
+    }
+    Some(remediate)
 }
 
 /// Default of `limits.max_response_bytes`.
@@ -223,6 +244,7 @@ impl Scenario {
         }
         let called = service_name.as_deref().unwrap_or("llm");
         let faults = faults_from_spec(spec, called, flow.as_ref(), &mut problems);
+        let remediate = remediate_from_spec(spec, spec_dir, &mut problems);
         if !problems.is_empty() {
             return Err(problems.located(&file.path, text));
         }
@@ -261,6 +283,7 @@ impl Scenario {
             scrape,
             faults,
             flow: flow.map(Arc::new),
+            remediate,
         })
     }
 

@@ -119,6 +119,27 @@ pub struct InferenceSpec {
     /// `service` and sends that service's traffic through it (see `docs/chaos.md`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<faults::FaultRuleSpec>,
+    /// When the run fails (its gate, a streaming SLO's episode, a flow's explained
+    /// breach), hand it to `redline heal` with this runbook and model (see docs/heal.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remediate: Option<RemediateSpec>,
+}
+
+/// `remediate:`: the remediation agent a failed run calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemediateSpec {
+    /// The runbook: the whitelist of actions.
+    pub runbook: std::path::PathBuf,
+    /// An OpenAI-compatible server (`http://127.0.0.1:11434` for Ollama, `…/v1`).
+    pub model_url: String,
+    pub model: String,
+    /// The environment variable holding the server's API key, if it needs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Run the actions; without it (the default) the plan is only printed and logged.
+    #[serde(default)]
+    pub execute: bool,
 }
 
 /// Where and how often to scrape the server's metrics.

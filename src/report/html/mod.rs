@@ -11,6 +11,7 @@ mod digest;
 mod drift;
 mod explain;
 mod flows;
+mod heal;
 mod sections;
 pub mod svg;
 
@@ -40,6 +41,7 @@ pub fn render(summary: &Summary, digest: &Digest) -> String {
         sections::over_time(summary, digest),
         drift::drift(summary, &sections::marks(summary, digest)),
         explain::explanation(summary),
+        heal::heal(summary),
         sections::timeline(digest),
         sections::sweep(summary),
         sections::sessions(summary),
