@@ -81,8 +81,9 @@ fn rank_of(explanation: &Explanation, tier: &str) -> usize {
 }
 
 /// 20 runs, each with one tier under a fault of a random kind and strength, against a
-/// clean baseline run: the tier ranks first in at least 18 and in the top three in
-/// all; 5 clean runs name no cause. Each delayed run is run again without its fault
+/// clean baseline run: the tier ranks first in at least 18, and in the top three in
+/// every run whose change is significant (one that is not blames no one); 5 clean runs
+/// name no cause. Each delayed run is run again without its fault
 /// (same seed: same arrivals, same prompts): the intervention `do(tier = baseline)`
 /// predicts that rerun's mean session latency within 5 %. Runs go five at a time,
 /// the baseline among the first, so every run shares the machine alike.
@@ -136,7 +137,17 @@ async fn planted_faults_on_the_rag_agent_chain_are_found_and_clean_runs_blame_no
                 .map(|c| &c.node)
                 .collect::<Vec<_>>()
         );
-        assert!(rank <= 3, "{tier} ranked {rank}:\n{report}");
+        // A fault that does not move the root beyond noise (a few aborted searches
+        // the chain rides over, on a busy machine) cannot be ranked: nothing may be
+        // blamed for it. Any fault that does must rank in the top three.
+        if explanation.attribution.significant {
+            assert!(rank <= 3, "{tier} ranked {rank}:\n{report}");
+        } else {
+            assert!(
+                explanation.causes.is_empty(),
+                "an insignificant change blamed someone:\n{report}"
+            );
+        }
     }
     for (&k, rerun) in delayed.iter().zip(&runs[26..]) {
         let explanation = explain_against(&runs[1 + k], baseline);
