@@ -14,9 +14,13 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "prometheus-rules-check: $*" >&2; exit 1; }
 "$bin" slo rules examples/redlines.yaml --format prometheus > "$work/rules.yaml" 2> "$work/left-out.txt"
 grep -q "left out tpot.p95" "$work/left-out.txt" || fail "tpot.p95 was not said to be left out"
-promtool check rules "$work/rules.yaml" | grep -q "SUCCESS: 45 rules found" || fail "promtool did not accept the rules"
+# Output kept before it is searched: `grep -q` leaving early would break promtool's pipe,
+# and pipefail would call that a refusal.
+checked=$(promtool check rules "$work/rules.yaml" 2>&1) || { echo "$checked"; fail "promtool did not accept the rules"; }
+grep -q "SUCCESS: 45 rules found" <<< "$checked" || { echo "$checked"; fail "promtool did not accept the rules"; }
 "$bin" slo rules examples/redlines.yaml --format prometheus --metrics vllm > "$work/vllm.yaml" 2> /dev/null
-promtool check rules "$work/vllm.yaml" | grep -q "SUCCESS: 18 rules found" || fail "promtool did not accept the vLLM rules"
+checked=$(promtool check rules "$work/vllm.yaml" 2>&1) || { echo "$checked"; fail "promtool did not accept the vLLM rules"; }
+grep -q "SUCCESS: 18 rules found" <<< "$checked" || { echo "$checked"; fail "promtool did not accept the vLLM rules"; }
 # The PrometheusRule resource holds the same groups.
 "$bin" slo rules examples/redlines.yaml > "$work/resource.yaml" 2> /dev/null
 python3 -c 'import yaml' 2> /dev/null || python3 -m pip install --quiet --disable-pip-version-check pyyaml
