@@ -181,16 +181,8 @@ fn is_loopback(host: &str) -> bool {
 
 /// Reads and validates a rules file: every problem, with file, line and field.
 pub fn load_rules(path: &str) -> Result<(RulesFile, Vec<Rule>), SpecErrors> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        SpecErrors(vec![SpecError {
-            file: path.to_owned(),
-            line: 0,
-            column: 0,
-            path: String::new(),
-            message: format!("cannot read the rules file: {e}"),
-            fix: None,
-        }])
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SpecErrors::unreadable(path, "rules file", &e))?;
     parse_rules(path, &text)
 }
 

@@ -187,16 +187,8 @@ pub enum Run {
 /// Reads and checks a runbook: every problem, with file, line and field.
 pub fn load(path: &Path) -> Result<Runbook, SpecErrors> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        SpecErrors(vec![SpecError {
-            file: file.clone(),
-            line: 0,
-            column: 0,
-            path: String::new(),
-            message: format!("cannot read the runbook: {e}"),
-            fix: None,
-        }])
-    })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| SpecErrors::unreadable(&file, "runbook", &e))?;
     parse(path, &text)
 }
 

@@ -45,6 +45,18 @@ impl fmt::Display for SpecErrors {
 }
 
 impl SpecErrors {
+    /// A file (`what`: "spec file", "runbook") that could not be read at all.
+    pub fn unreadable(file: &str, what: &str, error: &std::io::Error) -> SpecErrors {
+        SpecErrors(vec![SpecError {
+            file: file.to_owned(),
+            line: 0,
+            column: 0,
+            path: String::new(),
+            message: format!("cannot read the {what}: {error}"),
+            fix: None,
+        }])
+    }
+
     /// Every problem, under a heading that names what kind of file has them.
     pub fn of(&self, what: &str) -> String {
         let n = self.0.len();

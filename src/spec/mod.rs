@@ -723,16 +723,8 @@ pub struct SpecFile {
 
 /// Reads and parses a spec file, reporting every document's problems together.
 pub fn load(path: &str) -> Result<SpecFile, SpecErrors> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        SpecErrors(vec![SpecError {
-            file: path.to_owned(),
-            line: 0,
-            column: 0,
-            path: String::new(),
-            message: format!("cannot read the spec file: {e}"),
-            fix: None,
-        }])
-    })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| SpecErrors::unreadable(path, "spec file", &e))?;
     parse(path, &text)
 }
 
