@@ -254,3 +254,29 @@ took=$(python3 -c "import time; print(f'{time.time() - $interrupted:.1f}')")
 python3 -c "import sys; sys.exit(0 if $took <= 5.0 else 1)" || fail "Ctrl-C: exited ${took}s after SIGINT with drain_timeout 2s"
 grep -q '"outcome":"cancelled"' "$work/drain/records.jsonl" || fail "Ctrl-C: nothing in flight was cancelled"
 echo "Ctrl-C in a closed loop: exit 130 ${took}s after SIGINT (drain_timeout 2s), in-flight requests cancelled"
+
+# --- cold and warm starts of the real server ------------------------------------------
+# A second server on its own port, started 5 times cold (the GGUF's pages dropped from
+# the page cache first) and 5 times warm, alternating; timed from outside to its first
+# token. llama-cpp-python binds its port only once the model is loaded, so port open
+# and ready come together.
+cport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+rc=0
+"$bin" coldstart --ready "http://127.0.0.1:$cport/v1/models" --cold 5 --warm 5 --weights "$model" \
+  --timeout 120s --out "$work/coldstart" -- \
+  "$venv/bin/python" -m llama_cpp.server --model "$model" --model_alias gemma-3-270m --chat_format gemma \
+  --host 127.0.0.1 --port "$cport" --n_ctx 4096 --n_threads 2 --n_threads_batch 2 \
+  > "$work/coldstart.txt" 2>&1 || rc=$?
+cat "$work/coldstart.txt"
+[ "$rc" = 0 ] || fail "coldstart: exit $rc"
+python3 - "$work/coldstart/coldstart.json" <<'PY' || fail "coldstart: runs not as expected"
+import json, sys
+d = json.load(open(sys.argv[1]))
+runs = d["runs"]
+assert len(runs) == 10 and d.get("failure") is None, d.get("failure")
+for r in runs:
+    assert r["first_token_ms"] > r["ready_ms"] >= r["port_open_ms"] > 0, r
+    assert r["decode_tokens_per_s"] > 0 and r["peak_rss_bytes"] >= r["steady_rss_bytes"] > 0, r
+    if r.get("resident_before") is not None:
+        assert (r["resident_before"] < 0.1) == (r["kind"] == "cold"), r
+PY

@@ -7,6 +7,8 @@
 //! path against this order).
 //! - [`seed`]: seeded mixing and FNV-1a, which every seeded part draws from.
 //! - [`vector`]: cosine similarity and normalisation of embeddings.
+//! - [`pagecache`]: a file's residency in the page cache, and dropping it (cold
+//!   starts).
 //! - [`spec`]: the spec file's types (serde), parsed strictly with located errors, and
 //!   the one collector of the problems later checks find.
 //! - [`tokenizer`]: local token counting (the simulator's tokenizer, tiktoken BPEs,
@@ -37,12 +39,15 @@
 //! - [`scenario`]: the validated scenario a spec (or the CLI's shorthands) means.
 //! - [`runner`]: carries out a scenario: scheduling, sending, recording, draining.
 //! - [`report`]: the JSON summary, the terminal table, JUnit, the files a run writes.
+//! - [`coldstart`]: a model server's start-up, cold and warm, timed from outside to
+//!   its first token, with the memory it took.
 //! - [`heal`]: the remediation agent: a runbook's whitelisted actions, chosen by an
 //!   LLM from a failed run's report, schema-checked, rolled back, verified, audited.
 //! - [`cli`]: the `redline` command line; subcommands only.
 
 pub mod seed;
 pub mod vector;
+pub mod pagecache;
 pub mod spec;
 pub mod tokenizer;
 pub mod record;
@@ -62,5 +67,6 @@ pub mod flow;
 pub mod scenario;
 pub mod runner;
 pub mod report;
+pub mod coldstart;
 pub mod heal;
 pub mod cli;

@@ -19,6 +19,7 @@ async fn sim_with(profile: Profile, tiers: TierConfig, seed: u64) -> EmbeddedSim
         seed,
         tiers,
         script: None,
+        startup: None,
     })
     .await
     .unwrap()

@@ -964,6 +964,7 @@ async fn without_usage_the_counts_are_exact_and_say_where_they_came_from() {
         seed: 0,
         tiers: Default::default(),
         script: None,
+        startup: None,
     })
     .await
     .unwrap();

@@ -27,6 +27,7 @@ async fn tls_sim(cert: &str, key: &str, client_ca: Option<&Ca>) -> EmbeddedSim {
         seed: 0,
         tiers: Default::default(),
         script: None,
+        startup: None,
     };
     EmbeddedSim::start_with(config, Some(tls)).await.unwrap()
 }

@@ -22,6 +22,7 @@ use crate::tokenizer::LocalTokenizer;
 mod output;
 mod progress;
 mod check;
+mod coldstart;
 mod compare;
 mod datagen;
 mod explain;
@@ -34,6 +35,7 @@ mod validate;
 mod watch;
 
 use check::*;
+use coldstart::*;
 use compare::*;
 use datagen::*;
 use explain::*;
@@ -99,6 +101,12 @@ pub enum Command {
     /// its JSON Schema, at most 3 steps, rolled back when it fails and verified with a
     /// short load. A dry run unless --execute; everything goes to RUN/heal.jsonl.
     Heal(HealArgs),
+    /// How long a model server takes to serve its first token after being started:
+    /// cold (a fresh process, the weights dropped from the page cache) and warm (a
+    /// restart, or a wake from sleep mode), each phase timed from outside (port open,
+    /// ready, first token, decode rate) with peak and steady memory. Writes
+    /// coldstart.json and the servers' logs.
+    Coldstart(ColdstartArgs),
     /// SLOs as code beyond a run: `redline slo rules SPEC` prints Prometheus alerting
     /// rules for the spec's SLOs.
     Slo {
@@ -388,6 +396,59 @@ pub struct SimArgs {
     /// Queries to write with --write-corpus.
     #[arg(long, default_value_t = 200)]
     pub queries: usize,
+    #[command(flatten)]
+    pub startup: SimStartupArgs,
+}
+
+/// `redline sim --startup`: model a server's start-up (docs/coldstart.md).
+#[derive(Debug, clap::Args)]
+pub struct SimStartupArgs {
+    /// Model start-up like llama.cpp's server: the port opens at once, /health and
+    /// the model's routes answer 503 until the weights are loaded, the context
+    /// allocated and the warm-up done; vLLM's sleep mode (POST /sleep, /wake_up);
+    /// fragmentation after hot restarts; GET /redline/startup tells the truth.
+    #[arg(long)]
+    pub startup: bool,
+    /// The weights file whose page-cache residency makes a start cold (from the disk)
+    /// or warm (from the page cache); it is read at each start. Without it every
+    /// start is cold.
+    #[arg(long, value_name = "FILE", requires = "startup")]
+    pub weights: Option<PathBuf>,
+    /// Bytes of weights each start loads (default: a 7B model in fp16).
+    #[arg(long, value_name = "SIZE", default_value = "14GB", value_parser = crate::spec::Size::parse, requires = "startup")]
+    pub weights_size: crate::spec::Size,
+    /// Disk read bandwidth per second (cold starts).
+    #[arg(long, value_name = "SIZE", default_value = "2GB", value_parser = crate::spec::Size::parse, requires = "startup")]
+    pub disk_bandwidth: crate::spec::Size,
+    /// Page cache to device bandwidth per second (warm starts).
+    #[arg(long, value_name = "SIZE", default_value = "12GB", value_parser = crate::spec::Size::parse, requires = "startup")]
+    pub cache_bandwidth: crate::spec::Size,
+    /// Host memory to device bandwidth per second (waking from sleep).
+    #[arg(long, value_name = "SIZE", default_value = "24GB", value_parser = crate::spec::Size::parse, requires = "startup")]
+    pub host_bandwidth: crate::spec::Size,
+    /// Warm-up of a fresh process after loading, milliseconds.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 1000.0,
+        requires = "startup"
+    )]
+    pub warmup_ms: f64,
+}
+
+impl SimStartupArgs {
+    /// The start-up model these flags describe, when `--startup` is given.
+    pub fn model(&self) -> Option<crate::sim::startup::StartupModel> {
+        self.startup.then(|| crate::sim::startup::StartupModel {
+            weights_bytes: self.weights_size.0,
+            disk_bytes_per_s: self.disk_bandwidth.0 as f64,
+            cache_bytes_per_s: self.cache_bandwidth.0 as f64,
+            host_bytes_per_s: self.host_bandwidth.0 as f64,
+            weights_file: self.weights.clone(),
+            warmup_ms: self.warmup_ms.max(0.0),
+            ..Default::default()
+        })
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -557,6 +618,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Command::Watch(args) => watch::watch(args).await,
         Command::Explain(args) => explain_command(args),
         Command::Heal(args) => heal_command(args).await,
+        Command::Coldstart(args) => coldstart_command(args).await,
         Command::Compare {
             runs,
             fail_on,

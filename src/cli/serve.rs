@@ -90,6 +90,7 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
             warm_corpus: true,
         },
         script,
+        startup: args.startup.model(),
     };
     crate::sim::server::serve(listener, tls, config, async {
         let _ = tokio::signal::ctrl_c().await;

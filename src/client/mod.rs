@@ -150,6 +150,48 @@ fn canceled_before_sending(error: &hyper_util::client::legacy::Error) -> bool {
             .any(|e| e.to_string() == "request was canceled")
 }
 
+/// Sends a request and reads its answer (up to 4 MiB) on the one send path, for calls
+/// that are not load (a ready check, an agent's model, a webhook): a refused port, a
+/// reset, a TLS failure or the deadline come back as the record's typed message.
+pub async fn exchange(
+    http: &HttpClient,
+    request: hyper::Request<Full<Bytes>>,
+    deadline: Instant,
+) -> Result<(u16, String), String> {
+    let clock = RunClock::new(Instant::now());
+    let mut record = Record::unsent(0, 0, crate::record::Phase::Measure, 0);
+    let failed = |record: &Record| {
+        record.error.as_ref().map_or_else(
+            || "no answer".to_owned(),
+            |e| format!("{}: {}", e.kind, e.message),
+        )
+    };
+    let Some(response) = send_until(
+        http,
+        request,
+        deadline,
+        "no answer in time",
+        clock,
+        &mut record,
+    )
+    .await
+    else {
+        return Err(failed(&record));
+    };
+    let status = response.status().as_u16();
+    let body = read_body(
+        response.into_body(),
+        deadline,
+        4 << 20,
+        true,
+        clock,
+        &mut record,
+    )
+    .await
+    .ok_or_else(|| failed(&record))?;
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
 /// The one send path of every client: sends `request` and waits for the response
 /// head until `deadline`; notes in `record` when it came, over which connection, what
 /// a chaos proxy injected and the status. A timeout (`timeout` says what did not come)

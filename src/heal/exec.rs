@@ -14,8 +14,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 
 use super::runbook::{Run, host_allowed};
-use crate::client::{self, HttpClient, RunClock, Timeouts};
-use crate::record::{Phase, Record};
+use crate::client::{self, HttpClient, Timeouts};
 
 /// Output kept per stream of a command, and of an HTTP answer, in the audit log.
 const OUTPUT_BYTES: usize = 8 << 10;
@@ -197,49 +196,8 @@ impl Runner<'_> {
         let request = request
             .body(Full::new(body))
             .map_err(|e| format!("cannot build the request: {e}"))?;
-        send(self.http, request, deadline).await
+        client::exchange(self.http, request, deadline).await
     }
-}
-
-/// Sends a request and reads its answer on redline's one send path: a refused port, a
-/// reset, a TLS failure or the deadline come back as the record's typed message.
-pub async fn send(
-    http: &HttpClient,
-    request: hyper::Request<Full<Bytes>>,
-    deadline: Instant,
-) -> Result<(u16, String), String> {
-    let clock = RunClock::new(Instant::now());
-    let mut record = Record::unsent(0, 0, Phase::Measure, 0);
-    let failed = |record: &Record| {
-        record.error.as_ref().map_or_else(
-            || "no answer".to_owned(),
-            |e| format!("{}: {}", e.kind, e.message),
-        )
-    };
-    let Some(response) = client::send_until(
-        http,
-        request,
-        deadline,
-        "no answer in time",
-        clock,
-        &mut record,
-    )
-    .await
-    else {
-        return Err(failed(&record));
-    };
-    let status = response.status().as_u16();
-    let body = client::read_body(
-        response.into_body(),
-        deadline,
-        4 << 20,
-        true,
-        clock,
-        &mut record,
-    )
-    .await
-    .ok_or_else(|| failed(&record))?;
-    Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }
 
 /// An HTTP client for the agent's calls: the model, webhooks, AWX.

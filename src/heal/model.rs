@@ -178,7 +178,7 @@ impl Model {
         let request = request
             .body(Full::new(Bytes::from(body.to_string())))
             .map_err(|e| format!("cannot build the request: {e}"))?;
-        super::exec::send(&self.http, request, Instant::now() + self.timeout).await
+        crate::client::exchange(&self.http, request, Instant::now() + self.timeout).await
     }
 }
 

@@ -140,6 +140,7 @@ async fn start_embedded(scenario: &Scenario) -> Result<Option<(EmbeddedSim, Stri
         seed: scenario.seed,
         tiers: scenario.sim_tiers.clone(),
         script: None,
+        startup: None,
     })
     .await
     .context("cannot start the embedded simulator")?;

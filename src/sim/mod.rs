@@ -12,6 +12,7 @@ pub mod openai;
 pub mod profile;
 pub mod scheduler;
 pub mod script;
+pub mod startup;
 pub mod server;
 pub mod text;
 pub mod tiers;

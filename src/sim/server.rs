@@ -27,6 +27,7 @@ use super::openai::{self, ApiError, Context, Plan};
 use super::profile::Profile;
 use super::scheduler::Timeline;
 use super::script::Script;
+use super::startup::{self, Startup, StartupModel};
 use super::text::FinishReason;
 use super::tiers::{self, TierConfig, Tiers};
 use crate::client::openai::LlmApi;
@@ -44,6 +45,9 @@ pub struct SimConfig {
     pub tiers: TierConfig,
     /// Answer chat requests from this script instead of the engine.
     pub script: Option<Arc<Script>>,
+    /// Model start-up (503 until loaded, sleep mode, fragmentation); ready at once
+    /// when `None`.
+    pub startup: Option<StartupModel>,
 }
 
 impl Default for SimConfig {
@@ -54,6 +58,7 @@ impl Default for SimConfig {
             seed: 0,
             tiers: TierConfig::default(),
             script: None,
+            startup: None,
         }
     }
 }
@@ -72,10 +77,12 @@ pub struct SimState {
     clock: Clock,
     tiers: Arc<Tiers>,
     script: Option<Arc<Script>>,
+    startup: Option<Arc<Startup>>,
 }
 
 impl SimState {
-    /// Starts the engine thread; it stops when the state is dropped.
+    /// Starts the engine thread (it stops when the state is dropped) and, with a
+    /// start-up model, begins loading.
     pub fn new(config: SimConfig) -> Arc<SimState> {
         let model = config.model.unwrap_or_else(|| config.profile.model.clone());
         let profile = Arc::new(config.profile);
@@ -104,6 +111,9 @@ impl SimState {
             nonce: AtomicU64::new(0),
             clock,
             script: config.script,
+            startup: config
+                .startup
+                .map(|model| Startup::begin(model, config.seed)),
         })
     }
 
@@ -137,18 +147,32 @@ pub fn app(state: Arc<SimState>) -> Router {
     } else {
         router
     };
-    router
+    let model = router
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
         .route("/v1/embeddings", post(embeddings))
-        .route("/v1/models", get(models))
-        .route("/health", get(|| async { StatusCode::OK }))
+        .route("/v1/models", get(models));
+    let (model, health) = match &state.startup {
+        Some(startup) => (
+            model.route_layer(axum::middleware::from_fn_with_state(
+                startup.clone(),
+                startup::gate,
+            )),
+            startup::routes(startup.clone()),
+        ),
+        None => (
+            model,
+            Router::new().route("/health", get(|| async { StatusCode::OK })),
+        ),
+    };
+    model
         .route("/metrics", get(metrics))
         .route("/redline/stall", post(stall))
         .route("/redline/truth", get(truth).delete(reset_truth))
         .route("/redline/script", get(script_requests))
         .with_state(state)
         .merge(tiers)
+        .merge(health)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
 

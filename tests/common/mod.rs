@@ -37,6 +37,7 @@ pub async fn sim(profile: Profile) -> EmbeddedSim {
         seed: 0,
         tiers: Default::default(),
         script: None,
+        startup: None,
     })
     .await
     .expect("start the simulator")

@@ -1,0 +1,92 @@
+//! The page cache of one file: how much of it is resident, and dropping it. A cold
+//! start of a model server is one whose weights come from the disk, not from memory;
+//! `redline coldstart` drops the weights file's pages before each cold start, and the
+//! simulator's start-up model reads its residency to know which start it is making.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use rustix::fs::Advice;
+use rustix::io::{Errno, ReadWriteFlags};
+
+/// Bytes per probe: the page size of every Linux platform redline runs on.
+const PAGE: u64 = 4096;
+
+/// Most pages probed: a large file is sampled at an even stride, so a 100 GB weights
+/// file costs the same few thousand reads as a small one.
+const MAX_PROBES: u64 = 8192;
+
+/// Share of the file's pages in the page cache, from 0 to 1 (1 for an empty file).
+///
+/// Each probe reads one byte with `RWF_NOWAIT`, which fails with `EAGAIN` rather than
+/// wait for the disk. A miss starts readahead of the pages after it, so the probes go
+/// from the end of the file to its start: readahead only reaches pages already probed.
+/// `Ok(None)` when the file system cannot say (no `RWF_NOWAIT` support).
+pub fn resident_fraction(path: &Path) -> io::Result<Option<f64>> {
+    let file = File::open(path)?;
+    let size = file.metadata()?.len();
+    let pages = size.div_ceil(PAGE);
+    if pages == 0 {
+        return Ok(Some(1.0));
+    }
+    let stride = pages.div_ceil(MAX_PROBES);
+    let (mut probed, mut resident) = (0u64, 0u64);
+    let mut byte = [0u8; 1];
+    let probes = pages.div_ceil(stride);
+    for page in (0..probes).rev().map(|i| i * stride) {
+        let mut bufs = [io::IoSliceMut::new(&mut byte)];
+        match rustix::io::preadv2(&file, &mut bufs, page * PAGE, ReadWriteFlags::NOWAIT) {
+            Ok(n) => resident += u64::from(n > 0),
+            Err(Errno::AGAIN) => {}
+            Err(Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        probed += 1;
+    }
+    Ok(Some(resident as f64 / probed as f64))
+}
+
+/// Asks the kernel to drop the file's pages from the page cache. Dirty pages cannot be
+/// dropped, so the file is synced first. Needs only read access to the file; the kernel
+/// may keep pages another process has locked or mapped.
+pub fn drop_pages(path: &Path) -> io::Result<()> {
+    let file = File::open(path)?;
+    file.sync_all()?;
+    rustix::fs::fadvise(&file, 0, None, Advice::DontNeed)?;
+    Ok(())
+}
+
+/// Reads the whole file, so its pages are resident (what loading weights does).
+pub fn read_through(path: &Path) -> io::Result<u64> {
+    io::copy(&mut File::open(path)?, &mut io::sink())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_pages_read_as_cold_and_read_pages_as_warm() {
+        let dir = std::env::temp_dir().join(format!("redline-pagecache-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("weights.bin");
+        let data: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
+        std::fs::write(&path, data).unwrap();
+        drop_pages(&path).unwrap();
+        let Some(cold) = resident_fraction(&path).unwrap() else {
+            return eprintln!("this file system cannot say what is resident: skipped");
+        };
+        read_through(&path).unwrap();
+        let warm = resident_fraction(&path).unwrap().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            cold < 0.2,
+            "{cold} of the pages resident after dropping them"
+        );
+        assert!(
+            warm > 0.99,
+            "{warm} of the pages resident after reading them"
+        );
+    }
+}
