@@ -41,6 +41,8 @@
 //! - [`report`]: the JSON summary, the terminal table, JUnit, the files a run writes.
 //! - [`coldstart`]: a model server's start-up, cold and warm, timed from outside to
 //!   its first token, with the memory it took.
+//! - [`advise`]: measured start-ups and a sweep turned into autoscaler settings (a
+//!   VerticalPodAutoscaler, replicas, the HPA's lead time).
 //! - [`heal`]: the remediation agent: a runbook's whitelisted actions, chosen by an
 //!   LLM from a failed run's report, schema-checked, rolled back, verified, audited.
 //! - [`cli`]: the `redline` command line; subcommands only.
@@ -68,5 +70,6 @@ pub mod scenario;
 pub mod runner;
 pub mod report;
 pub mod coldstart;
+pub mod advise;
 pub mod heal;
 pub mod cli;

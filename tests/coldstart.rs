@@ -351,3 +351,129 @@ fn a_server_that_fails_to_start_gets_a_clear_error_and_a_bounded_wait() {
     assert_eq!(code, Some(3), "{stderr}");
     assert!(stderr.contains("answered 500 internal error"), "{stderr}");
 }
+
+/// The spec `redline advise` reads: a small sweep (for the knee) with a ModelLoadSpec
+/// and a ScaleSpec bounding the advice.
+const ADVISE_SPEC: &str = r#"apiVersion: redline.dev/v1alpha1
+kind: InferenceSpec
+metadata: { name: chat-7b }
+spec:
+  seed: 9
+  services:
+    llm: { url: embedded, profile: 7b }
+  payloadTemplate:
+    prompts: { synthetic: { input_tokens: 256, output_tokens: 32 } }
+  goodput: { ttft: 2s }
+  load:
+    - { sweep: { rates: 3, throughput_concurrency: 64 }, arrival: constant, requests: 30 }
+---
+apiVersion: redline.dev/v1alpha1
+kind: ModelLoadSpec
+metadata: { name: chat-7b }
+spec:
+  modelRef: sim-tiny
+  cachePolicy: POLICY
+  resourceLimits: { memory: 1Gi }
+---
+apiVersion: redline.dev/v1alpha1
+kind: ScaleSpec
+metadata: { name: chat-7b }
+spec:
+  minReplicas: 2
+  maxReplicas: 40
+"#;
+
+fn redline(args: &[&str]) -> (Option<i32>, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_redline"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (
+        output.status.code(),
+        text(&output.stdout),
+        text(&output.stderr),
+    )
+}
+
+#[test]
+fn advice_follows_from_the_measured_peaks_and_the_knee_by_the_documented_rules() {
+    let dir = temp_dir("coldstart-advise");
+    let weights = weights_file(&dir);
+    let command = sim_command(free_port(), &weights);
+    let ready = format!("http://{}/health", &command[5]);
+    let starts = dir.join("starts");
+    let weights_arg = weights.display().to_string();
+    let args = [
+        "--ready",
+        &ready,
+        "--cold",
+        "3",
+        "--warm",
+        "3",
+        "--weights",
+        &weights_arg,
+    ];
+    let (code, json, stderr) = coldstart(&args, &command, &starts);
+    assert_eq!(code, Some(0), "{stderr}");
+    let sweep = dir.join("sweep");
+    let (code, _, stderr) = {
+        let spec = dir.join("sweep.yaml");
+        std::fs::write(&spec, ADVISE_SPEC.replace("POLICY", "cold")).unwrap();
+        let (spec, out) = (spec.display().to_string(), sweep.display().to_string());
+        redline(&["run", &spec, "--out", &out, "--quiet"])
+    };
+    assert!(matches!(code, Some(0 | 1)), "{stderr}");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(sweep.join("summary.json")).unwrap())
+            .unwrap();
+    let knee = summary["sweep"]["knee_rate_per_s"]
+        .as_f64()
+        .or(summary["sweep"]["highest_rate_per_s"].as_f64())
+        .unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    let of = |kind: &str, field: &str| -> Vec<u64> {
+        let mut v: Vec<u64> = runs
+            .iter()
+            .filter(|r| (r["kind"] == "cold") == (kind == "cold"))
+            .map(|r| r[field].as_u64().unwrap())
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let mib_up = |bytes: f64| format!("{}Mi", (bytes.ceil() as u64).div_ceil(1 << 20));
+    let cold_need = mib_up(*of("cold", "peak_rss_bytes").last().unwrap() as f64 * 1.3);
+    let steady = of("warm", "steady_rss_bytes");
+    let warm_need = mib_up(steady[(steady.len() - 1) / 2] as f64 * 1.05);
+    let rate = 7.5 * knee;
+    for (policy, min_allowed) in [("cold", &cold_need), ("warm", &warm_need)] {
+        let spec = dir.join(format!("{policy}.yaml"));
+        std::fs::write(&spec, ADVISE_SPEC.replace("POLICY", policy)).unwrap();
+        let (spec, starts, sweep) = (
+            spec.display().to_string(),
+            starts.display().to_string(),
+            sweep.display().to_string(),
+        );
+        let rate = rate.to_string();
+        let (code, yaml, stderr) = redline(&[
+            "advise",
+            &starts,
+            &sweep,
+            "--spec",
+            &spec,
+            "--target-rate",
+            &rate,
+        ]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let vpa: Value = yaml_serde::from_str(&yaml).unwrap();
+        let container = &vpa["spec"]["resourcePolicy"]["containerPolicies"][0];
+        assert_eq!(vpa["kind"], "VerticalPodAutoscaler");
+        assert_eq!(vpa["metadata"]["name"], "chat-7b");
+        assert_eq!(container["minAllowed"]["memory"], *min_allowed, "{yaml}");
+        assert_eq!(container["maxAllowed"]["memory"], "1024Mi", "{yaml}");
+        // The simulated server is ready in well under 30 s: resizing by eviction is cheap.
+        assert_eq!(vpa["spec"]["updatePolicy"]["updateMode"], "Recreate");
+        assert!(yaml.contains("8 = ⌈"), "{yaml}");
+        assert!(yaml.contains("HPA scale-up lead time"), "{yaml}");
+    }
+}

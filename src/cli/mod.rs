@@ -21,6 +21,7 @@ use crate::tokenizer::LocalTokenizer;
 
 mod output;
 mod progress;
+mod advise;
 mod check;
 mod coldstart;
 mod compare;
@@ -34,6 +35,7 @@ mod run;
 mod validate;
 mod watch;
 
+use advise::*;
 use check::*;
 use coldstart::*;
 use compare::*;
@@ -107,6 +109,11 @@ pub enum Command {
     /// ready, first token, decode rate) with peak and steady memory. Writes
     /// coldstart.json and the servers' logs.
     Coldstart(ColdstartArgs),
+    /// Autoscaler settings from measurements: a VerticalPodAutoscaler (memory bounds
+    /// by the cold rule, peak × 1.3, or the warm rule, steady × 1.05; the update mode
+    /// by the start-up time), replicas for --target-rate from a sweep's knee, and the
+    /// HPA's scale-up lead time. Each number says which measurement it came from.
+    Advise(AdviseArgs),
     /// SLOs as code beyond a run: `redline slo rules SPEC` prints Prometheus alerting
     /// rules for the spec's SLOs.
     Slo {
@@ -619,6 +626,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Command::Explain(args) => explain_command(args),
         Command::Heal(args) => heal_command(args).await,
         Command::Coldstart(args) => coldstart_command(args).await,
+        Command::Advise(args) => advise_command(args),
         Command::Compare {
             runs,
             fail_on,

@@ -21,6 +21,9 @@ use crate::client::{HttpClient, RunClock};
 
 /// Long enough for the readahead a residency check started to end.
 const READAHEAD_SETTLES: Duration = Duration::from_millis(100);
+/// Drops tried before a cold start, and the share of pages that may stay.
+const DROP_TRIES: u32 = 5;
+const DROPPED: f64 = 0.01;
 
 /// How warm starts are made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -211,9 +214,11 @@ impl Session<'_> {
     }
 
     /// Drops the weights' pages before a cold start; the share resident before the
-    /// start either way. Reading what is resident starts readahead past each page
-    /// found missing, so after a drop the pages are read, that readahead left to end,
-    /// and the pages dropped again.
+    /// start either way. Pages just written or just read may survive one drop (the
+    /// kernel keeps pages it is still handing around), so a cold start drops until
+    /// the reading says the pages are gone, a few times at most. Reading what is
+    /// resident starts readahead past each page found missing, so that readahead is
+    /// left to end and the pages dropped once more.
     async fn prepare_cache(&self, kind: StartKind) -> Result<Option<f64>, String> {
         let Some(weights) = &self.plan.weights else {
             return Ok(None);
@@ -222,16 +227,24 @@ impl Session<'_> {
             crate::pagecache::drop_pages(weights)
                 .map_err(|e| format!("cannot drop {} from the page cache: {e}", weights.display()))
         };
-        if kind == StartKind::Cold {
-            drop()?;
+        let resident = || {
+            crate::pagecache::resident_fraction(weights)
+                .map_err(|e| format!("cannot read {}: {e}", weights.display()))
+        };
+        if kind != StartKind::Cold {
+            return resident();
         }
-        let resident = crate::pagecache::resident_fraction(weights)
-            .map_err(|e| format!("cannot read {}: {e}", weights.display()))?;
-        if kind == StartKind::Cold {
+        let mut left = None;
+        for _ in 0..DROP_TRIES {
+            drop()?;
+            left = resident()?;
             tokio::time::sleep(READAHEAD_SETTLES).await;
-            drop()?;
+            if left.is_none_or(|share| share <= DROPPED) {
+                break;
+            }
         }
-        Ok(resident)
+        drop()?;
+        Ok(left)
     }
 
     async fn serve_first_token(
