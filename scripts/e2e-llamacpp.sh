@@ -13,7 +13,9 @@
 #   - chat streaming in a closed loop, an open loop above capacity, a two-point sweep,
 #     an SLO gate and the default gate, each with every request accounted and the
 #     documented exit code;
-#   - Ctrl-C in a closed loop ends within drain_timeout (exit 130).
+#   - Ctrl-C in a closed loop ends within drain_timeout (exit 130);
+#   - redline coldstart: 5 cold starts (the GGUF's pages dropped) and 5 warm restarts
+#     of a second server, each timed to its first token.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${REDLINE_LLAMACPP_VENV:-target/venv-llamacpp}

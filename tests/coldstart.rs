@@ -477,3 +477,47 @@ fn advice_follows_from_the_measured_peaks_and_the_knee_by_the_documented_rules()
         assert!(yaml.contains("HPA scale-up lead time"), "{yaml}");
     }
 }
+
+#[test]
+fn a_spec_names_the_probe_model_and_a_peak_over_its_memory_limit_fails() {
+    let dir = temp_dir("coldstart-spec");
+    let weights = weights_file(&dir);
+    let command = sim_command(free_port(), &weights);
+    let ready = format!("http://{}/health", &command[5]);
+    let spec = dir.join("spec.yaml");
+    let tight = ADVISE_SPEC
+        .replace("POLICY", "cold")
+        .replace("memory: 1Gi", "memory: 1Mi");
+    std::fs::write(&spec, tight).unwrap();
+    let spec_arg = spec.display().to_string();
+    let args = [
+        "--ready", &ready, "--cold", "1", "--warm", "0", "--spec", &spec_arg,
+    ];
+    let (code, json, stderr) = coldstart(&args, &command, &dir.join("tight"));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is over resourceLimits.memory 1Mi"),
+        "{stderr}"
+    );
+    assert!(
+        json["runs"][0]["first_token_ms"].as_f64().is_some(),
+        "{json}"
+    );
+
+    // modelRef is what the probe asks for: a model the server does not serve fails.
+    let wrong = ADVISE_SPEC
+        .replace("POLICY", "cold")
+        .replace("modelRef: sim-tiny", "modelRef: nope");
+    std::fs::write(&spec, wrong).unwrap();
+    let (code, _, stderr) = coldstart(&args, &command, &dir.join("wrong"));
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("the probe request to"), "{stderr}");
+
+    std::fs::write(&spec, ADVISE_SPEC.split("---").next().unwrap()).unwrap();
+    let (code, _, stderr) = coldstart(&args, &command, &dir.join("none"));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no `kind: ModelLoadSpec` document"),
+        "{stderr}"
+    );
+}

@@ -31,9 +31,15 @@ pub struct ColdstartArgs {
     /// start. Without it, "cold" starts are only fresh processes.
     #[arg(long, value_name = "FILE")]
     pub weights: Option<PathBuf>,
-    /// The model the first-token probe asks for (default: the first of /v1/models).
+    /// The model the first-token probe asks for (default: the spec's modelRef, else
+    /// the first of /v1/models).
     #[arg(long)]
     pub model: Option<String>,
+    /// A spec with a ModelLoadSpec: its modelRef is the probe's model, and a peak
+    /// memory over its resourceLimits.memory fails the measurement (exit 1), as such a
+    /// pod would be OOM-killed while starting.
+    #[arg(long)]
+    pub spec: Option<PathBuf>,
     /// Where the probe goes (default: /v1/chat/completions beside the ready URL).
     #[arg(long, value_name = "URL")]
     pub probe_url: Option<String>,
@@ -56,7 +62,22 @@ pub struct ColdstartArgs {
 }
 
 pub(super) async fn coldstart_command(args: ColdstartArgs) -> Result<i32> {
-    let plan = plan_of(&args)?;
+    let model_load = match &args.spec {
+        Some(path) => match model_load_of(path) {
+            Ok(model_load) => Some(model_load),
+            Err(why) => {
+                errln!("{why}");
+                return Ok(exit::USAGE);
+            }
+        },
+        None => None,
+    };
+    let mut plan = plan_of(&args)?;
+    if let (Some(probe), Some(model_load)) = (&mut plan.probe, &model_load)
+        && probe.model.is_none()
+    {
+        probe.model = Some(model_load.model_ref.clone());
+    }
     let dir = crate::report::outputs::prepare(args.out.as_deref(), Path::new("out"), "coldstart")
         .context("cannot make the output folder")?
         .path;
@@ -101,13 +122,51 @@ pub(super) async fn coldstart_command(args: ColdstartArgs) -> Result<i32> {
     std::fs::write(&file, serde_json::to_string_pretty(&json)? + "\n")
         .with_context(|| format!("cannot write {}", file.display()))?;
     errln!("wrote {}", file.display());
-    match &measured.failure {
-        Some(why) => {
-            errln!("redline coldstart: {why}");
-            Ok(exit::UNREACHABLE)
-        }
-        None => Ok(exit::OK),
+    if let Some(why) = &measured.failure {
+        errln!("redline coldstart: {why}");
+        return Ok(exit::UNREACHABLE);
     }
+    let limit = model_load
+        .as_ref()
+        .and_then(|m| m.resource_limits.get("memory"));
+    match limit.map(|text| over_limit(&kinds, text)).transpose() {
+        Ok(Some(Some(over))) => {
+            errln!("redline coldstart: {over}");
+            Ok(exit::SLO_FAILED)
+        }
+        Ok(_) => Ok(exit::OK),
+        Err(e) => {
+            errln!("redline coldstart: {e}");
+            Ok(exit::USAGE)
+        }
+    }
+}
+
+/// The spec's ModelLoadSpec, or why there is none.
+fn model_load_of(path: &Path) -> Result<crate::spec::ModelLoadSpec, String> {
+    let spec = crate::spec::load(&path.display().to_string()).map_err(|e| e.to_string())?;
+    spec.model_load.ok_or_else(|| {
+        format!(
+            "{}: no `kind: ModelLoadSpec` document: add one with `modelRef` (see docs/coldstart.md)",
+            path.display()
+        )
+    })
+}
+
+/// The most memory a start reached, when it is over the limit `text`.
+fn over_limit(kinds: &[summary::KindSummary], text: &str) -> Result<Option<String>, String> {
+    let limit = crate::advise::parse_quantity(text)?;
+    let peak = kinds
+        .iter()
+        .map(|k| k.peak_rss_bytes_max)
+        .max()
+        .unwrap_or(0);
+    Ok((peak > limit).then(|| {
+        format!(
+            "a start's peak memory {} is over resourceLimits.memory {text}: a pod with this limit would be OOM-killed while starting",
+            summary::fmt_bytes(peak)
+        )
+    }))
 }
 
 fn plan_of(args: &ColdstartArgs) -> Result<Plan> {

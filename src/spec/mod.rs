@@ -671,11 +671,12 @@ fn nth_line(text: &str, index: usize, key: &str) -> usize {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ScaleSpec {
-    /// Fewest replicas the service may run. Accepted and checked, but nothing uses it
-    /// yet: capacity advice will.
+    /// Fewest replicas the service may run: `redline advise` keeps its replica count
+    /// at or above it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_replicas: Option<u32>,
-    /// Most replicas the service may run. Accepted and checked, but nothing uses it yet.
+    /// Most replicas the service may run: `redline advise` keeps its replica count at
+    /// or below it (and says when the target rate needs more).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_replicas: Option<u32>,
     /// SLOs by metric, k6-style: `ttft: { p99: "<= 350ms" }`, `pass_rate: ">= 99.995%"`,
@@ -690,16 +691,20 @@ pub struct ScaleSpec {
     pub streaming: Option<streaming::StreamingSpec>,
 }
 
-/// `kind: ModelLoadSpec` — the model a test loads. Accepted and validated, but nothing
-/// uses it yet (nor `cachePolicy`): cold- and warm-start experiments will.
+/// `kind: ModelLoadSpec` — the model a test loads, as `redline advise` sizes its pods
+/// (start-up itself is measured by `redline coldstart`; see docs/coldstart.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ModelLoadSpec {
     /// The model, e.g. `Qwen/Qwen2.5-7B-Instruct`.
     pub model_ref: String,
-    /// Resource limits by name (`gpuMemory: 24Gi`, `cpu: "8"`).
+    /// Resource limits by name (`memory: 24Gi`, `gpuMemory: 24Gi`, `cpu: "8"`);
+    /// `memory` is the VerticalPodAutoscaler's `maxAllowed` in `redline advise`.
     #[serde(default)]
     pub resource_limits: BTreeMap<String, String>,
+    /// How the deployment's pods start: `cold` (default: a fresh node, weights from
+    /// the disk; pods need weights + peak activations × 1.3) or `warm` (weights cached;
+    /// pods may go down to resident static memory × 1.05).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_policy: Option<CachePolicy>,
 }
