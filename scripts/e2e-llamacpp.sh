@@ -223,9 +223,15 @@ lines = [json.loads(l) for l in open(sys.argv[1])]
 checks = [l for l in lines if l["event"] == "validation"]
 assert all(c["valid"] for c in checks), checks
 ending = lines[-1]["ending"]
-assert ending["reason"] in ("planned", "step_limit"), ending
 protocols = [l["protocol"] for l in lines if l["event"] == "model"]
 assert protocols[-1] == "json-object", protocols
+# llama-cpp-python's grammar does not hold a string to the schema's maxLength, so now
+# and then the 270M model writes a summary of digits until max_tokens cuts its JSON
+# (seen once in CI): that must end the loop as `model_failed`, saying so, never run.
+cut = ending["reason"] == "model_failed" and "not JSON" in ending.get("error", "")
+assert ending["reason"] in ("planned", "step_limit") or cut, ending
+if cut:
+    print("heal with Gemma 3 270M: the model's answer ran past max_tokens; ended model_failed, as it must")
 plans = [(l["action"], l["arguments"]) for l in lines if l["event"] == "plan"]
 print(f"heal with Gemma 3 270M: {len(plans)} planned step(s) {plans}, ended {ending['reason']}; asked by {protocols}")
 PY
