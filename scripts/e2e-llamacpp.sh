@@ -268,11 +268,14 @@ echo "Ctrl-C in a closed loop: exit 130 ${took}s after SIGINT (drain_timeout 2s)
 # the page cache first) and 5 times warm, alternating; timed from outside to its first
 # token. llama-cpp-python binds its port only once the model is loaded, so port open
 # and ready come together.
+# The first server still maps the GGUF, and the kernel keeps mapped pages whatever it is
+# asked: the cold starts get a copy of their own that nothing else maps.
+cp "$model" "$work/cold.gguf"
 cport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 rc=0
-"$bin" coldstart --ready "http://127.0.0.1:$cport/v1/models" --cold 5 --warm 5 --weights "$model" \
+"$bin" coldstart --ready "http://127.0.0.1:$cport/v1/models" --cold 5 --warm 5 --weights "$work/cold.gguf" \
   --timeout 120s --out "$work/coldstart" -- \
-  "$venv/bin/python" -m llama_cpp.server --model "$model" --model_alias gemma-3-270m --chat_format gemma \
+  "$venv/bin/python" -m llama_cpp.server --model "$work/cold.gguf" --model_alias gemma-3-270m --chat_format gemma \
   --host 127.0.0.1 --port "$cport" --n_ctx 4096 --n_threads 2 --n_threads_batch 2 \
   > "$work/coldstart.txt" 2>&1 || rc=$?
 cat "$work/coldstart.txt"
