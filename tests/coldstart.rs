@@ -66,6 +66,15 @@ fn weights_file(dir: &Path) -> std::path::PathBuf {
     path
 }
 
+/// A weights file in `dir`, the command of a simulated server loading it on a free
+/// port, and that server's ready URL.
+fn simulated_server(dir: &Path) -> (std::path::PathBuf, Vec<String>, String) {
+    let weights = weights_file(dir);
+    let command = sim_command(free_port(), &weights);
+    let ready = format!("http://{}/health", &command[5]);
+    (weights, command, ready)
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -88,9 +97,7 @@ fn load_errors(json: &Value, kind: &str, modelled_ms: f64) -> Vec<f64> {
 #[test]
 fn cold_and_warm_restarts_are_timed_as_the_simulator_loads() {
     let dir = temp_dir("coldstart-restart");
-    let weights = weights_file(&dir);
-    let command = sim_command(free_port(), &weights);
-    let ready = format!("http://{}/health", &command[5]);
+    let (weights, command, ready) = simulated_server(&dir);
     let (code, json, stderr) = coldstart(
         &[
             "--ready",
@@ -153,9 +160,7 @@ fn cold_and_warm_restarts_are_timed_as_the_simulator_loads() {
 #[test]
 fn wakes_from_sleep_are_timed_as_the_simulator_reloads() {
     let dir = temp_dir("coldstart-wake");
-    let weights = weights_file(&dir);
-    let command = sim_command(free_port(), &weights);
-    let ready = format!("http://{}/health", &command[5]);
+    let (_, command, ready) = simulated_server(&dir);
     let (code, json, stderr) = coldstart(
         &[
             "--ready",
@@ -399,9 +404,7 @@ fn redline(args: &[&str]) -> (Option<i32>, String, String) {
 #[test]
 fn advice_follows_from_the_measured_peaks_and_the_knee_by_the_documented_rules() {
     let dir = temp_dir("coldstart-advise");
-    let weights = weights_file(&dir);
-    let command = sim_command(free_port(), &weights);
-    let ready = format!("http://{}/health", &command[5]);
+    let (weights, command, ready) = simulated_server(&dir);
     let starts = dir.join("starts");
     let weights_arg = weights.display().to_string();
     let args = [
@@ -481,9 +484,7 @@ fn advice_follows_from_the_measured_peaks_and_the_knee_by_the_documented_rules()
 #[test]
 fn a_spec_names_the_probe_model_and_a_peak_over_its_memory_limit_fails() {
     let dir = temp_dir("coldstart-spec");
-    let weights = weights_file(&dir);
-    let command = sim_command(free_port(), &weights);
-    let ready = format!("http://{}/health", &command[5]);
+    let (_, command, ready) = simulated_server(&dir);
     let spec = dir.join("spec.yaml");
     let tight = ADVISE_SPEC
         .replace("POLICY", "cold")
