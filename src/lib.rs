@@ -22,6 +22,8 @@
 //!   path, the incremental SSE decoder and framer, the server's own tokenizer.
 //! - [`trace`]: redline's own spans over OTLP, `gen_ai.*` metrics, the OTLP receiver
 //!   and the dependency graph of traces.
+//! - [`launch`]: servers redline starts itself (coldstart's server, restarted
+//!   replicas): no shell, a process group of their own, waited for from outside.
 //! - [`prometheus`]: a run's own metrics while it runs, and the server's, scraped.
 //! - [`schedule`]: arrival processes and stages, pure and seeded.
 //! - [`pacer`]: releases open-loop arrivals on time, from a thread of its own.
@@ -33,7 +35,7 @@
 //!   continuous-batching engine model, embeddings, vector search), with ground truth
 //!   on every answer.
 //! - [`chaos`]: the fault-injecting reverse proxy, HTTP- and SSE-aware, with a live
-//!   admin API.
+//!   admin API; it balances over replicas and ejects failing ones.
 //! - [`flow`]: what a flow session checks as it runs: search backends, recall,
 //!   assertions.
 //! - [`scenario`]: the validated scenario a spec (or the CLI's shorthands) means.
@@ -57,6 +59,7 @@ pub mod net;
 pub mod workload;
 pub mod client;
 pub mod trace;
+pub mod launch;
 pub mod prometheus;
 pub mod schedule;
 pub mod pacer;

@@ -4,7 +4,6 @@
 //! mode), timed from outside, with the memory it took.
 
 pub mod phases;
-pub mod process;
 pub mod summary;
 
 use std::path::PathBuf;
@@ -16,7 +15,8 @@ use hyper::Uri;
 use serde::Serialize;
 
 use self::phases::{Probe, ProbeTimes};
-use self::process::Server;
+use crate::launch::process::{self, Server};
+use crate::launch::ready;
 use crate::client::{HttpClient, RunClock};
 
 /// Long enough for the readahead a residency check started to end.
@@ -254,8 +254,8 @@ impl Session<'_> {
     ) -> Result<(f64, f64, Option<ProbeTimes>), String> {
         let deadline = start + self.plan.timeout;
         let addr = ready_addr(&self.plan.ready).await?;
-        let port = phases::port_open(addr, server, start, deadline).await?;
-        let ready = phases::ready(&self.http, &self.plan.ready, server, start, deadline).await?;
+        let port = ready::port_open(addr, server, start, deadline).await?;
+        let ready = ready::ready(&self.http, &self.plan.ready, server, start, deadline).await?;
         let probe = self.probe_once(start, deadline).await?;
         Ok((port, ready, probe))
     }
@@ -343,7 +343,7 @@ impl Session<'_> {
             phases::post(&self.http, &wake_up, deadline).await?;
             let wake_ms = start.elapsed().as_secs_f64() * 1e3;
             let ready =
-                phases::ready(&self.http, &self.plan.ready, server, start, deadline).await?;
+                ready::ready(&self.http, &self.plan.ready, server, start, deadline).await?;
             let probe = self.probe_once(start, deadline).await?;
             let mut run = self.run_of(StartKind::Wake, ready, probe, server, sampler.stop());
             run.wake_ms = Some(wake_ms);
