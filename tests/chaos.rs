@@ -66,7 +66,8 @@ async fn recording_upstream() -> (SocketAddr, Seen) {
 async fn proxy(upstream: SocketAddr, rules_yaml: &str, header_faults: bool) -> RunningProxy {
     let (file, rules) = parse_rules("rules.yaml", rules_yaml).unwrap_or_else(|e| panic!("{e}"));
     RunningProxy::start(ProxyConfig {
-        upstream: format!("http://{upstream}").parse().unwrap(),
+        upstreams: vec![format!("http://{upstream}").parse().unwrap()],
+        balance: Default::default(),
         upstream_http2: false,
         listen: "127.0.0.1:0".parse().unwrap(),
         admin: Some("127.0.0.1:0".parse().unwrap()),

@@ -59,7 +59,7 @@ fn every_problem_is_reported_at_once() {
     assert_eq!(
         errors(&text),
         "5 problems in the spec:\n\
-         test.yaml:6:12: spec.services.llm.url: `ftp://x` is neither `embedded` nor an http:// or https:// URL\n  \
+         test.yaml:6:12: spec.services.llm.url: `ftp://x` is neither `embedded`, `balanced` nor an http:// or https:// URL\n  \
          fix: write `embedded` or e.g. `https://llm.example.com`\n\
          test.yaml:8:5: spec.payloadTemplate.service: names service `lm`, which is not under spec.services\n  \
          fix: did you mean `llm`? Choose from: llm\n\

@@ -8,6 +8,7 @@
 //! header; a run joins the log to its records.
 //!
 //! # Layout
+//! - [`balance`] — the upstreams: round robin or least in flight, passive ejection
 //! - [`rules`] — validated rules, matching and the per-request roll
 //! - [`proxy`] — the request path: decide, delay or answer, forward, shape
 //! - [`shape`] — response-body faults as the body streams
@@ -15,6 +16,7 @@
 //! - [`admin`] — the live admin API
 
 pub mod admin;
+pub mod balance;
 pub mod log;
 pub mod proxy;
 pub mod rules;
@@ -43,7 +45,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How to start a proxy.
 pub struct ProxyConfig {
-    pub upstream: Uri,
+    /// One upstream, or the replicas of one service.
+    pub upstreams: Vec<Uri>,
+    pub balance: balance::Balance,
     pub upstream_http2: bool,
     pub listen: SocketAddr,
     /// The admin API's address; none for no admin API.
@@ -75,7 +79,7 @@ impl RunningProxy {
         let addr = listener.local_addr()?;
         let https = config.tls.is_some();
         let chaos = Arc::new(Chaos::new(
-            &config.upstream,
+            balance::Pool::new(&config.upstreams, config.balance),
             config.upstream_http2,
             config.upstream_tls.as_ref(),
             config.rules,
@@ -235,6 +239,43 @@ pub struct ProxyCounts {
     pub unclaimed_faults: u64,
     /// Per rule: (name, fault, requests matched, faults injected).
     pub rules: Vec<(String, String, u64, u64)>,
+    /// Per upstream, when it balanced over replicas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstreams: Vec<UpstreamCount>,
+}
+
+/// What one replica behind the proxy saw.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct UpstreamCount {
+    /// `scheme://authority` of the replica.
+    pub origin: String,
+    /// Tries sent to it (a resent request counts at each replica it went to).
+    pub requests: u64,
+    /// Refused or broken connections and 502/503/504 answers.
+    pub failures: u64,
+    /// Times passive health checks left it out.
+    pub ejections: u64,
+    /// Requests it did not take that went on to another replica.
+    pub retried: u64,
+}
+
+impl UpstreamCount {
+    pub fn of_pool(pool: &balance::Pool) -> Vec<UpstreamCount> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if pool.upstreams.len() < 2 {
+            return Vec::new();
+        }
+        pool.upstreams
+            .iter()
+            .map(|u| UpstreamCount {
+                origin: u.origin.clone(),
+                requests: u.counts.requests.load(Relaxed),
+                failures: u.counts.failures.load(Relaxed),
+                ejections: u.counts.ejections.load(Relaxed),
+                retried: u.counts.retried.load(Relaxed),
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::client::tls::{Alpn, Connector};
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::http::request::Parts;
@@ -18,6 +18,7 @@ use hyper_util::client::legacy::Client;
 use serde_json::Value;
 
 use super::BoxError;
+use super::balance::{InFlight, Pool, is_gateway_failure};
 use super::log::{FaultLog, RequestId};
 use super::rules::{AbortHow, Action, FixedFault, Rule};
 use super::shape::Shaping;
@@ -36,6 +37,12 @@ const MAX_REWRITE_BYTES: usize = 64 << 20;
 const LONGEST_HANG: Duration = Duration::from_secs(600);
 /// How long the proxy waits for a connection (and TLS handshake) to its upstream.
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest request body kept to resend to another replica; a larger one (or one of
+/// unknown length) streams through once, unretried.
+const MAX_RETRY_BODY: u64 = 8 << 20;
+
+/// A request body on its way upstream: streamed through, or kept to be resent.
+type UpstreamBody = Either<Incoming, Full<Bytes>>;
 
 /// What a request's fault rolls are keyed on: the parent span ID of its
 /// `traceparent` (`00-<trace-id>-<parent-id>-<flags>`), which redline draws from the
@@ -62,9 +69,9 @@ pub struct ProxyCounters {
 
 /// Everything the proxy's connections share.
 pub struct Chaos {
-    /// Scheme and authority of the upstream, with its path prefix.
-    upstream: (String, String),
-    client: Client<Connector, Incoming>,
+    /// The upstreams and their balancing.
+    pub pool: Arc<Pool>,
+    client: Client<Connector, UpstreamBody>,
     pub rules: RwLock<Arc<Vec<Arc<Rule>>>>,
     pub seed: u64,
     pub allow_header_faults: bool,
@@ -76,7 +83,7 @@ pub struct Chaos {
 
 impl Chaos {
     pub fn new(
-        upstream: &Uri,
+        pool: Pool,
         upstream_http2: bool,
         upstream_tls: Option<&crate::client::tls::TlsSettings>,
         rules: Vec<Rule>,
@@ -94,14 +101,8 @@ impl Chaos {
             .pool_max_idle_per_host(usize::MAX)
             .http2_only(upstream_http2)
             .build(connector);
-        let origin = format!(
-            "{}://{}",
-            upstream.scheme_str().unwrap_or("http"),
-            upstream.authority().map_or("", |a| a.as_str())
-        );
-        let prefix = upstream.path().trim_end_matches('/').to_owned();
         Chaos {
-            upstream: (origin, prefix),
+            pool: Arc::new(pool),
             client,
             rules: RwLock::new(Arc::new(rules.into_iter().map(Arc::new).collect())),
             seed,
@@ -144,8 +145,8 @@ impl Chaos {
             return answer;
         }
         add_fault_baggage(&mut head.headers, &plan.noted);
-        let response = match self.forward(head, body).await {
-            Ok(response) => response,
+        let (response, in_flight) = match self.forward(head, body).await {
+            Ok(answered) => answered,
             Err(error) => {
                 self.counters
                     .upstream_errors
@@ -161,7 +162,14 @@ impl Chaos {
         }
         let (mut parts, body) = response.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        let mut body: ProxyBody = body.map_err(|e| Box::new(e) as BoxError).boxed_unsync();
+        // The replica counts the request in flight until its body ends or is dropped.
+        let mut body: ProxyBody = body
+            .map_err(|e| Box::new(e) as BoxError)
+            .map_frame(move |frame| {
+                let _held = &in_flight;
+                frame
+            })
+            .boxed_unsync();
         if let Some((rule, path)) = plan.empty_result.take() {
             body = match self
                 .empty_result(&mut plan, &id, (rule, path), &mut parts, body)
@@ -199,15 +207,7 @@ impl Chaos {
         let named = if decided.is_empty() {
             Named::default()
         } else {
-            Named {
-                traceparent: head
-                    .headers
-                    .get("traceparent")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned),
-                method: head.method.to_string(),
-                path: head.uri.path().to_owned(),
-            }
+            Named::of(head)
         };
         let mut plan = Plan::default();
         for (rule, action) in decided {
@@ -291,21 +291,108 @@ impl Chaos {
         }
     }
 
+    /// Sends the request to an upstream the pool picks. With retries on and a body
+    /// small enough to keep, a request no replica took (refused connection) or that
+    /// one refused unprocessed (503) goes to the next, each replica once. `Err` says
+    /// why no upstream answered.
     async fn forward(
         &self,
         mut head: Parts,
         body: Incoming,
-    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
-        let (origin, prefix) = &self.upstream;
-        let path_and_query = head.uri.path_and_query().map_or("/", |p| p.as_str());
-        let uri: Uri = format!("{origin}{prefix}{path_and_query}")
-            .parse()
-            .unwrap_or_else(|_| head.uri.clone());
+    ) -> Result<(Response<Incoming>, InFlight), String> {
         strip_hop_by_hop(&mut head.headers);
         head.headers.remove(header::HOST);
-        head.uri = uri;
         head.version = hyper::Version::default();
-        self.client.request(Request::from_parts(head, body)).await
+        // Named only while a replica restarts: what fails then is put down to it.
+        let named = self.pool.any_restarting().then(|| Named::of(&head));
+        let keep = self.pool.upstreams.len() > 1
+            && self.pool.balance.retry
+            && hyper::body::Body::size_hint(&body)
+                .exact()
+                .is_some_and(|n| n <= MAX_RETRY_BODY);
+        if !keep {
+            let i = self.pool.pick(&[]).expect("a pool has an upstream");
+            let in_flight = self.pool.begin(i);
+            head.uri = self.uri_at(i, &head.uri);
+            let sent = self
+                .client
+                .request(Request::from_parts(head, Either::Left(body)))
+                .await;
+            return self.settle(i, sent, named.as_ref()).map(|r| (r, in_flight));
+        }
+        let kept = body
+            .collect()
+            .await
+            .map_err(|e| format!("the request's body broke before it was sent: {e}"))?
+            .to_bytes();
+        let mut tried = Vec::new();
+        loop {
+            let i = self
+                .pool
+                .pick(&tried)
+                .expect("retries stop before every upstream is tried");
+            tried.push(i);
+            let in_flight = self.pool.begin(i);
+            let mut attempt = Request::new(Either::Right(Full::new(kept.clone())));
+            *attempt.method_mut() = head.method.clone();
+            *attempt.uri_mut() = self.uri_at(i, &head.uri);
+            *attempt.headers_mut() = head.headers.clone();
+            let sent = self.client.request(attempt).await;
+            let untaken = match &sent {
+                Ok(response) => response.status() == StatusCode::SERVICE_UNAVAILABLE,
+                Err(e) => e.is_connect(),
+            };
+            if untaken && self.pool.may_retry(&tried) {
+                self.pool.failed(i);
+                let counts = &self.pool.upstreams[i].counts;
+                counts.retried.fetch_add(1, Ordering::Relaxed);
+                self.note_restart(i, named.as_ref(), "retried");
+                continue;
+            }
+            return self.settle(i, sent, named.as_ref()).map(|r| (r, in_flight));
+        }
+    }
+
+    /// The pool told how upstream `i` did with a request's last try.
+    fn settle(
+        &self,
+        i: usize,
+        sent: Result<Response<Incoming>, hyper_util::client::legacy::Error>,
+        named: Option<&Named>,
+    ) -> Result<Response<Incoming>, String> {
+        let failed = match &sent {
+            Ok(response) => is_gateway_failure(response.status().as_u16()),
+            Err(_) => true,
+        };
+        if failed {
+            self.pool.failed(i);
+            self.note_restart(i, named, "failed");
+        } else {
+            self.pool.answered(i);
+        }
+        sent.map_err(|e| match std::error::Error::source(&e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        })
+    }
+
+    /// A request that failed (or was resent) at a replica being restarted: the restart
+    /// is logged as its fault, so its record says why.
+    fn note_restart(&self, i: usize, named: Option<&Named>, how: &str) {
+        let Some(named) = named.filter(|_| self.pool.is_restarting(i)) else {
+            return;
+        };
+        let fault = format!("replica_restart_{how}");
+        note(&self.log, &named.id(), format!("restart:{i}"), &fault, None);
+    }
+
+    /// `uri`'s path and query at upstream `i`.
+    fn uri_at(&self, i: usize, uri: &Uri) -> Uri {
+        let upstream = &self.pool.upstreams[i];
+        let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str());
+        format!("{}{}{path_and_query}", upstream.origin, upstream.prefix)
+            .parse()
+            .unwrap_or_else(|_| uri.clone())
     }
 
     /// Faults a request asks for in `x-redline-fault-*` headers (when allowed); the
@@ -400,6 +487,18 @@ struct Named {
 }
 
 impl Named {
+    fn of(head: &Parts) -> Named {
+        Named {
+            traceparent: head
+                .headers
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            method: head.method.to_string(),
+            path: head.uri.path().to_owned(),
+        }
+    }
+
     fn id(&self) -> RequestId<'_> {
         RequestId {
             traceparent: self.traceparent.as_deref(),

@@ -325,6 +325,7 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
             goodput: None,
             server_metrics: None,
             faults: Vec::new(),
+            disruptions: Vec::new(),
             remediate: None,
         },
         scale: None,

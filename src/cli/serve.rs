@@ -134,7 +134,8 @@ pub(super) async fn chaos(args: ChaosArgs) -> Result<i32> {
     .map_err(|e| anyhow::anyhow!("--upstream-{}: {}", e.field.replace('_', "-"), e.message))?;
     let count = rules.len();
     let proxy = crate::chaos::RunningProxy::start(crate::chaos::ProxyConfig {
-        upstream,
+        upstreams: vec![upstream],
+        balance: Default::default(),
         upstream_http2: args.upstream_http2,
         listen: args.listen,
         admin: Some(args.admin),

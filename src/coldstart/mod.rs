@@ -15,9 +15,9 @@ use hyper::Uri;
 use serde::Serialize;
 
 use self::phases::{Probe, ProbeTimes};
+use crate::client::{HttpClient, RunClock};
 use crate::launch::process::{self, Server};
 use crate::launch::ready;
-use crate::client::{HttpClient, RunClock};
 
 /// Long enough for the readahead a residency check started to end.
 const READAHEAD_SETTLES: Duration = Duration::from_millis(100);
@@ -342,8 +342,7 @@ impl Session<'_> {
             let deadline = start + self.plan.timeout;
             phases::post(&self.http, &wake_up, deadline).await?;
             let wake_ms = start.elapsed().as_secs_f64() * 1e3;
-            let ready =
-                ready::ready(&self.http, &self.plan.ready, server, start, deadline).await?;
+            let ready = ready::ready(&self.http, &self.plan.ready, server, start, deadline).await?;
             let probe = self.probe_once(start, deadline).await?;
             let mut run = self.run_of(StartKind::Wake, ready, probe, server, sampler.stop());
             run.wake_ms = Some(wake_ms);

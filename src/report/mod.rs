@@ -2,6 +2,7 @@
 //! terminal table rendered from it, the self-contained HTML report and the
 //! trace-event timeline. Rendering is pure; callers (and `outputs`) write the bytes.
 
+mod availability;
 mod chain;
 mod drift;
 mod terminal;
@@ -79,6 +80,9 @@ pub struct Summary {
     /// The streaming SLOs: windows, detectors, episodes (`streaming:` in the spec).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<crate::slo::streaming::DriftSummary>,
+    /// Availability through the run's `disruptions:` (restarts, hooks), step by step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disruptions: Option<crate::runner::availability::Availability>,
     /// Requests that succeeded within the per-request SLOs, when the spec sets them.
     pub goodput: Option<Goodput>,
     /// Measured requests with no failure of any kind.
@@ -508,6 +512,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         verdicts: info.verdicts,
         aborted: info.aborted,
         drift: None,
+        disruptions: None,
         goodput: agg.goodput_slo.map(|slo| Goodput {
             slo,
             requests: agg.good,

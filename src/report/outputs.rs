@@ -81,6 +81,7 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
     summary.invocation = about.invocation;
     summary.samples = result.samples.clone();
     summary.drift = result.drift.clone();
+    summary.disruptions = result.availability.clone();
     let code = exit_code(result, verdicts.as_deref(), &summary, about.strict);
     if code == exit::SLO_FAILED && summary.flow.is_some() {
         match explain_failed_run(dir)? {

@@ -264,6 +264,9 @@ pub fn render_terminal(s: &Summary) -> String {
     if let Some(d) = &s.drift {
         super::drift::render_drift(d, s.aborted.as_ref(), &mut line);
     }
+    if let Some(a) = &s.disruptions {
+        super::availability::render_availability(a, &mut line);
+    }
     if let Some(e) = &s.explain {
         render_explanation(e, &mut line);
     }

@@ -11,6 +11,8 @@
 //! as `cancelled`.
 
 mod recorder;
+pub mod availability;
+pub mod disrupt;
 mod drift;
 mod flow;
 mod progress;
@@ -153,6 +155,8 @@ pub struct RunResult {
     pub samples: Vec<crate::record::Sample>,
     /// What the streaming SLOs saw, when the spec has `streaming:`.
     pub drift: Option<crate::slo::streaming::DriftSummary>,
+    /// Availability through the run's disruptions, when it had any.
+    pub availability: Option<availability::Availability>,
 }
 
 /// What a request is sent to, with everything it needs.
@@ -356,7 +360,10 @@ pub async fn run(
         collect: collect_options,
         on_drift,
     } = options;
-    let servers = Servers::start(&scenario).await?;
+    let out_dir = records_path
+        .parent()
+        .map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf);
+    let servers = Servers::start(&scenario, &out_dir).await?;
     let base_url = servers.url_of(scenario.service());
     let model = servers.model_of(scenario.service());
     // W3C baggage on every request: which run and scenario sent it, so the services'
@@ -427,7 +434,24 @@ pub async fn run(
         on_start(&header_of(&shared.scenario, &base_url, &model, notes));
     }
     let scraper = Scraper::start(&shared.scenario, &shared.http, &base_url, clock)?;
-    let executed = run_stages(&shared, &stop).await?;
+    let disruptions_stop = stop.child_token();
+    let disruptions = tokio::spawn(disrupt::run(
+        shared.scenario.disruptions.clone(),
+        servers.replicas.clone(),
+        clock,
+        shared.planned_end,
+        disruptions_stop.clone(),
+    ));
+    let executed = run_stages(&shared, &stop).await;
+    disruptions_stop.cancel();
+    let steps = disruptions.await.unwrap_or_default();
+    let executed = match executed {
+        Ok(executed) => executed,
+        Err(e) => {
+            servers.stop_replicas().await;
+            return Err(e);
+        }
+    };
     let elapsed = clock.start().elapsed();
     let server_metrics = scraper.finish().await?;
     let recorded = close_recorder(&shared, recorder).await?;
@@ -450,7 +474,15 @@ pub async fn run(
     .await?;
     let (otlp, traces) = observers.finish(&stop, &records_path).await?;
     let proxies = servers.proxy_counts();
+    servers.stop_replicas().await;
     drop(servers);
+    let availability = if shared.scenario.disruptions.is_empty() {
+        None
+    } else {
+        let mut all = Vec::new();
+        crate::record::read_records(&records_path, None, |r| all.push(r))?;
+        Some(availability::measure(&all, steps))
+    };
     if !aggregator.counts.balanced() {
         anyhow::bail!(
             "internal error: outcomes do not add up to the scheduled requests: {:?}",
@@ -473,6 +505,7 @@ pub async fn run(
         traces,
         samples: recorded.samples,
         drift,
+        availability,
     })
 }
 

@@ -51,11 +51,13 @@ pub(super) fn embedded_profile(scenario: &Scenario) -> Option<String> {
         .called_services()
         .filter_map(|s| match &s.endpoint {
             Endpoint::Embedded { profile } => Some(profile.clone()),
-            Endpoint::Url(_) => None,
+            Endpoint::Url(_) | Endpoint::Balanced { .. } => None,
         })
         .next()
 }
 
+/// A proxy in front of `service`: its fault rules, and its replicas balanced when it
+/// is `url: balanced` (else its one upstream at `base_url`).
 pub(super) async fn start_proxy(
     scenario: &Scenario,
     service: &Service,
@@ -67,14 +69,27 @@ pub(super) async fn start_proxy(
         .filter(|def| def.spec.service.as_deref() == Some(service.name.as_str()))
         .map(|def| Rule::new(def.clone()))
         .collect();
-    let upstream = upstream_uri(base_url, false)?;
+    let (urls, balance) = match &service.endpoint {
+        Endpoint::Balanced { replicas, balance } => {
+            (replicas.iter().map(|r| r.url.as_str()).collect(), *balance)
+        }
+        _ => (vec![base_url], Default::default()),
+    };
+    let mut upstreams = Vec::new();
+    for url in urls {
+        let upstream = upstream_uri(url, false)?;
+        upstreams.push(
+            format!(
+                "{}://{}",
+                upstream.scheme_str().unwrap_or("http"),
+                upstream.authority().map_or("", |a| a.as_str())
+            )
+            .parse()?,
+        );
+    }
     let proxy = RunningProxy::start(ProxyConfig {
-        upstream: format!(
-            "{}://{}",
-            upstream.scheme_str().unwrap_or("http"),
-            upstream.authority().map_or("", |a| a.as_str())
-        )
-        .parse()?,
+        upstreams,
+        balance,
         upstream_http2: service.http2,
         listen: ([127, 0, 0, 1], 0).into(),
         admin: Some(([127, 0, 0, 1], 0).into()),
@@ -109,6 +124,7 @@ pub(super) fn proxy_counts(service: &str, proxy: &RunningProxy) -> ProxyCounts {
         requests: stats.requests,
         upstream_errors: stats.upstream_errors,
         unclaimed_faults: proxy.chaos.log.unclaimed(),
+        upstreams: crate::chaos::UpstreamCount::of_pool(&proxy.chaos.pool),
         rules: stats
             .rules
             .into_iter()

@@ -6,13 +6,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::disrupt::ReplicaSet;
 use super::recorder::SpanSink;
 use super::services::{embedded_profile, proxy_counts, start_proxy, through_proxy, trace_report};
 use super::{CollectOptions, flow};
@@ -21,7 +22,7 @@ use crate::client::{HttpClient, RunClock};
 use crate::prometheus::live::LiveMetrics;
 use crate::prometheus::scrape::ServerMetrics;
 use crate::scenario::flow::FlowPlan;
-use crate::scenario::{Endpoint, Scenario, Service};
+use crate::scenario::{Disruption, Endpoint, Scenario, Service};
 use crate::sim::{EmbeddedSim, Profile, SimConfig};
 use crate::trace::export::ExportCounts;
 use crate::trace::graph::TraceReport;
@@ -34,17 +35,22 @@ use crate::workload::PromptSource;
 pub(super) struct Servers {
     embedded: Option<(EmbeddedSim, String)>,
     proxies: BTreeMap<String, RunningProxy>,
+    /// The replicas of `url: balanced` services, by service.
+    pub(super) replicas: BTreeMap<String, Arc<tokio::sync::Mutex<ReplicaSet>>>,
     /// What the header says about them.
     pub(super) notes: Vec<String>,
 }
 
 impl Servers {
-    pub(super) async fn start(scenario: &Scenario) -> Result<Servers> {
+    /// Starts what the scenario needs; replicas' logs go to `dir`.
+    pub(super) async fn start(scenario: &Scenario, dir: &Path) -> Result<Servers> {
         let mut servers = Servers {
             embedded: start_embedded(scenario).await?,
             proxies: BTreeMap::new(),
+            replicas: BTreeMap::new(),
             notes: Vec::new(),
         };
+        servers.start_balanced(scenario, dir).await?;
         for rule in &scenario.faults {
             let name = rule.spec.service.clone().unwrap_or_default();
             if servers.proxies.contains_key(&name) {
@@ -63,9 +69,59 @@ impl Servers {
         Ok(servers)
     }
 
-    /// The service's own base URL.
+    /// Each `url: balanced` service: its replicas started (those with a command) and
+    /// ready, then the balancer in front of them.
+    async fn start_balanced(&mut self, scenario: &Scenario, dir: &Path) -> Result<()> {
+        for service in scenario.called_services() {
+            let Endpoint::Balanced { replicas, .. } = &service.endpoint else {
+                continue;
+            };
+            let ready_within = scenario
+                .disruptions
+                .iter()
+                .find_map(|d| match d {
+                    Disruption::Restart {
+                        service: name,
+                        ready_within,
+                        ..
+                    } if *name == service.name => Some(*ready_within),
+                    _ => None,
+                })
+                .unwrap_or(Duration::from_secs(60));
+            let http = crate::client::http_client(&crate::client::Timeouts::default(), false);
+            let mut set =
+                ReplicaSet::start(&service.name, replicas, dir, &http, ready_within).await?;
+            let proxy = start_proxy(scenario, service, "").await?;
+            set.attach(proxy.chaos.pool.clone());
+            self.notes.push(format!(
+                "balancer for `{}` over {} replicas on {}; admin API on http://{}",
+                service.name,
+                replicas.len(),
+                proxy.addr,
+                proxy.admin_addr.map_or(String::new(), |a| a.to_string())
+            ));
+            self.proxies.insert(service.name.clone(), proxy);
+            self.replicas
+                .insert(service.name.clone(), Arc::new(tokio::sync::Mutex::new(set)));
+        }
+        Ok(())
+    }
+
+    /// Stops the replicas redline started.
+    pub(super) async fn stop_replicas(&self) {
+        for set in self.replicas.values() {
+            set.lock().await.stop().await;
+        }
+    }
+
+    /// The service's own base URL (a balanced service's is its balancer's).
     pub(super) fn url_of(&self, service: &Service) -> String {
         match &service.endpoint {
+            Endpoint::Balanced { .. } => self
+                .proxies
+                .get(&service.name)
+                .map(|p| p.base_url())
+                .unwrap_or_default(),
             Endpoint::Embedded { .. } => self
                 .embedded
                 .as_ref()
@@ -85,6 +141,9 @@ impl Servers {
 
     /// Where requests to `name` go: through its proxy, if it has one.
     pub(super) fn request_base(&self, name: &str, base: String) -> String {
+        if self.replicas.contains_key(name) {
+            return base;
+        }
         match self.proxies.get(name) {
             Some(proxy) => through_proxy(&base, proxy),
             None => base,

@@ -2,11 +2,14 @@
 //! same spec types) means, checked once. Every problems is reported together, each with
 //! the file, line and field it comes from.
 
+mod disruption;
 pub mod flow;
 mod prompts;
 mod service;
 mod stages;
 
+use disruption::*;
+pub use disruption::{Disruption, Replica};
 use prompts::*;
 use service::*;
 use stages::*;
@@ -45,6 +48,11 @@ pub enum Endpoint {
     Embedded { profile: String },
     /// `http://host:port` (no trailing slash, no `/v1`).
     Url(String),
+    /// The run's own balancer in front of these replicas.
+    Balanced {
+        replicas: Vec<Replica>,
+        balance: crate::chaos::balance::Balance,
+    },
 }
 
 /// The service the load goes to.
@@ -137,6 +145,8 @@ pub struct Scenario {
     pub flow: Option<Arc<FlowPlan>>,
     /// The remediation agent a failed run is handed to.
     pub remediate: Option<crate::spec::RemediateSpec>,
+    /// Restarts and hooks during the run.
+    pub disruptions: Vec<Disruption>,
 }
 
 /// `remediate:` with its runbook found beside the spec.
@@ -245,6 +255,7 @@ impl Scenario {
         let called = service_name.as_deref().unwrap_or("llm");
         let faults = faults_from_spec(spec, called, flow.as_ref(), &mut problems);
         let remediate = remediate_from_spec(spec, spec_dir, &mut problems);
+        let disruptions = disruptions_from_spec(spec, &resolved, &mut problems);
         if !problems.is_empty() {
             return Err(problems.located(&file.path, text));
         }
@@ -284,6 +295,7 @@ impl Scenario {
             faults,
             flow: flow.map(Arc::new),
             remediate,
+            disruptions,
         })
     }
 

@@ -65,7 +65,18 @@ pub(super) fn endpoint_from_spec(
     path: &str,
     problems: &mut Problems,
 ) -> Option<Endpoint> {
-    if s.url == "embedded" {
+    let balancing = !s.replicas.is_empty() || s.balance.is_some();
+    if balancing && s.url != "balanced" {
+        problems.add(
+            &format!("{path}.url"),
+            "`replicas` and `balance` belong to `url: balanced`".into(),
+            Some("write `url: balanced`, or remove `replicas` and `balance`".into()),
+        );
+        return None;
+    }
+    if s.url == "balanced" {
+        balanced_from_spec(s, path, problems)
+    } else if s.url == "embedded" {
         if s.api == ApiKind::Pgvector {
             problems.add(
                 &format!("{path}.url"),
@@ -124,7 +135,7 @@ pub(super) fn endpoint_from_spec(
         problems.add(
             &format!("{path}.url"),
             format!(
-                "`{}` is neither `embedded` nor an http:// or https:// URL",
+                "`{}` is neither `embedded`, `balanced` nor an http:// or https:// URL",
                 s.url
             ),
             Some("write `embedded` or e.g. `https://llm.example.com`".into()),

@@ -7,6 +7,7 @@ pub mod error;
 pub mod faults;
 pub mod flow;
 pub mod problems;
+pub mod replicas;
 pub mod schema;
 pub mod streaming;
 pub mod values;
@@ -119,6 +120,11 @@ pub struct InferenceSpec {
     /// `service` and sends that service's traffic through it (see `docs/chaos.md`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<faults::FaultRuleSpec>,
+    /// What the run does to its services while it runs: restarts of a `url: balanced`
+    /// service's replicas, or a command of yours, at a fixed interval; availability is
+    /// measured through them (see docs/availability.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disruptions: Vec<replicas::DisruptionSpec>,
     /// When the run fails (its gate, a streaming SLO's episode, a flow's explained
     /// breach), hand it to `redline heal` with this runbook and model (see docs/heal.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,9 +164,17 @@ pub struct ServerMetricsSpec {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceSpec {
-    /// Base URL (e.g. `http://127.0.0.1:8000`, with or without `/v1`), or `embedded`
-    /// to start the built-in simulator in-process.
+    /// Base URL (e.g. `http://127.0.0.1:8000`, with or without `/v1`), `embedded` to
+    /// start the built-in simulator in-process, or `balanced` for the run's own
+    /// balancer in front of `replicas`.
     pub url: String,
+    /// For `url: balanced`: the replicas, each started by redline when it has a
+    /// `command` (see docs/availability.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<replicas::ReplicaSpec>,
+    /// For `url: balanced`: how requests are spread and when a replica is left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance: Option<replicas::BalanceSpec>,
     /// Model name sent in requests (default: the embedded simulator's, else required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,

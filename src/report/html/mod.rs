@@ -8,6 +8,7 @@
 
 mod about;
 mod digest;
+mod disruptions;
 mod drift;
 mod explain;
 mod flows;
@@ -40,6 +41,7 @@ pub fn render(summary: &Summary, digest: &Digest) -> String {
         sections::distributions(summary, digest),
         sections::over_time(summary, digest),
         drift::drift(summary, &sections::marks(summary, digest)),
+        disruptions::disruptions(summary, &sections::marks(summary, digest)),
         explain::explanation(summary),
         heal::heal(summary),
         sections::timeline(digest),

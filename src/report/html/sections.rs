@@ -319,6 +319,7 @@ pub(super) fn marks(summary: &Summary, digest: &Digest) -> Marks {
         .collect();
     let mut marks = Marks { moments, windows };
     super::drift::add_episodes(summary, &mut marks);
+    super::disruptions::add_steps(summary, &mut marks);
     marks
 }
 

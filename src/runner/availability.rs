@@ -1,0 +1,248 @@
+//! Availability through a run's disruptions, measured rather than asserted: the share
+//! of sent requests that succeeded, its exact (Clopper–Pearson) lower bound, how many
+//! requests it would take to show a target such as 99.999 %, and per step the failures
+//! it caused and how long the service kept failing.
+
+use crate::record::{Outcome, Record};
+use crate::slo::stats;
+
+use super::disrupt::DisruptionStep;
+
+/// Confidence of the bounds.
+const CONFIDENCE: f64 = 0.95;
+/// The source's target (§3.3).
+const TARGET: f64 = 0.99999;
+/// A failure up to this long after a step ended is still the step's: the balancer's
+/// view of a replica lags its restart by a request or two.
+const SETTLE_S: f64 = 1.0;
+
+/// What the run's requests saw through its disruptions.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct Availability {
+    /// Requests sent (not those the client itself dropped or the run cancelled).
+    pub requests: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    /// Requests the client dropped at its in-flight limit (not sent, not counted).
+    pub dropped: u64,
+    /// succeeded / requests.
+    pub availability: f64,
+    /// Its one-sided lower bound at `confidence` (Clopper–Pearson).
+    pub lower_bound: f64,
+    pub confidence: f64,
+    pub target: f64,
+    /// Requests in all that would show `target` at `confidence` if failures kept their
+    /// observed share; none when the observed share is already worse than the target.
+    pub requests_to_show_target: Option<u64>,
+    /// Failures during no step (or its settling second after).
+    pub unattributed_failures: u64,
+    pub steps: Vec<StepAvailability>,
+}
+
+/// One disruption step and what it cost.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct StepAvailability {
+    #[serde(flatten)]
+    pub step: DisruptionStep,
+    /// Requests that ended during the step.
+    pub requests: u64,
+    /// Of them, failed; a failure whose record names the restart as its fault is
+    /// counted here whenever it ended.
+    pub failed: u64,
+    /// From the step's start to its last failure (0 when none failed): how long the
+    /// service kept failing.
+    pub failing_for_ms: f64,
+    /// Requests the balancer resent to another replica because the restarting one
+    /// did not take them (they succeeded, or are counted in `failed`).
+    pub retried: u64,
+    /// From the step's start to the last request that failed or had to be resent
+    /// because of it (0 when none): the failover time, until traffic had moved to the
+    /// other replicas.
+    pub failover_ms: f64,
+}
+
+/// Availability from the records (read in completion order or any) and the steps.
+pub fn measure(records: &[Record], steps: Vec<DisruptionStep>) -> Availability {
+    let mut out = Availability {
+        requests: 0,
+        succeeded: 0,
+        failed: 0,
+        dropped: 0,
+        availability: 0.0,
+        lower_bound: 0.0,
+        confidence: CONFIDENCE,
+        target: TARGET,
+        requests_to_show_target: None,
+        unattributed_failures: 0,
+        steps: steps
+            .into_iter()
+            .map(|step| StepAvailability {
+                step,
+                requests: 0,
+                failed: 0,
+                failing_for_ms: 0.0,
+                retried: 0,
+                failover_ms: 0.0,
+            })
+            .collect(),
+    };
+    for record in records {
+        match record.outcome {
+            Outcome::Dropped => out.dropped += 1,
+            Outcome::Cancelled => {}
+            Outcome::Ok => {
+                out.requests += 1;
+                out.succeeded += 1;
+                if let Some(step) = step_of(&mut out.steps, record) {
+                    step.requests += 1;
+                    step.count_retry(record);
+                }
+            }
+            Outcome::Error | Outcome::Timeout => {
+                out.requests += 1;
+                out.failed += 1;
+                let done_s = record.done_us() as f64 / 1e6;
+                match step_of(&mut out.steps, record) {
+                    Some(step) => {
+                        step.requests += 1;
+                        step.failed += 1;
+                        let failing = (done_s - step.step.started_s).max(0.0) * 1e3;
+                        step.failing_for_ms = step.failing_for_ms.max(failing);
+                        step.failover_ms = step.failover_ms.max(failing);
+                        step.count_retry(record);
+                    }
+                    None => out.unattributed_failures += 1,
+                }
+            }
+        }
+    }
+    if out.requests > 0 {
+        out.availability = out.succeeded as f64 / out.requests as f64;
+        out.lower_bound = 1.0 - stats::upper_bound(out.failed, out.requests, CONFIDENCE);
+        let allowed = 1.0 - TARGET;
+        if (out.failed as f64) / (out.requests as f64) < allowed {
+            out.requests_to_show_target =
+                stats::trials_to_decide(out.failed, out.requests, allowed, true, CONFIDENCE);
+        }
+    }
+    out
+}
+
+impl StepAvailability {
+    /// A record the balancer resent because of this step: counted, and the failover
+    /// lasted at least until it ended.
+    fn count_retry(&mut self, record: &Record) {
+        if record
+            .faults
+            .iter()
+            .any(|f| f.fault == "replica_restart_retried")
+        {
+            self.retried += 1;
+            let at_ms = (record.done_us() as f64 / 1e6 - self.step.started_s).max(0.0) * 1e3;
+            self.failover_ms = self.failover_ms.max(at_ms);
+        }
+    }
+}
+
+/// The step a record belongs to: the restart its faults name, else the step it
+/// ended in (or within a second after).
+fn step_of<'a>(
+    steps: &'a mut [StepAvailability],
+    record: &Record,
+) -> Option<&'a mut StepAvailability> {
+    let done_s = record.done_us() as f64 / 1e6;
+    let named = record.faults.iter().find_map(|f| {
+        let replica: usize = f.rule.strip_prefix("restart:")?.parse().ok()?;
+        steps
+            .iter()
+            .rposition(|s| s.step.replica == Some(replica) && s.step.started_s <= done_s + SETTLE_S)
+    });
+    let at = named.or_else(|| {
+        steps.iter().rposition(|s| {
+            let end = s.step.ended_s.unwrap_or(f64::INFINITY) + SETTLE_S;
+            s.step.started_s <= done_s && done_s <= end
+        })
+    })?;
+    steps.get_mut(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_failure_in_a_few_thousand_is_far_from_five_nines_and_says_how_far() {
+        let a = measure(&records(3000, &[]), Vec::new());
+        assert_eq!((a.requests, a.failed), (3000, 0));
+        assert_eq!(a.availability, 1.0);
+        // (1 - lower)ⁿ... the exact bound with no failures: 0.05^(1/n).
+        let exact = 0.05f64.powf(1.0 / 3000.0);
+        assert!((a.lower_bound - exact).abs() < 1e-9, "{}", a.lower_bound);
+        // The rule of three: about 3 / 10⁻⁵ requests, all of them good.
+        let needed = a.requests_to_show_target.unwrap();
+        assert!((299_000..=300_000).contains(&needed), "{needed}");
+    }
+
+    #[test]
+    fn failures_are_put_down_to_the_step_they_ended_in_or_the_restart_they_name() {
+        let step = |n: u32, replica: usize, from: f64, to: f64| DisruptionStep {
+            step: n,
+            kind: "restart".into(),
+            target: format!("llm[{replica}]"),
+            replica: Some(replica),
+            started_s: from,
+            down_s: Some(from + 0.1),
+            ended_s: Some(to),
+            error: None,
+        };
+        let mut all = records(
+            100,
+            &[(10.3, None), (10.9, None), (25.0, None), (13.5, Some(0))],
+        );
+        all.sort_by_key(Record::done_us);
+        let a = measure(&all, vec![step(1, 0, 10.0, 12.0), step(2, 1, 20.0, 21.0)]);
+        assert_eq!(a.failed, 4);
+        assert_eq!(
+            a.steps[0].failed, 3,
+            "two in the window, one naming replica 0 after it"
+        );
+        assert!(
+            (a.steps[0].failing_for_ms - 3500.0).abs() < 1.0,
+            "{}",
+            a.steps[0].failing_for_ms
+        );
+        assert_eq!(a.steps[1].failed, 0);
+        assert_eq!(a.unattributed_failures, 1);
+        assert!(a.availability < 1.0 && a.lower_bound < a.availability);
+        assert_eq!(
+            a.requests_to_show_target, None,
+            "4 % failed: five nines cannot be shown"
+        );
+    }
+
+    /// `ok` good records ending 0.1 s apart, and failures ending at the given seconds,
+    /// naming a restarted replica or not.
+    fn records(ok: u64, failures: &[(f64, Option<usize>)]) -> Vec<Record> {
+        let mut out: Vec<Record> = (0..ok)
+            .map(|i| {
+                let mut r = Record::unsent(i, 0, crate::record::Phase::Measure, 0);
+                r.last_byte_us = Some(i * 100_000);
+                r
+            })
+            .collect();
+        for (k, (at, replica)) in failures.iter().enumerate() {
+            let mut r = Record::unsent(ok + k as u64, 0, crate::record::Phase::Measure, 0);
+            r.outcome = Outcome::Error;
+            r.last_byte_us = Some((at * 1e6) as u64);
+            if let Some(i) = replica {
+                r.faults.push(crate::record::InjectedFault {
+                    rule: format!("restart:{i}"),
+                    fault: "replica_restart_failed".into(),
+                    added_ms: None,
+                });
+            }
+            out.push(r);
+        }
+        out
+    }
+}
