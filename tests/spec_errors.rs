@@ -370,3 +370,35 @@ fn a_streaming_block_reports_every_problem_with_its_fix() {
     }
     assert!(errors.starts_with("4 problems in the spec:"), "{errors}");
 }
+
+#[test]
+fn replicas_and_disruptions_name_what_is_wrong() {
+    let text = spec(
+        "  services:\n    llm:\n      url: balanced\n      model: m\n      replicas:\n        - { url: \"http://10.0.0.5:9301\" }\n        - { url: \"http://127.0.0.1:9302\", ready: health }\n      balance: { eject_after: 0 }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 10, output_tokens: 5 } }\n  disruptions:\n    - restart: { service: llm, every: 0s }\n    - { restart: { service: llm, every: 5s }, hook: { every: 5s, command: [\"true\"] } }\n  load:\n    - { rate: 1, duration: 1s }\n",
+    );
+    assert_eq!(
+        errors(&text),
+        "6 problems in the spec:\n\
+         test.yaml:10:13: spec.services.llm.replicas[0].url: `http://10.0.0.5:9301` is not on loopback\n  \
+         fix: a replica runs on this machine: e.g. `http://127.0.0.1:9101`\n\
+         test.yaml:11:43: spec.services.llm.replicas[1].ready: `health` is not a path\n  \
+         fix: write e.g. `/health`\n\
+         test.yaml:12:18: spec.services.llm.balance.eject_after: must be at least 1\n  \
+         fix: write `eject: false` to never eject a replica\n\
+         test.yaml:16:18: spec.disruptions[0].restart.service: `llm` is not a `url: balanced` service whose replicas all have a `command`\n  \
+         fix: name a balanced service and give each replica the command that starts it\n\
+         test.yaml:16:32: spec.disruptions[0].restart.every: must be more than 0\n  \
+         fix: e.g. `every: 30s`\n\
+         test.yaml:17:5: spec.disruptions[1]: a disruption is one `restart` or one `hook`\n  \
+         fix: e.g. `- restart: { service: llm, every: 30s }`\n"
+    );
+    let text = spec(
+        "  services:\n    llm: { url: \"http://127.0.0.1:8000\", model: m, replicas: [{ url: \"http://127.0.0.1:9301\" }] }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 10, output_tokens: 5 } }\n",
+    );
+    assert!(
+        errors(&text)
+            .contains("spec.services.llm.url: `replicas` and `balance` belong to `url: balanced`"),
+        "{}",
+        errors(&text)
+    );
+}

@@ -90,11 +90,18 @@ pub(super) fn balanced_from_spec(
 
 fn replica_from_spec(r: &ReplicaSpec, path: &str, problems: &mut Problems) -> Option<Replica> {
     let url = r.url.trim_end_matches('/');
-    if let Err(e) = crate::chaos::upstream_uri(url, false) {
+    let problem = match crate::chaos::upstream_uri(url, true) {
+        Err(e) => Some(e.to_string()),
+        Ok(_) if crate::chaos::upstream_uri(url, false).is_err() => {
+            Some(format!("`{url}` is not on loopback"))
+        }
+        Ok(_) => None,
+    };
+    if let Some(problem) = problem {
         problems.add(
             &format!("{path}.url"),
-            e.to_string(),
-            Some("a replica is on this machine: e.g. `http://127.0.0.1:9101`".into()),
+            problem,
+            Some("a replica runs on this machine: e.g. `http://127.0.0.1:9101`".into()),
         );
         return None;
     }
