@@ -109,11 +109,7 @@ fn rolling_restarts_lose_nothing_and_health_checks_hide_them_while_round_robin_a
             assert!(s["error"].is_null(), "{name}: {s}");
         }
         // Ground truth: 0.5 s of weights, 36 ms of allocations, 1 s of warm-up.
-        let unready: Vec<f64> = steps
-            .iter()
-            .map(|s| s["ended_s"].as_f64().unwrap() - s["down_s"].as_f64().unwrap())
-            .collect();
-        let unready = median(unready);
+        let unready = unready_of(steps);
         assert!((1.5..1.8).contains(&unready), "{name}: {unready} s");
         // Every failure is put down to a restart.
         assert_eq!(a["unattributed_failures"], 0, "{name}: {a:#}");

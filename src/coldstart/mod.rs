@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use self::phases::{Probe, ProbeTimes};
 use crate::client::{HttpClient, RunClock};
+pub use crate::launch::StartKind;
 use crate::launch::process::{self, Server};
 use crate::launch::ready;
 
@@ -62,25 +63,6 @@ pub struct ProbeTarget {
     pub uri: Uri,
     pub model: Option<String>,
     pub max_tokens: u32,
-}
-
-/// What kind of start a run was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StartKind {
-    Cold,
-    Warm,
-    Wake,
-}
-
-impl StartKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StartKind::Cold => "cold",
-            StartKind::Warm => "warm",
-            StartKind::Wake => "wake",
-        }
-    }
 }
 
 /// One measured start. Times are milliseconds from the spawn (for a wake, from the

@@ -15,7 +15,7 @@ use crate::record::{Outcome, Phase, Record};
 use crate::tokenizer::{DEFAULT_MAX_COUNT_BYTES, LocalTokenizer, TokenCounting};
 use crate::workload::payload::{Payload, PromptBody};
 
-use crate::launch::ready::{READY_CHECK, cut};
+use crate::launch::ready::{READY_CHECK, cut, get};
 
 /// What the probe asks for: one streamed chat completion.
 #[derive(Debug, Clone)]
@@ -119,10 +119,4 @@ fn times_of(record: &Record) -> Option<ProbeTimes> {
             .then(|| record.itl_us.len() as f64 * 1e6 / gaps_us as f64),
         tokens: record.content_events,
     })
-}
-
-fn get(uri: &Uri) -> hyper::Request<Full<Bytes>> {
-    hyper::Request::get(uri.clone())
-        .body(Full::new(Bytes::new()))
-        .expect("a URI and no headers make a valid request")
 }

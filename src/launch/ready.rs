@@ -83,7 +83,8 @@ pub async fn ready(
     }
 }
 
-fn get(uri: &Uri) -> hyper::Request<Full<Bytes>> {
+/// `GET uri` with no body.
+pub fn get(uri: &Uri) -> hyper::Request<Full<Bytes>> {
     hyper::Request::get(uri.clone())
         .body(Full::new(Bytes::new()))
         .expect("a URI and no headers make a valid request")

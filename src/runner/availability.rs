@@ -61,48 +61,52 @@ pub struct StepAvailability {
     pub failover_ms: f64,
 }
 
-/// Availability from the records (read in completion order or any) and the steps.
-pub fn measure(records: &[Record], steps: Vec<DisruptionStep>) -> Availability {
-    let mut out = Availability {
-        requests: 0,
-        succeeded: 0,
-        failed: 0,
-        dropped: 0,
-        availability: 0.0,
-        lower_bound: 0.0,
-        confidence: CONFIDENCE,
-        target: TARGET,
-        requests_to_show_target: None,
-        unattributed_failures: 0,
-        steps: steps
-            .into_iter()
-            .map(|step| StepAvailability {
-                step,
-                requests: 0,
-                failed: 0,
-                failing_for_ms: 0.0,
-                retried: 0,
-                failover_ms: 0.0,
-            })
-            .collect(),
-    };
-    for record in records {
+impl Availability {
+    /// Nothing counted yet, for these steps.
+    pub fn new(steps: Vec<DisruptionStep>) -> Availability {
+        Availability {
+            requests: 0,
+            succeeded: 0,
+            failed: 0,
+            dropped: 0,
+            availability: 0.0,
+            lower_bound: 0.0,
+            confidence: CONFIDENCE,
+            target: TARGET,
+            requests_to_show_target: None,
+            unattributed_failures: 0,
+            steps: steps
+                .into_iter()
+                .map(|step| StepAvailability {
+                    step,
+                    requests: 0,
+                    failed: 0,
+                    failing_for_ms: 0.0,
+                    retried: 0,
+                    failover_ms: 0.0,
+                })
+                .collect(),
+        }
+    }
+
+    /// Counts one record (in any order).
+    pub fn add(&mut self, record: &Record) {
         match record.outcome {
-            Outcome::Dropped => out.dropped += 1,
+            Outcome::Dropped => self.dropped += 1,
             Outcome::Cancelled => {}
             Outcome::Ok => {
-                out.requests += 1;
-                out.succeeded += 1;
-                if let Some(step) = step_of(&mut out.steps, record) {
+                self.requests += 1;
+                self.succeeded += 1;
+                if let Some(step) = step_of(&mut self.steps, record) {
                     step.requests += 1;
                     step.count_retry(record);
                 }
             }
             Outcome::Error | Outcome::Timeout => {
-                out.requests += 1;
-                out.failed += 1;
+                self.requests += 1;
+                self.failed += 1;
                 let done_s = record.done_us() as f64 / 1e6;
-                match step_of(&mut out.steps, record) {
+                match step_of(&mut self.steps, record) {
                     Some(step) => {
                         step.requests += 1;
                         step.failed += 1;
@@ -111,21 +115,25 @@ pub fn measure(records: &[Record], steps: Vec<DisruptionStep>) -> Availability {
                         step.failover_ms = step.failover_ms.max(failing);
                         step.count_retry(record);
                     }
-                    None => out.unattributed_failures += 1,
+                    None => self.unattributed_failures += 1,
                 }
             }
         }
     }
-    if out.requests > 0 {
-        out.availability = out.succeeded as f64 / out.requests as f64;
-        out.lower_bound = 1.0 - stats::upper_bound(out.failed, out.requests, CONFIDENCE);
-        let allowed = 1.0 - TARGET;
-        if (out.failed as f64) / (out.requests as f64) < allowed {
-            out.requests_to_show_target =
-                stats::trials_to_decide(out.failed, out.requests, allowed, true, CONFIDENCE);
+
+    /// The share, its bound and what the target would take, from the counts.
+    pub fn finish(mut self) -> Availability {
+        if self.requests > 0 {
+            self.availability = self.succeeded as f64 / self.requests as f64;
+            self.lower_bound = 1.0 - stats::upper_bound(self.failed, self.requests, CONFIDENCE);
+            let allowed = 1.0 - TARGET;
+            if (self.failed as f64) / (self.requests as f64) < allowed {
+                self.requests_to_show_target =
+                    stats::trials_to_decide(self.failed, self.requests, allowed, true, CONFIDENCE);
+            }
         }
+        self
     }
-    out
 }
 
 impl StepAvailability {
@@ -218,6 +226,12 @@ mod tests {
             a.requests_to_show_target, None,
             "4 % failed: five nines cannot be shown"
         );
+    }
+
+    fn measure(records: &[Record], steps: Vec<DisruptionStep>) -> Availability {
+        let mut a = Availability::new(steps);
+        records.iter().for_each(|r| a.add(r));
+        a.finish()
     }
 
     /// `ok` good records ending 0.1 s apart, and failures ending at the given seconds,

@@ -166,6 +166,9 @@ pub(super) async fn run(
     until: Option<Duration>,
     stop: CancellationToken,
 ) -> Vec<DisruptionStep> {
+    if disruptions.is_empty() {
+        return Vec::new();
+    }
     let http = crate::client::http_client(&crate::client::Timeouts::default(), false);
     let steps = Arc::new(std::sync::Mutex::new(Vec::new()));
     let next_step = Arc::new(std::sync::atomic::AtomicU32::new(1));

@@ -444,7 +444,9 @@ pub async fn run(
     ));
     let executed = run_stages(&shared, &stop).await;
     disruptions_stop.cancel();
-    let steps = disruptions.await.unwrap_or_default();
+    let steps = disruptions
+        .await
+        .context("the disruptions' task panicked")?;
     let executed = match executed {
         Ok(executed) => executed,
         Err(e) => {
@@ -479,9 +481,9 @@ pub async fn run(
     let availability = if shared.scenario.disruptions.is_empty() {
         None
     } else {
-        let mut all = Vec::new();
-        crate::record::read_records(&records_path, None, |r| all.push(r))?;
-        Some(availability::measure(&all, steps))
+        let mut tally = availability::Availability::new(steps);
+        crate::record::read_records(&records_path, None, |r| tally.add(&r))?;
+        Some(tally.finish())
     };
     if !aggregator.counts.balanced() {
         anyhow::bail!(

@@ -30,6 +30,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Serialize;
+
+pub use crate::launch::StartKind;
 use serde_json::json;
 
 /// How a simulated server starts.
@@ -109,18 +111,6 @@ impl Fragmentation {
         let lost_at_table = self.initial_largest_gib - self.largest_gib_after;
         (self.failure_rate_after * lost / lost_at_table).clamp(0.0, 1.0)
     }
-}
-
-/// What kind of start a load was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StartKind {
-    /// A fresh process, weights from the disk.
-    Cold,
-    /// A fresh process, weights (mostly) from the page cache.
-    Warm,
-    /// Woken from sleep mode within the process.
-    Wake,
 }
 
 /// The modelled times of one start, milliseconds.
