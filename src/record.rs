@@ -49,7 +49,8 @@ pub enum FailStage {
 pub struct Failure {
     pub stage: FailStage,
     /// e.g. `http_5xx`, `http_429`, `timeout`, `connect_refused`, `reset`,
-    /// `truncated`, `invalid_json`, `empty_output`, `stream_error`, `in_flight_limit`.
+    /// `truncated`, `invalid_json`, `invalid_http`, `unexpected_encoding`, `too_large`,
+    /// `empty_output`, `stream_error`, `in_flight_limit`.
     pub kind: String,
     pub message: String,
     /// Where it began, as far as the client can tell: `chaos:RULE` for a fault the
@@ -561,15 +562,23 @@ pub struct ReadCounts {
 pub fn read_records(
     path: &std::path::Path,
     read: Option<&std::sync::atomic::AtomicU64>,
-    mut each: impl FnMut(Record),
+    each: impl FnMut(Record),
 ) -> Result<ReadCounts, ReadError> {
-    use std::io::BufRead;
-    let name = || path.display().to_string();
     let file = std::fs::File::open(path).map_err(|source| ReadError::Io {
-        path: name(),
+        path: path.display().to_string(),
         source,
     })?;
-    let mut reader = std::io::BufReader::new(file);
+    read_records_from(std::io::BufReader::new(file), path, read, each)
+}
+
+/// [`read_records`] from any reader; `path` names it in errors.
+pub fn read_records_from(
+    mut reader: impl std::io::BufRead,
+    path: &std::path::Path,
+    read: Option<&std::sync::atomic::AtomicU64>,
+    mut each: impl FnMut(Record),
+) -> Result<ReadCounts, ReadError> {
+    let name = || path.display().to_string();
     let mut counts = ReadCounts::default();
     let mut line = String::new();
     for number in 1.. {

@@ -84,6 +84,41 @@ fn open_and_closed_loop_cannot_mix() {
     );
 }
 
+/// A NUL byte once made the YAML reader yield the same failed document forever: the
+/// first fuzzing run found `redline validate` filling memory on it.
+#[test]
+fn a_control_character_is_located_and_read_once() {
+    let text =
+        spec("  seed: 1\n  services: { llm: { url: embed\u{0}ded } }\n---\nkind: ScaleSpec\n");
+    assert_eq!(
+        errors(&text),
+        "1 problem in the spec:\n\
+         test.yaml:6:32: a control character (0x00) YAML does not allow\n  \
+         fix: remove it: a spec is plain text (is this the right file?)\n"
+    );
+}
+
+/// Found by fuzzing: yaml_serde panicked on an alias with no anchor in a flow mapping
+/// after `---`, and `redline validate` crashed with exit 101.
+#[test]
+fn an_alias_without_its_anchor_is_located_not_a_crash() {
+    let text =
+        "# c\n---\napiVersion: redline.dev/v1alpha1\nkind: ScaleSpec\nmetadata: { name: *gate }\n";
+    assert_eq!(
+        errors(text),
+        "1 problem in the spec:\n\
+         test.yaml:5:19: alias `*gate` has no anchor `&gate` before it\n  \
+         fix: define `&gate` first, or write the value itself\n"
+    );
+    // Windows line ends and letters of several bytes before it change nothing.
+    let text = "# é\r\n---\r\napiVersion: redline.dev/v1alpha1\r\nkind: ScaleSpec\r\nmetadata: { é: 1, name: *gate }\r\n";
+    assert!(
+        errors(text).contains("test.yaml:5:25: alias `*gate` has no anchor"),
+        "{}",
+        errors(text)
+    );
+}
+
 #[test]
 fn kind_version_and_empty_files() {
     let text = "apiVersion: redline.dev/v1\nkind: InferenceSpc\nspec: {}\n";

@@ -83,9 +83,11 @@ fn redact_urls(text: &str) -> String {
 pub fn redact_spec(text: &str) -> String {
     let mut secrets = Vec::new();
     for document in yaml_serde::Deserializer::from_str(text) {
-        if let Ok(value) = yaml_serde::Value::deserialize(document) {
-            secrets_in(&value, false, &mut secrets);
-        }
+        // Any YAML is a Value: an error is the reader's, and it would repeat forever.
+        let Ok(value) = yaml_serde::Value::deserialize(document) else {
+            break;
+        };
+        secrets_in(&value, false, &mut secrets);
     }
     secrets.sort();
     secrets.dedup();

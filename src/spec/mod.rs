@@ -757,11 +757,25 @@ pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
         scale: None,
         model_load: None,
     };
+    if let Some(error) = control_character(file, text) {
+        return Err(SpecErrors(vec![error]));
+    }
     let mut documents = 0;
     if !text.trim().is_empty() {
-        for (index, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
-            documents += 1;
-            reading.document(index, document);
+        // After a scan error (a NUL byte, say) the YAML reader yields the same failed
+        // document forever: no file has more documents than `---` lines plus one.
+        let most = text.lines().filter(|l| l.starts_with("---")).count() + 1;
+        let documents_read = yaml_serde::Deserializer::from_str(text).take(most);
+        // yaml_serde 0.10 panics ("unexpected end of mapping") on an alias with no
+        // anchor inside a flow mapping of a document that follows `---`.
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for (index, document) in documents_read.enumerate() {
+                documents += 1;
+                reading.document(index, document);
+            }
+        }));
+        if read.is_err() {
+            return Err(SpecErrors(vec![unreadable_yaml(file, text)]));
         }
     }
     if documents == 0 {
@@ -795,6 +809,65 @@ pub fn parse(file: &str, text: &str) -> Result<SpecFile, SpecErrors> {
             ]))
         }
     }
+}
+
+/// What to say when the YAML reader failed outright: the first alias (`*name`) with no
+/// anchor (`&name`) before it, which is what makes it fail, or else the file as a whole.
+fn unreadable_yaml(file: &str, text: &str) -> SpecError {
+    let alias = regex::Regex::new(r"\*([A-Za-z0-9_.-]+)").expect("a valid pattern");
+    let lines: Vec<&str> = text.lines().collect();
+    for (number, line) in lines.iter().enumerate() {
+        let code = line.split(" #").next().unwrap_or(line);
+        for found in alias.captures_iter(code) {
+            let (start, name) = (found.get(0).expect("the match").start(), &found[1]);
+            let anchor = format!("&{name}");
+            let anchored = lines[..number].iter().any(|l| l.contains(&anchor))
+                || code[..start].contains(&anchor);
+            if !anchored {
+                return SpecError {
+                    file: file.to_owned(),
+                    line: number + 1,
+                    column: code[..start].chars().count() + 1,
+                    path: String::new(),
+                    message: format!("alias `*{name}` has no anchor `{anchor}` before it"),
+                    fix: Some(format!(
+                        "define `{anchor}` first, or write the value itself"
+                    )),
+                };
+            }
+        }
+    }
+    SpecError {
+        file: file.to_owned(),
+        line: 0,
+        column: 1,
+        path: String::new(),
+        message: "the YAML reader failed on this file".into(),
+        fix: Some("check its anchors (&name) and aliases (*name)".into()),
+    }
+}
+
+/// The first character YAML does not allow in a file (a NUL, an escape, any control
+/// character but tab and line ends), located: the YAML reader says only "at position
+/// N". Usually a binary file, or a paste from a terminal.
+fn control_character(file: &str, text: &str) -> Option<SpecError> {
+    text.lines().enumerate().find_map(|(number, line)| {
+        let (column, c) = line
+            .chars()
+            .enumerate()
+            .find(|&(_, c)| c.is_control() && !matches!(c, '\t' | '\r' | '\u{85}'))?;
+        Some(SpecError {
+            file: file.to_owned(),
+            line: number + 1,
+            column: column + 1,
+            path: String::new(),
+            message: format!(
+                "a control character ({:#04x}) YAML does not allow",
+                u32::from(c)
+            ),
+            fix: Some("remove it: a spec is plain text (is this the right file?)".into()),
+        })
+    })
 }
 
 /// A spec file's documents as they are read: at most one of each kind, and every

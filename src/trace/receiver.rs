@@ -86,13 +86,7 @@ impl SpanStore {
 
     /// Stores one export; `Err` is the reason it is not OTLP.
     pub fn accept(&self, content_type: &str, body: &[u8]) -> Result<u64, String> {
-        let request = if content_type.starts_with("application/json") {
-            serde_json::from_slice::<ExportTraceServiceRequest>(body)
-                .map_err(|e| format!("not OTLP/JSON: {e}"))?
-        } else {
-            ExportTraceServiceRequest::decode(body)
-                .map_err(|e| format!("not OTLP protobuf: {e}"))?
-        };
+        let request = decode_traces(content_type, body)?;
         let spans: u64 = request
             .resource_spans
             .iter()
@@ -116,16 +110,32 @@ impl SpanStore {
     }
 }
 
+/// An OTLP trace export, as JSON (`application/json…`) or protobuf (anything else).
+pub fn decode_traces(content_type: &str, body: &[u8]) -> Result<ExportTraceServiceRequest, String> {
+    if content_type.starts_with("application/json") {
+        serde_json::from_slice(body).map_err(|e| format!("not OTLP/JSON: {e}"))
+    } else {
+        ExportTraceServiceRequest::decode(body).map_err(|e| format!("not OTLP protobuf: {e}"))
+    }
+}
+
+/// An OTLP metrics export, as JSON (`application/json…`) or protobuf.
+pub fn decode_metrics(
+    content_type: &str,
+    body: &[u8],
+) -> Result<ExportMetricsServiceRequest, String> {
+    if content_type.starts_with("application/json") {
+        serde_json::from_slice(body).map_err(|e| format!("not OTLP/JSON metrics: {e}"))
+    } else {
+        ExportMetricsServiceRequest::decode(body)
+            .map_err(|e| format!("not OTLP protobuf metrics: {e}"))
+    }
+}
+
 impl SpanStore {
     /// Stores one metrics export; `Err` is the reason it is not OTLP.
     pub fn accept_metrics(&self, content_type: &str, body: &[u8]) -> Result<(), String> {
-        let request = if content_type.starts_with("application/json") {
-            serde_json::from_slice::<ExportMetricsServiceRequest>(body)
-                .map_err(|e| format!("not OTLP/JSON metrics: {e}"))?
-        } else {
-            ExportMetricsServiceRequest::decode(body)
-                .map_err(|e| format!("not OTLP protobuf metrics: {e}"))?
-        };
+        let request = decode_metrics(content_type, body)?;
         let line = serde_json::to_string(&request).map_err(|e| e.to_string())?;
         let mut out = self
             .metrics_out

@@ -109,6 +109,16 @@ struct Entry {
 pub fn load(path: &Path, order: DatasetOrder, options: &Options) -> Result<Dataset, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    parse(path, &text, order, options)
+}
+
+/// Reads a dataset's text; `path` names it in errors.
+pub fn parse(
+    path: &Path,
+    text: &str,
+    order: DatasetOrder,
+    options: &Options,
+) -> Result<Dataset, String> {
     let mut records = Records {
         path,
         skip_invalid: options.skip_invalid,
@@ -117,9 +127,9 @@ pub fn load(path: &Path, order: DatasetOrder, options: &Options) -> Result<Datas
         entries: Vec::new(),
     };
     match options.format {
-        DatasetFormat::Jsonl => read_jsonl(&text, &mut records)?,
-        DatasetFormat::Sharegpt => read_sharegpt(&text, &mut records, &options.tokenizer)?,
-        DatasetFormat::Csv => read_csv(&text, &mut records, options)?,
+        DatasetFormat::Jsonl => read_jsonl(text, &mut records)?,
+        DatasetFormat::Sharegpt => read_sharegpt(text, &mut records, &options.tokenizer)?,
+        DatasetFormat::Csv => read_csv(text, &mut records, options)?,
     }
     let (kept, outside) = within_length(std::mem::take(&mut records.entries), options);
     if kept.is_empty() {

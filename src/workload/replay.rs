@@ -41,9 +41,20 @@ struct TraceRequest {
     hash_ids: Vec<u64>,
 }
 
+/// The longest prompt or answer a trace may ask for: each prompt is built as text, so
+/// a length of 4 billion would be 20 GB of it.
+const MAX_TRACE_TOKENS: f64 = 10_000_000.0;
+
 /// Reads a trace; errors name the file and line.
 pub fn read(path: &Path, block_tokens: u32) -> Result<Trace, String> {
-    let (offsets, requests) = read_requests(path)?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    parse(path, &text, block_tokens)
+}
+
+/// Reads a trace's text; `path` names it in errors.
+pub fn parse(path: &Path, text: &str, block_tokens: u32) -> Result<Trace, String> {
+    let (offsets, requests) = parse_requests(path, text)?;
     Ok(Trace {
         offsets,
         prompts: TracePrompts {
@@ -53,9 +64,7 @@ pub fn read(path: &Path, block_tokens: u32) -> Result<Trace, String> {
     })
 }
 
-fn read_requests(path: &Path) -> Result<(Vec<Duration>, Vec<TraceRequest>), String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+fn parse_requests(path: &Path, text: &str) -> Result<(Vec<Duration>, Vec<TraceRequest>), String> {
     let mut offsets = Vec::new();
     let mut requests = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -79,6 +88,14 @@ fn read_requests(path: &Path) -> Result<(Vec<Duration>, Vec<TraceRequest>), Stri
         if input < 1.0 || output < 1.0 {
             return Err(format!("{}: lengths must be at least 1 token", at()));
         }
+        if input > MAX_TRACE_TOKENS || output > MAX_TRACE_TOKENS {
+            return Err(format!(
+                "{}: lengths must be at most {MAX_TRACE_TOKENS} tokens (no model reads or writes more at once)",
+                at()
+            ));
+        }
+        let offset = Duration::try_from_secs_f64(timestamp_ms / 1e3)
+            .map_err(|_| format!("{}: timestamp {timestamp_ms:e} ms is out of range", at()))?;
         let hash_ids = match value.get("hash_ids") {
             None => Vec::new(),
             Some(Value::Array(ids)) => ids
@@ -90,7 +107,7 @@ fn read_requests(path: &Path) -> Result<(Vec<Duration>, Vec<TraceRequest>), Stri
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(format!("{}: hash_ids must be a list", at())),
         };
-        offsets.push(Duration::from_secs_f64(timestamp_ms / 1e3));
+        offsets.push(offset);
         requests.push(TraceRequest {
             input_tokens: input as u32,
             output_tokens: output as u32,
@@ -196,5 +213,28 @@ mod tests {
         assert_eq!(trace.offsets[1], Duration::from_millis(250));
         assert_eq!(trace.prompts.requests[0].hash_ids, [1]);
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Found by fuzzing: a timestamp of 4E94 ms panicked turning into a Duration.
+    #[test]
+    fn times_and_lengths_out_of_reach_are_errors_not_panics() {
+        let path = Path::new("trace.jsonl");
+        let err = parse(
+            path,
+            r#"{"timestamp": 4E94, "input_length": 5, "output_length": 2}"#,
+            16,
+        )
+        .unwrap_err();
+        assert_eq!(err, "trace.jsonl:1: timestamp 4e94 ms is out of range");
+        let err = parse(
+            path,
+            r#"{"timestamp": 1, "input_length": 4E9, "output_length": 2}"#,
+            16,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "trace.jsonl:1: lengths must be at most 10000000 tokens (no model reads or writes more at once)"
+        );
     }
 }

@@ -1,0 +1,60 @@
+//! Prompt datasets (JSONL, ShareGPT, CSV) and Mooncake-style replay traces: a dataset
+//! whose first prompts can be built, or an error naming the line; never a panic.
+#![no_main]
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+use redline::spec::{DatasetFormat, DatasetOrder};
+use redline::tokenizer::LocalTokenizer;
+use redline::workload::{dataset, replay};
+
+fn tokenizer() -> LocalTokenizer {
+    static SIM: OnceLock<LocalTokenizer> = OnceLock::new();
+    SIM.get_or_init(|| LocalTokenizer::by_name("sim").unwrap())
+        .clone()
+}
+
+fuzz_target!(|input: &[u8]| {
+    let Some((&selector, body)) = input.split_first() else {
+        return;
+    };
+    let Ok(text) = std::str::from_utf8(body) else {
+        return;
+    };
+    let path = Path::new("fuzz.data");
+    let format = match selector % 4 {
+        0 => DatasetFormat::Jsonl,
+        1 => DatasetFormat::Sharegpt,
+        2 => DatasetFormat::Csv,
+        _ => {
+            if let Ok(trace) = replay::parse(path, text, 16) {
+                for n in 0..trace.offsets.len().min(3) {
+                    let _ = trace.prompts.payload(n, 7, n as u64);
+                }
+            }
+            return;
+        }
+    };
+    let options = dataset::Options {
+        format,
+        prompt_column: "prompt".into(),
+        max_tokens_column: Some("max_tokens".into()),
+        min_input_tokens: 1,
+        max_input_tokens: 100_000,
+        skip_invalid: selector & 4 != 0,
+        tokenizer: tokenizer(),
+        default_max_tokens: None,
+    };
+    let order = if selector & 8 == 0 {
+        DatasetOrder::Sequential
+    } else {
+        DatasetOrder::Shuffle
+    };
+    if let Ok(data) = dataset::parse(path, text, order, &options) {
+        for index in 0..3 {
+            let _ = data.payload(7, index);
+        }
+    }
+});

@@ -1,0 +1,71 @@
+//! The SSE decoder and the proxy's framer, on any bytes cut into any chunks: no panic,
+//! and the same events however the stream is chunked (the decoder against itself fed
+//! whole; the framer's pieces joined give back every byte fed).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use redline::client::sse::{Framed, SseDecoder, SseEvent, SseFramer};
+
+/// A small limit, so that oversized events are exercised too.
+const LIMIT: usize = 256;
+
+/// The events of `stream` fed in pieces of the given sizes (cycled), until an error.
+fn decode(stream: &[u8], sizes: &[u8]) -> (Vec<SseEvent>, bool) {
+    let mut decoder = SseDecoder::new(LIMIT);
+    let mut events = Vec::new();
+    let mut rest = stream;
+    let mut size = sizes.iter().cycle();
+    while !rest.is_empty() {
+        let n = (usize::from(*size.next().unwrap_or(&0)) + 1).min(rest.len());
+        decoder.feed(&rest[..n]);
+        rest = &rest[n..];
+        while let Some(event) = decoder.next_event() {
+            match event {
+                Ok(event) => events.push(event),
+                Err(_) => return (events, true),
+            }
+        }
+    }
+    (events, false)
+}
+
+fuzz_target!(|input: &[u8]| {
+    let split = input
+        .first()
+        .map_or(0, |&n| usize::from(n) % 8)
+        .min(input.len().saturating_sub(1));
+    let (sizes, stream) = input.get(1..).unwrap_or_default().split_at(split);
+    let sizes = if sizes.is_empty() {
+        &[255u8][..]
+    } else {
+        sizes
+    };
+    let whole = decode(stream, &[u8::MAX; 1]);
+    let pieces = decode(stream, sizes);
+    // An error ends the stream at a chunk-dependent point only in how far it got.
+    if !whole.1 && !pieces.1 {
+        assert_eq!(
+            whole.0, pieces.0,
+            "the same stream decoded differently in pieces"
+        );
+    }
+
+    let mut framer = SseFramer::new(LIMIT);
+    let mut out = Vec::new();
+    let mut size = sizes.iter().cycle();
+    let mut rest = stream;
+    while !rest.is_empty() {
+        let n = (usize::from(*size.next().unwrap()) + 1).min(rest.len());
+        framer.feed(&rest[..n]);
+        rest = &rest[n..];
+        while let Some(frame) = framer.next_frame() {
+            match frame {
+                Framed::Event(bytes) | Framed::Oversized(bytes) => out.extend_from_slice(&bytes),
+            }
+        }
+    }
+    assert!(
+        stream.starts_with(&out),
+        "the framer forwarded bytes it was not fed"
+    );
+});
