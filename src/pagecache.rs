@@ -73,8 +73,19 @@ mod tests {
         let path = dir.join("weights.bin");
         let data: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
         std::fs::write(&path, data).unwrap();
-        drop_pages(&path).unwrap();
-        let Some(cold) = resident_fraction(&path).unwrap() else {
+        // As `redline coldstart` does: pages just written may survive one drop (a CI
+        // machine busy with other IO once kept 60 % of them), so drop until the reading
+        // says they are gone, a few times at most.
+        let mut cold = None;
+        for _ in 0..5 {
+            drop_pages(&path).unwrap();
+            cold = resident_fraction(&path).unwrap();
+            if cold.is_none_or(|share| share < 0.2) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let Some(cold) = cold else {
             return eprintln!("this file system cannot say what is resident: skipped");
         };
         read_through(&path).unwrap();

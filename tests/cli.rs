@@ -2,19 +2,9 @@
 
 mod common;
 
-use std::process::Command;
+use common::redline;
 
-fn redline(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_redline"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
+use std::process::Command;
 
 #[test]
 fn shorthand_mistakes_name_the_flag() {

@@ -2,12 +2,13 @@
 //! become the right typed outcome (stage and kind), never a panic or a lost request.
 //! The server is a raw TCP script, so every byte and every pause is chosen.
 
+mod common;
+
 use std::time::Duration;
 
-use redline::client::openai::{LlmApi, LlmTarget, call};
-use redline::client::{RunClock, Timeouts, http_client};
-use redline::record::{FailStage, Outcome, Phase, Record, TokenSource};
-use redline::workload::payload::{Payload, PromptBody};
+use common::llm::{self, failure};
+use redline::client::openai::LlmTarget;
+use redline::record::{FailStage, Outcome, Record, TokenSource};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -94,55 +95,9 @@ async fn run(script: Vec<Act>, stream: bool) -> Record {
 /// [`run`] with the target changed first (its limits, its counting).
 async fn run_with(script: Vec<Act>, stream: bool, change: impl FnOnce(&mut LlmTarget)) -> Record {
     let base = scripted(script).await;
-    let timeouts = Timeouts {
-        connect: Duration::from_secs(2),
-        first_token: Duration::from_millis(300),
-        between_tokens: Duration::from_millis(300),
-        total: Duration::from_secs(5),
-    };
-    let target = LlmTarget {
-        uri: format!("{base}/v1/chat/completions").parse().unwrap(),
-        api: LlmApi::Chat,
-        model: "m".into(),
-        stream,
-        include_usage: true,
-        api_key: Some(hyper::header::HeaderValue::from_static("Bearer sk-secret")),
-        headers: Vec::new(),
-        extra_body: serde_json::Map::new(),
-        timeouts,
-        max_response_bytes: 1 << 20,
-        counting: redline::tokenizer::TokenCounting {
-            tokenizer: redline::tokenizer::LocalTokenizer::by_name("cl100k_base").unwrap(),
-            named: false,
-            always: false,
-            max_bytes: 64 << 10,
-        },
-    };
-    let mut target = target;
+    let mut target = llm::target(&base, stream);
     change(&mut target);
-    let payload = Payload {
-        prompt: PromptBody::Text("hello".into()),
-        max_tokens: Some(8),
-        input_tokens: 1,
-        traceparent: None,
-        prefix: None,
-    };
-    let http = http_client(&timeouts, false);
-    let mut record = Record::unsent(0, 0, Phase::Measure, 0);
-    call(
-        &http,
-        &target,
-        &payload,
-        RunClock::new(std::time::Instant::now()),
-        &mut record,
-    )
-    .await;
-    record
-}
-
-fn failure(r: &Record) -> (Outcome, FailStage, String) {
-    let f = r.error.as_ref().expect("a failure is recorded");
-    (r.outcome, f.stage, f.kind.clone())
+    llm::call_once(&target, "hello", false).await
 }
 
 #[tokio::test]

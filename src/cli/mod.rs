@@ -122,12 +122,18 @@ pub enum Command {
     },
     /// Build a run folder's report.html again (and timeline.json) from its
     /// summary.json and records.jsonl: for an interrupted run, or to restyle an old one.
+    /// A run killed before it wrote summary.json gets one rebuilt from its records
+    /// with `--spec`.
     Report {
         /// The run folder (`out/NAME/latest`, or what `--out` named).
         dir: PathBuf,
         /// Write the HTML here instead of DIR/report.html.
         #[arg(short, long)]
         out: Option<PathBuf>,
+        /// The spec the run ran: when DIR has no summary.json, it is rebuilt from
+        /// records.jsonl with this spec's SLOs (and marked interrupted).
+        #[arg(long)]
+        spec: Option<PathBuf>,
     },
     /// Compare runs with the first (the baseline): each metric's percentiles, whether a
     /// difference is beyond noise (a 95 % bootstrap interval, and Mann–Whitney U), and
@@ -613,7 +619,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Run(args) => run_command(*args).await,
         Command::Validate { spec } => validate(&spec),
-        Command::Report { dir, out } => report(&dir, out.as_deref()),
+        Command::Report { dir, out, spec } => report(&dir, out.as_deref(), spec.as_deref()).await,
         Command::Slo {
             command:
                 SloCommand::Rules {

@@ -136,6 +136,14 @@ pub async fn send(
     }
 }
 
+/// hyper could not parse the response head: a bad status line, too many or too large
+/// headers (hyper's limits bound what a server can make the client hold).
+fn invalid_response(error: &hyper_util::client::legacy::Error) -> Option<&hyper::Error> {
+    std::iter::successors(std::error::Error::source(error), |e| e.source())
+        .filter_map(|e| e.downcast_ref::<hyper::Error>())
+        .find(|e| e.is_parse() || e.is_parse_too_large() || e.is_parse_status())
+}
+
 /// The connection hyper handed the request to had closed before it was written.
 fn closed_before_sending(error: &hyper_util::client::legacy::Error) -> bool {
     std::iter::successors(std::error::Error::source(error), |e| e.source())
@@ -220,7 +228,34 @@ pub async fn send_until(
     note_connection(&response, record);
     note_faults(response.headers(), record);
     record.status = Some(response.status().as_u16());
+    if let Some(encoding) = unasked_encoding(&response) {
+        let message = format!(
+            "the answer came with content-encoding: {encoding}, which redline never asks for; \
+             it is not decompressed (a compression bomb must cost the client nothing)"
+        );
+        record.fail(
+            Outcome::Error,
+            FailStage::Decode,
+            "unexpected_encoding",
+            message,
+        );
+        return None;
+    }
     Some(response)
+}
+
+/// A successful answer's content coding, when it is not the identity: redline sends
+/// no `accept-encoding`, so a server that compresses anyway is misbehaving. (An error
+/// status keeps its own kind; its body is only previewed.)
+fn unasked_encoding(response: &hyper::Response<hyper::body::Incoming>) -> Option<String> {
+    if !response.status().is_success() {
+        return None;
+    }
+    let encoding = response.headers().get(hyper::header::CONTENT_ENCODING)?;
+    let encoding = String::from_utf8_lossy(encoding.as_bytes())
+        .trim()
+        .to_owned();
+    (!encoding.eq_ignore_ascii_case("identity")).then_some(encoding)
 }
 
 /// Takes the TCP-connect and TLS-handshake times into the record when the response
@@ -331,6 +366,10 @@ pub fn classify_send_error(error: &SendError) -> (FailStage, &'static str, Strin
         SendError::ClosedByTls(_) => return (FailStage::Connect, "tls", error.to_string()),
         SendError::Client(error) => error,
     };
+    if let Some(parse) = invalid_response(error) {
+        let message = format!("the answer is not valid HTTP: {parse}");
+        return (FailStage::FirstByte, "invalid_http", message);
+    }
     let io_kind = std::iter::successors(std::error::Error::source(error), |e| e.source())
         .find_map(|e| e.downcast_ref::<std::io::Error>())
         .map(std::io::Error::kind);

@@ -353,6 +353,35 @@ pub struct RunInfo<'a> {
     pub token_settlement: Option<crate::record::TokenSettlement>,
 }
 
+impl<'a> RunInfo<'a> {
+    /// What is known of a run read back from its records alone (`redline check`, a
+    /// killed run's summary rebuilt): its name, where the records are, how long they
+    /// span and the verdicts; no stages, server metrics, proxies or traces.
+    pub fn of_records(
+        name: &'a str,
+        records: &'a str,
+        elapsed_s: f64,
+        verdicts: Option<Vec<Verdict>>,
+    ) -> RunInfo<'a> {
+        RunInfo {
+            name,
+            target: records,
+            model: "",
+            interrupted: false,
+            warnings: Vec::new(),
+            elapsed_s,
+            stages: Vec::new(),
+            dataset: None,
+            server_metrics: None,
+            verdicts,
+            aborted: None,
+            proxies: Vec::new(),
+            traces: None,
+            token_settlement: None,
+        }
+    }
+}
+
 fn stage_summary(stage: &ExecutedStage, stats: Option<&StageStats>, goodput: bool) -> StageSummary {
     let empty = StageStats::default();
     let st = stats.unwrap_or(&empty);

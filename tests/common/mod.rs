@@ -2,6 +2,7 @@
 //! each SSE event arrived, and a simulator started on an ephemeral loopback port.
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod llm;
 pub mod synthetic;
 
 use std::time::Instant;
@@ -266,20 +267,24 @@ pub fn summary_of_fixture(name: &str) -> redline::report::Summary {
     summarize(
         &aggregator,
         RunInfo {
-            name: &scenario.name,
-            target: "http://127.0.0.1:8000",
             model: "sim-tiny",
-            interrupted: false,
             warnings: scenario.warnings(),
-            elapsed_s: 2.0,
             stages,
             dataset: scenario.dataset_info(),
-            server_metrics: None,
-            verdicts,
-            aborted: None,
-            proxies: Vec::new(),
-            traces: None,
-            token_settlement: None,
+            ..RunInfo::of_records(&scenario.name, "http://127.0.0.1:8000", 2.0, verdicts)
         },
+    )
+}
+
+/// Runs the `redline` binary: its exit code, stdout and stderr.
+pub fn redline(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_redline"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
     )
 }
