@@ -2,6 +2,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = redline::cli::Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {

@@ -135,16 +135,17 @@ fn explain_failed_run(
 /// `report.html` (or the page at `html`) and `timeline.json`, from the summary and
 /// the records in `dir`: at the end of a run, and for `redline report`.
 pub fn write_pictures(summary: &Summary, dir: &Path, html: Option<&Path>) -> Result<PathBuf> {
-    let records = dir.join("records.jsonl");
-    let digest = super::html::digest_of(&records, summary.requests.scheduled)?;
+    // One pass over the records for both: reading them is most of the work.
+    let mut digest = super::html::Digest::new(summary.requests.scheduled);
+    let mut timeline = super::timeline::Timeline::new(summary.requests.scheduled);
+    crate::record::read_records(&dir.join("records.jsonl"), None, |record| {
+        digest.add(&record);
+        timeline.add(&record);
+    })?;
     let page = html.map_or_else(|| dir.join("report.html"), Path::to_owned);
-    std::fs::write(&page, super::html::render(summary, &digest))
+    std::fs::write(&page, super::html::render(summary, &digest.finish()))
         .with_context(|| format!("cannot write {}", page.display()))?;
-    super::timeline::write(
-        &records,
-        &dir.join("timeline.json"),
-        summary.requests.scheduled,
-    )?;
+    timeline.write(&dir.join("timeline.json"))?;
     Ok(page)
 }
 
@@ -170,25 +171,14 @@ pub fn check(
     junit: Option<&Path>,
 ) -> Result<(Summary, i32)> {
     let verdicts = about.slos.evaluate(aggregator, about.drift);
-    let summary = summarize(
-        aggregator,
-        RunInfo {
-            name: about.name,
-            target: &about.records.display().to_string(),
-            model: "",
-            interrupted: false,
-            warnings: Vec::new(),
-            elapsed_s: about.elapsed_s,
-            stages: Vec::new(),
-            dataset: None,
-            server_metrics: None,
-            verdicts: Some(verdicts.clone()),
-            aborted: None,
-            proxies: Vec::new(),
-            traces: None,
-            token_settlement: None,
-        },
+    let records = about.records.display().to_string();
+    let info = RunInfo::of_records(
+        about.name,
+        &records,
+        about.elapsed_s,
+        Some(verdicts.clone()),
     );
+    let summary = summarize(aggregator, info);
     if let Some(path) = junit {
         write_junit(path, about.name, &verdicts, about.strict)?;
     }

@@ -66,21 +66,37 @@ impl Entry {
 /// An event's text and what orders it: its time, then enclosing slices first.
 type Event = (u64, Reverse<Option<u64>>, String);
 
-/// Writes `timeline.json` for a records file.
-/// `scheduled`: the run's requests, to draw one in k of them past [`MAX_REQUESTS`].
-pub fn write(records: &Path, out: &Path, scheduled: u64) -> anyhow::Result<()> {
-    let mut budget = MAX_TOKEN_INSTANTS;
-    let stride = stride(scheduled);
-    let mut entries = Vec::new();
-    crate::record::read_records(records, None, |r| {
-        if r.session.as_ref().map_or(r.seq, |s| s.id) % stride == 0 {
-            entries.push(Entry::of(&r, &mut budget));
+/// `timeline.json` gathered while a run's records are read (the report reads them
+/// once for its page and this): one entry per drawn request.
+pub struct Timeline {
+    budget: usize,
+    stride: u64,
+    entries: Vec<Entry>,
+}
+
+impl Timeline {
+    /// `scheduled`: the run's requests, to draw one in k of them past [`MAX_REQUESTS`].
+    pub fn new(scheduled: u64) -> Timeline {
+        Timeline {
+            budget: MAX_TOKEN_INSTANTS,
+            stride: stride(scheduled),
+            entries: Vec::new(),
         }
-    })?;
-    let cannot = |e: std::io::Error| anyhow::anyhow!("cannot write {}: {e}", out.display());
-    let mut file = std::io::BufWriter::new(std::fs::File::create(out).map_err(cannot)?);
-    write_document(entries, stride, &mut file).map_err(cannot)?;
-    file.flush().map_err(cannot)
+    }
+
+    pub fn add(&mut self, record: &Record) {
+        if record.session.as_ref().map_or(record.seq, |s| s.id) % self.stride == 0 {
+            self.entries.push(Entry::of(record, &mut self.budget));
+        }
+    }
+
+    /// Writes the document to `out`.
+    pub fn write(self, out: &Path) -> anyhow::Result<()> {
+        let cannot = |e: std::io::Error| anyhow::anyhow!("cannot write {}: {e}", out.display());
+        let mut file = std::io::BufWriter::new(std::fs::File::create(out).map_err(cannot)?);
+        write_document(self.entries, self.stride, &mut file).map_err(cannot)?;
+        file.flush().map_err(cannot)
+    }
 }
 
 /// One request in this many is drawn.
@@ -268,19 +284,16 @@ mod tests {
         assert_eq!([0, 100_000, 100_001, 900_000].map(stride), [1, 1, 2, 9]);
         let dir = std::env::temp_dir().join(format!("redline-timeline-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let records = dir.join("records.jsonl");
-        let lines: Vec<String> = (0..7u64)
-            .map(|seq| {
-                let mut r = Record::unsent(seq, 0, crate::record::Phase::Measure, seq * 1_000);
-                r.sent_us = Some(seq * 1_000);
-                r.last_byte_us = Some(seq * 1_000 + 500);
-                serde_json::to_string(&r).unwrap()
-            })
-            .collect();
-        std::fs::write(&records, lines.join("\n") + "\n").unwrap();
         let out = dir.join("timeline.json");
         // As if the run had scheduled 300,000: one in 3 — seq 0, 3 and 6.
-        write(&records, &out, 300_000).unwrap();
+        let mut timeline = Timeline::new(300_000);
+        for seq in 0..7u64 {
+            let mut r = Record::unsent(seq, 0, crate::record::Phase::Measure, seq * 1_000);
+            r.sent_us = Some(seq * 1_000);
+            r.last_byte_us = Some(seq * 1_000 + 500);
+            timeline.add(&r);
+        }
+        timeline.write(&out).unwrap();
         let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
         let slices: Vec<u64> = doc["traceEvents"]
             .as_array()

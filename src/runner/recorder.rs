@@ -67,6 +67,9 @@ pub(super) struct Listeners {
     pub(super) drift: Option<super::drift::Drift>,
 }
 
+/// The most records taken from the inbox at once.
+const BATCH: usize = 256;
+
 /// Receives records, writes them as JSON lines (flushed at least every 200 ms, so an
 /// interrupted run keeps its data) and keeps the statistics.
 ///
@@ -94,41 +97,53 @@ pub(super) async fn record(
     let mut metrics_tick = tokio::time::interval(Duration::from_secs(10));
     metrics_tick.tick().await;
     let mut aborted = None;
+    let mut batch = Vec::with_capacity(BATCH);
     loop {
         tokio::select! {
-            record = inbox.recv() => {
-                let Some(Inbox::Record(mut record)) = record else { break };
-                // The proxy's log is ground truth of what it injected: it replaces
-                // what the client read from the response header.
-                if let Some(traceparent) = &record.traceparent {
-                    let injected: Vec<_> = faults
-                        .iter()
-                        .filter_map(|log| log.take(traceparent))
-                        .flatten()
-                        .collect();
-                    if !injected.is_empty() {
-                        record.faults = injected;
+            // Records are taken in batches: at tens of thousands a second, one trip
+            // through this select (and its timers) per record cost more than the writing.
+            received = inbox.recv_many(&mut batch, BATCH) => {
+                let mut closed = received == 0;
+                for item in batch.drain(..) {
+                    let Inbox::Record(mut record) = item else {
+                        closed = true;
+                        break;
+                    };
+                    // The proxy's log is ground truth of what it injected: it replaces
+                    // what the client read from the response header.
+                    if let Some(traceparent) = &record.traceparent {
+                        let injected: Vec<_> = faults
+                            .iter()
+                            .filter_map(|log| log.take(traceparent))
+                            .flatten()
+                            .collect();
+                        if !injected.is_empty() {
+                            record.faults = injected;
+                        }
+                    }
+                    record.settle_origin();
+                    evidence.observe(&mut record);
+                    samples.extend(crate::record::Sample::of(&record));
+                    serde_json::to_writer(&mut out, &record)?;
+                    if let Some(live) = &live {
+                        live.observe(&record);
+                    }
+                    if let Some(sink) = &mut spans {
+                        for span in crate::trace::export::spans_of(&record, &sink.model, sink.origin_ns) {
+                            // The exporter outlives the recorder; a send error would mean
+                            // it panicked, and the run's records are still whole.
+                            let _ = sink.sender.send(crate::trace::export::Export::Span(Box::new(span)));
+                        }
+                        sink.metrics.observe(&record, &sink.model);
+                    }
+                    out.write_all(b"\n")?;
+                    aggregator.add(&record);
+                    if let Some(drift) = &mut drift {
+                        drift.observe(&record);
                     }
                 }
-                record.settle_origin();
-                evidence.observe(&mut record);
-                samples.extend(crate::record::Sample::of(&record));
-                serde_json::to_writer(&mut out, &record)?;
-                if let Some(live) = &live {
-                    live.observe(&record);
-                }
-                if let Some(sink) = &mut spans {
-                    for span in crate::trace::export::spans_of(&record, &sink.model, sink.origin_ns) {
-                        // The exporter outlives the recorder; a send error would mean
-                        // it panicked, and the run's records are still whole.
-                        let _ = sink.sender.send(crate::trace::export::Export::Span(Box::new(span)));
-                    }
-                    sink.metrics.observe(&record, &sink.model);
-                }
-                out.write_all(b"\n")?;
-                aggregator.add(&record);
-                if let Some(drift) = &mut drift {
-                    drift.observe(&record);
+                if closed {
+                    break;
                 }
             }
             _ = flush.tick() => {
