@@ -159,7 +159,10 @@ echo "--prompts FILE --output-tokens 8: every answer cut at 8 tokens by the serv
 # --- the other shapes of load --------------------------------------------------------
 run chat 0 --url "$url" --model gemma-3-270m --api chat --concurrency 2 --requests 6 --output-tokens 16
 grep -q '"token_source":"events"' "$work/chat/records.jsonl" || fail "chat: counts not from events"
-run overload 0 --url "$url" --model gemma-3-270m --api completions --rate 3 --duration 4s --output-tokens 32
+# Above capacity, yet every answer inside the 60 s first-token timeout even when the
+# machine runs 3.5x slow (a CI run saw 94 ms a token here, not 28): 2 s at 3 req/s queues
+# about six requests on the one-at-a-time server; 4 s queued fourteen and timed out two.
+run overload 0 --url "$url" --model gemma-3-270m --api completions --rate 3 --duration 2s --output-tokens 32
 grep -q "the server did not keep up" "$work/overload.txt" || fail "open loop above capacity: no offered-vs-achieved line"
 run sweep 0 --url "$url" --model gemma-3-270m --api completions --sweep 2 --throughput-concurrency 2 \
   --requests 4 --output-tokens 16

@@ -117,7 +117,9 @@ fn rolling_restarts_lose_nothing_and_health_checks_hide_them_while_round_robin_a
     }
     // Health checks on: a restarting replica is ejected after 3 gateway failures in a
     // row, each resent (refused) or failed (sent on a connection the stop closed);
-    // what fails is that, or an answer cut mid-stream by the stop: one a step at most.
+    // what fails is that, or an answer cut mid-stream by the stop: one a step as a
+    // rule, both in the same step at most (a busy CI machine, 114 ms to the headers,
+    // once had a stream in flight at the stop and the next request on its connection).
     let a = &on.0["disruptions"];
     let steps = a["steps"].as_array().unwrap();
     for s in steps {
@@ -125,8 +127,10 @@ fn rolling_restarts_lose_nothing_and_health_checks_hide_them_while_round_robin_a
             s["retried"].as_u64().unwrap(),
             s["failed"].as_u64().unwrap(),
         );
-        assert!(resent + failed >= 3 && resent >= 2 && failed <= 1, "{s:#}");
+        assert!(resent + failed >= 3 && resent >= 2 && failed <= 2, "{s:#}");
     }
+    let failed = steps.iter().map(|s| s["failed"].as_f64().unwrap());
+    assert!(median(failed.collect()) <= 1.0, "{a:#}");
     let failover = median(
         steps
             .iter()
