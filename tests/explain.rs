@@ -12,11 +12,10 @@ use redline::record::Record;
 
 const TIERS: [&str; 4] = ["llm", "embed", "vectors", "tools"];
 
-/// Every test here takes this lock. The planted-fault test compares runs made minutes
-/// apart (a faulted run with its rerun, clean runs with the baseline), so it must
-/// share the machine with nothing else of its own: seen in CI, a run slowed by a
-/// neighbouring test looked 15 % slower than its rerun in every node at once, which
-/// is a confounder the model rightly does not blame on the faulted tier.
+/// Every test here takes this lock. The planted-fault test compares runs with a
+/// baseline, so it must share the machine with nothing else of its own: seen in CI, a
+/// run slowed by a neighbouring test looked 15 % slower than its rerun in every node
+/// at once, which is a confounder the model rightly does not blame on the faulted tier.
 static TIMING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// examples/rag-agent.yaml with shorter answers, its own seed and load, and a fault.
@@ -80,17 +79,60 @@ fn rank_of(explanation: &Explanation, tier: &str) -> usize {
         .unwrap_or(nodes.len())
 }
 
+/// What a run in a batch is for.
+#[derive(Clone, Copy)]
+enum Role {
+    /// Half of the batch's baseline (two clean runs, seeds of their own).
+    Baseline,
+    /// Plant `k`'s fault.
+    Planted(usize),
+    /// Plant `k`'s seed without its fault: what `do(tier = baseline)` predicts.
+    Rerun(usize),
+    /// A clean run that must blame no one.
+    Clean,
+}
+
+/// The runs in batches of five that run at once: two clean runs as the batch's
+/// baseline, and three others, a delayed run beside its rerun. Every comparison is
+/// within a batch, so a stretch when the machine is slow (a neighbour on a CI host)
+/// is in the baseline too: seen in CI, one batch whose every chain was slow in the
+/// LLM step pinned that step first in all five of its faulted runs, against a
+/// baseline run a minute before.
+fn batches(plants: &[(&str, String)]) -> Vec<Vec<(u64, Role)>> {
+    let mut units: Vec<Vec<(u64, Role)>> = Vec::new();
+    for (k, (_, rule)) in plants.iter().enumerate() {
+        let mut unit = vec![(k as u64, Role::Planted(k))];
+        if rule.contains("delay") {
+            unit.push((k as u64, Role::Rerun(k)));
+        }
+        units.push(unit);
+    }
+    units.extend((0..5).map(|j| vec![(500 + j, Role::Clean)]));
+    let mut batches: Vec<Vec<(u64, Role)>> = Vec::new();
+    for unit in units {
+        match batches.last_mut() {
+            Some(batch) if batch.len() + unit.len() <= 5 => batch.extend(unit),
+            _ => {
+                let b = 1000 + 2 * batches.len() as u64;
+                let mut batch = vec![(b, Role::Baseline), (b + 1, Role::Baseline)];
+                batch.extend(unit);
+                batches.push(batch);
+            }
+        }
+    }
+    batches
+}
+
 /// 20 runs, each with one tier under a fault of a random kind and strength, against a
-/// clean baseline run: the tier ranks first in at least 18, and in the top three in
-/// every run whose change is significant (one that is not blames no one); 5 clean runs
-/// name no cause. Each delayed run is run again without its fault
+/// clean baseline run at the same time: the tier ranks first in at least 18, and in
+/// the top three in every run whose change is significant (one that is not blames no
+/// one); 5 clean runs name no cause. Each delayed run is run again without its fault
 /// (same seed: same arrivals, same prompts): the intervention `do(tier = baseline)`
-/// predicts that rerun's mean session latency within 5 %. Runs go five at a time,
-/// the baseline among the first, so every run shares the machine alike.
+/// predicts that rerun's mean session latency within 5 %.
 ///
 /// Ignored by `cargo test`, run by `.ci/run` in a release build
 /// (`cargo test --release --test explain -- --ignored --nocapture`, which prints the
-/// table of runs): 34 runs of the whole chain,
+/// table of runs): 56 runs of the whole chain in 12 batches,
 /// compared with each other, need a client that is not itself the bottleneck. A debug
 /// build with two CPU hogs beside it saturated both cores, and the baseline's tail
 /// (its p99, the breach threshold) became the scheduler's, not the services'.
@@ -100,31 +142,47 @@ async fn planted_faults_on_the_rag_agent_chain_are_found_and_clean_runs_blame_no
     let _timing = TIMING.lock().await;
     let mut rng = ChaCha8Rng::seed_from_u64(2026);
     let plants: Vec<(&str, String)> = (0..20).map(|_| planted(&mut rng)).collect();
-    let mut jobs: Vec<(u64, u32, Option<String>)> = vec![(1000, 30, None)];
-    jobs.extend(
-        plants
-            .iter()
-            .enumerate()
-            .map(|(k, (_, rule))| (k as u64, 12, Some(rule.clone()))),
-    );
-    jobs.extend((0..5).map(|k| (500 + k, 12, None)));
-    let delayed: Vec<usize> = (0..plants.len())
-        .filter(|&k| plants[k].1.contains("delay"))
-        .collect();
-    jobs.extend(delayed.iter().map(|&k| (k as u64, 12, None)));
-    let mut runs: Vec<Vec<Record>> = Vec::new();
-    for batch in jobs.chunks(5) {
-        let started = batch.iter().map(|(seed, seconds, fault)| {
-            let scenario = rag_agent(*seed, *seconds, fault.as_deref());
-            async move { run_to_records(scenario, &format!("explain-{seed}")).await.1 }
+    let mut baselines: Vec<Vec<Record>> = Vec::new();
+    let mut faulted: Vec<Option<(usize, Vec<Record>)>> = vec![None; plants.len()];
+    let mut reruns: Vec<(usize, Vec<Record>)> = Vec::new();
+    let mut clean: Vec<(usize, Vec<Record>)> = Vec::new();
+    for (b, batch) in batches(&plants).into_iter().enumerate() {
+        let started = batch.iter().enumerate().map(|(i, &(seed, role))| {
+            let fault = match role {
+                Role::Planted(k) => Some(plants[k].1.as_str()),
+                _ => None,
+            };
+            let scenario = rag_agent(seed, 12, fault);
+            async move {
+                run_to_records(scenario, &format!("explain-{b}-{i}"))
+                    .await
+                    .1
+            }
         });
-        runs.extend(futures_util::future::join_all(started).await);
+        let runs = futures_util::future::join_all(started).await;
+        let mut baseline = Vec::new();
+        for ((_, role), mut records) in batch.into_iter().zip(runs) {
+            match role {
+                Role::Baseline => {
+                    // Two runs' sessions in one table: the second's IDs moved aside.
+                    let moved = u64::from(!baseline.is_empty()) << 40;
+                    for session in records.iter_mut().filter_map(|r| r.session.as_mut()) {
+                        session.id += moved;
+                    }
+                    baseline.extend(records);
+                }
+                Role::Planted(k) => faulted[k] = Some((b, records)),
+                Role::Rerun(k) => reruns.push((k, records)),
+                Role::Clean => clean.push((b, records)),
+            }
+        }
+        baselines.push(baseline);
     }
-    let baseline = &runs[0];
+    let faulted: Vec<(usize, Vec<Record>)> = faulted.into_iter().map(Option::unwrap).collect();
     let mut first = 0;
     let mut report = String::new();
-    for ((tier, rule), records) in plants.iter().zip(&runs[1..21]) {
-        let explanation = explain_against(records, baseline);
+    for ((tier, rule), (b, records)) in plants.iter().zip(&faulted) {
+        let explanation = explain_against(records, &baselines[*b]);
         let rank = rank_of(&explanation, tier);
         first += usize::from(rank == 1);
         report += &format!(
@@ -149,9 +207,10 @@ async fn planted_faults_on_the_rag_agent_chain_are_found_and_clean_runs_blame_no
             );
         }
     }
-    for (&k, rerun) in delayed.iter().zip(&runs[26..]) {
-        let explanation = explain_against(&runs[1 + k], baseline);
-        let tier = plants[k].0;
+    for (k, rerun) in &reruns {
+        let (b, records) = &faulted[*k];
+        let explanation = explain_against(records, &baselines[*b]);
+        let tier = plants[*k].0;
         let a = &explanation.attribution;
         // A service behind several steps (tools) is intervened on as a whole.
         let predicted = match a.services.iter().find(|s| s.service == tier) {
@@ -174,8 +233,8 @@ async fn planted_faults_on_the_rag_agent_chain_are_found_and_clean_runs_blame_no
         );
         assert!((predicted - actual).abs() <= 0.05 * actual, "{report}");
     }
-    for records in &runs[21..26] {
-        let explanation = explain_against(records, baseline);
+    for (b, records) in &clean {
+        let explanation = explain_against(records, &baselines[*b]);
         report += &format!(
             "clean change {:+.3} [{:+.3} … {:+.3}] causes {:?}\n",
             explanation.attribution.change.value,

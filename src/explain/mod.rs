@@ -117,6 +117,9 @@ impl Default for Options {
     }
 }
 
+/// A breach, unless `--breach-above` says otherwise: slower than the baseline's p99.
+const BREACH_QUANTILE: f64 = 0.99;
+
 /// Explains `table` (an incident run) against `baseline` (another run), a window of
 /// it, or its own tail.
 pub fn explain(
@@ -134,7 +137,7 @@ pub fn explain(
         .collect();
     let breach_above_ms = options
         .breach_above_ms
-        .unwrap_or_else(|| percentile(root_latencies, 0.99));
+        .unwrap_or_else(|| percentile(root_latencies, BREACH_QUANTILE));
     let (baseline_rows, incident_rows) = match mode {
         Mode::Tail => {
             let breaching: Vec<usize> = incident_rows
@@ -164,6 +167,7 @@ pub fn explain(
             MeasureChoice::Failures => Measure::FailureRate,
         },
         breach_above_ms,
+        breach_quantile: options.breach_above_ms.is_none().then_some(BREACH_QUANTILE),
         bootstrap: options.bootstrap,
         samples: options.samples,
         orders: 64,
