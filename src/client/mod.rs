@@ -3,6 +3,7 @@
 
 pub mod http;
 pub mod json;
+pub mod lane;
 pub mod openai;
 pub mod sse;
 pub mod tls;
@@ -19,11 +20,28 @@ use crate::record::{FailStage, InjectedFault, Outcome, Record};
 use tls::{Alpn, Connector, TlsSettings};
 
 /// A keep-alive pool of connections, plain or TLS, and what its last failed connection
-/// attempt said (see [`send`]).
+/// attempt said (see [`send`]); or, for one closed-loop slot, a connection of its own.
 #[derive(Clone)]
 pub struct HttpClient {
     pool: Client<Connector, Full<Bytes>>,
     failures: tls::FailureMemo,
+    connector: Connector,
+    http2: bool,
+    lane: Option<std::sync::Arc<lane::Lane>>,
+}
+
+impl HttpClient {
+    /// This client for a caller that sends one request at a time (a closed-loop slot):
+    /// over HTTP/1.1 with a connection of its own ([`lane`]), over HTTP/2 the shared
+    /// pool, whose connections already carry many requests at once.
+    pub fn for_one_at_a_time(&self) -> HttpClient {
+        let lane =
+            (!self.http2).then(|| std::sync::Arc::new(lane::Lane::new(self.connector.clone())));
+        HttpClient {
+            lane,
+            ..self.clone()
+        }
+    }
 }
 
 /// Why a request got no response.
@@ -38,6 +56,18 @@ pub enum SendError {
     /// Its new connection was closed by a TLS alert before the request could go out.
     #[error("TLS failed: {0}")]
     ClosedByTls(String),
+    /// A lane's connection could not be opened.
+    #[error(transparent)]
+    Connect(#[from] tls::ConnectError),
+    /// A lane's connection failed while sending or waiting for the answer.
+    #[error(transparent)]
+    Http(hyper::Error),
+    /// A lane's new connection closed before the request could go out.
+    #[error("the connection closed before the request could be sent")]
+    ClosedBeforeSending,
+    /// The request's URI names no host to connect to.
+    #[error("the request's URI has no host")]
+    NoAuthority,
 }
 
 /// Client-side time limits of one request.
@@ -107,8 +137,14 @@ pub fn http_client_with(timeouts: &Timeouts, http2: bool, tls: Option<&TlsSettin
         .pool_idle_timeout(Duration::from_secs(90))
         .pool_max_idle_per_host(usize::MAX)
         .http2_only(http2)
-        .build(connector);
-    HttpClient { pool, failures }
+        .build(connector.clone());
+    HttpClient {
+        pool,
+        failures,
+        connector,
+        http2,
+        lane: None,
+    }
 }
 
 /// Sends a request on the pool. A request that waited for an HTTP/2 connection
@@ -122,6 +158,9 @@ pub async fn send(
     http: &HttpClient,
     request: hyper::Request<Full<Bytes>>,
 ) -> Result<hyper::Response<hyper::body::Incoming>, SendError> {
+    if let Some(lane) = &http.lane {
+        return lane.send(request).await;
+    }
     let asked = Instant::now();
     match http.pool.request(request).await {
         Err(error) if canceled_before_sending(&error) => match http.failures.last() {
@@ -134,14 +173,6 @@ pub async fn send(
         },
         done => Ok(done?),
     }
-}
-
-/// hyper could not parse the response head: a bad status line, too many or too large
-/// headers (hyper's limits bound what a server can make the client hold).
-fn invalid_response(error: &hyper_util::client::legacy::Error) -> Option<&hyper::Error> {
-    std::iter::successors(std::error::Error::source(error), |e| e.source())
-        .filter_map(|e| e.downcast_ref::<hyper::Error>())
-        .find(|e| e.is_parse() || e.is_parse_too_large() || e.is_parse_status())
 }
 
 /// The connection hyper handed the request to had closed before it was written.
@@ -359,34 +390,58 @@ pub fn status_kind(status: u16) -> &'static str {
 
 /// Names a failure to get a response: stage, kind and message.
 pub fn classify_send_error(error: &SendError) -> (FailStage, &'static str, String) {
-    let error = match error {
-        SendError::SharedConnect { kind, .. } => {
-            return (FailStage::Connect, kind, error.to_string());
-        }
-        SendError::ClosedByTls(_) => return (FailStage::Connect, "tls", error.to_string()),
-        SendError::Client(error) => error,
-    };
-    if let Some(parse) = invalid_response(error) {
+    match error {
+        SendError::SharedConnect { kind, .. } => (FailStage::Connect, kind, error.to_string()),
+        SendError::ClosedByTls(_) => (FailStage::Connect, "tls", error.to_string()),
+        SendError::Connect(connect) => (FailStage::Connect, connect.kind(), chain_message(error)),
+        SendError::ClosedBeforeSending => (FailStage::Send, "reset", error.to_string()),
+        SendError::NoAuthority => (FailStage::Client, "invalid_request", error.to_string()),
+        SendError::Http(http) => classify_chain(http, false),
+        SendError::Client(client) => classify_chain(client, client.is_connect()),
+    }
+}
+
+/// An error and its sources, outermost first.
+fn chain<'e>(
+    error: &'e (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'e (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |e| e.source())
+}
+
+/// Every message of an error's chain, joined.
+fn chain_message(error: &(dyn std::error::Error + 'static)) -> String {
+    chain(error)
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+/// Names a pool's or a connection's error by what its chain holds; `connecting` when
+/// no connection was made.
+fn classify_chain(
+    error: &(dyn std::error::Error + 'static),
+    connecting: bool,
+) -> (FailStage, &'static str, String) {
+    let invalid = chain(error)
+        .filter_map(|e| e.downcast_ref::<hyper::Error>())
+        .find(|e| e.is_parse() || e.is_parse_too_large() || e.is_parse_status());
+    if let Some(parse) = invalid {
         let message = format!("the answer is not valid HTTP: {parse}");
         return (FailStage::FirstByte, "invalid_http", message);
     }
-    let io_kind = std::iter::successors(std::error::Error::source(error), |e| e.source())
+    let io_kind = chain(error)
         .find_map(|e| e.downcast_ref::<std::io::Error>())
         .map(std::io::Error::kind);
-    let message = std::iter::successors(Some(error as &dyn std::error::Error), |e| e.source())
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(": ");
+    let message = chain_message(error);
     use std::io::ErrorKind::*;
-    let ours = std::iter::successors(std::error::Error::source(error), |e| e.source())
-        .find_map(|e| e.downcast_ref::<tls::ConnectError>());
+    let ours = chain(error).find_map(|e| e.downcast_ref::<tls::ConnectError>());
     if let Some(connect) = ours.filter(|e| !matches!(e, tls::ConnectError::Tcp(_))) {
         return (FailStage::Connect, connect.kind(), connect.to_string());
     }
     if let Some(reason) = tls::tls_failure_in(error) {
         return (FailStage::Connect, "tls", format!("TLS failed: {reason}"));
     }
-    if error.is_connect() {
+    if connecting {
         let kind = match io_kind {
             Some(ConnectionRefused) => "connect_refused",
             Some(TimedOut) => "timeout",

@@ -591,6 +591,15 @@ pub enum Conn {
     ),
 }
 
+impl Conn {
+    /// How long it took to open.
+    pub fn times(&self) -> &ConnectionTimes {
+        match self {
+            Conn::Plain(_, times) | Conn::Tls(_, times, _) => times,
+        }
+    }
+}
+
 impl Connection for Conn {
     fn connected(&self) -> Connected {
         match self {

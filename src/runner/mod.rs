@@ -781,8 +781,8 @@ struct Ended {
     answer: Option<(String, Option<u32>)>,
 }
 
-/// Sends an admitted request and emits its record, whatever happens.
-async fn execute(shared: &Shared, admitted: Admitted) -> Ended {
+/// Sends an admitted request on `http` and emits its record, whatever happens.
+async fn execute(shared: &Shared, http: &HttpClient, admitted: Admitted) -> Ended {
     let Admitted {
         mut record,
         seq,
@@ -799,21 +799,14 @@ async fn execute(shared: &Shared, admitted: Admitted) -> Ended {
                 });
                 record.traceparent = Some(traceparent.clone());
                 record.prefix = payload.prefix;
-                openai::call(&shared.http, target, &payload, shared.clock, &mut record)
+                openai::call(http, target, &payload, shared.clock, &mut record)
                     .await
                     .map(|answer| answer.text)
             }
             Target::Http(target) => {
                 let traceparent = request_traceparent(shared.trace_key, shared.scenario.seed, seq);
                 record.traceparent = Some(traceparent.clone());
-                http::call(
-                    &shared.http,
-                    target,
-                    &traceparent,
-                    shared.clock,
-                    &mut record,
-                )
-                .await;
+                http::call(http, target, &traceparent, shared.clock, &mut record).await;
                 None
             }
         }
@@ -849,7 +842,7 @@ fn launch(
         admitted.payload = payload;
         let shared = shared.clone();
         tasks.spawn(async move {
-            execute(&shared, admitted).await;
+            execute(&shared, &shared.http, admitted).await;
         });
     }
 }
@@ -961,7 +954,7 @@ async fn run_session(
             trace_id: trace_id.clone(),
             snapshot: snapshot.clone(),
         });
-        let ended = execute(shared, admitted).await;
+        let ended = execute(shared, &shared.http, admitted).await;
         run.requests
             .push((intended_us, ended.outcome, ended.done_us));
         let Some((answer, tokens)) = ended.answer else {
@@ -1018,6 +1011,8 @@ async fn run_closed(
             tally.clone(),
         );
         slots.spawn(async move {
+            // One request at a time: a connection of the slot's own, not the pool.
+            let lane = shared.http.for_one_at_a_time();
             loop {
                 let now = Instant::now();
                 if stop.is_cancelled() || end.is_some_and(|end| now >= end) {
@@ -1049,7 +1044,7 @@ async fn run_closed(
                     let seq = shared.take_seq();
                     let (outcome, done_us) = match admit(&shared, index, intended, seq, None) {
                         Some(admitted) => {
-                            let ended = execute(&shared, admitted).await;
+                            let ended = execute(&shared, &lane, admitted).await;
                             (ended.outcome, ended.done_us)
                         }
                         None => (Outcome::Dropped, intended_us),
