@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::run_to_records;
+use common::{redline, run_to_records};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use redline::explain::{self, Explanation, Options, table};
@@ -375,15 +375,6 @@ fn the_slowed_cache_of_dowhys_microservice_example_ranks_first() {
         "{:?}",
         a.nodes
     );
-}
-
-fn redline(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_redline"))
-        .args(args)
-        .output()
-        .unwrap();
-    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
-    (out.status.code(), text(out.stdout), text(out.stderr))
 }
 
 /// The command line on a CSV and its call graph, and on what it cannot explain: each

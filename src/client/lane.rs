@@ -202,14 +202,19 @@ mod tests {
         new_connections
     }
 
+    fn plain_lane() -> Lane {
+        let timeout = std::time::Duration::from_secs(5);
+        Lane::new(Connector::new(
+            timeout,
+            None,
+            super::super::tls::Alpn::Http1,
+        ))
+    }
+
     #[tokio::test]
     async fn one_connection_carries_every_request_and_its_times_come_once() {
         let (uri, accepted) = server(usize::MAX).await;
-        let lane = Lane::new(Connector::new(
-            std::time::Duration::from_secs(5),
-            None,
-            super::super::tls::Alpn::Http1,
-        ));
+        let lane = plain_lane();
         assert_eq!(send_all(&lane, &uri, 20).await, 1);
         assert_eq!(accepted.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
@@ -217,11 +222,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_server_closes_is_replaced_and_nothing_fails() {
         let (uri, accepted) = server(3).await;
-        let lane = Lane::new(Connector::new(
-            std::time::Duration::from_secs(5),
-            None,
-            super::super::tls::Alpn::Http1,
-        ));
+        let lane = plain_lane();
         // 3 answers a connection: 7 connections for 20 requests, each timed once.
         assert_eq!(send_all(&lane, &uri, 20).await, 7);
         assert_eq!(accepted.load(std::sync::atomic::Ordering::Relaxed), 7);
