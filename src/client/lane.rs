@@ -77,7 +77,9 @@ impl Lane {
                     // Not written: an idle connection that closed as it was taken.
                     Some(unsent) if reused => request = unsent,
                     Some(_) => return Err(self.closed_before_sending(asked)),
-                    None => return Err(SendError::Http(error.into_error())),
+                    None => {
+                        return Err(self.failed_after_sending(error.into_error(), reused, asked));
+                    }
                 },
             }
         }
@@ -111,6 +113,16 @@ impl Lane {
         match self.failures.alert_since(asked) {
             Some(reason) => SendError::ClosedByTls(reason),
             None => SendError::ClosedBeforeSending,
+        }
+    }
+
+    /// A connection that failed with the request written: on a new connection, a TLS
+    /// alert its memo heard since is the reason (the refused client certificate
+    /// arrives just after the request went out), else hyper's error.
+    fn failed_after_sending(&self, error: hyper::Error, reused: bool, asked: Instant) -> SendError {
+        match self.failures.alert_since(asked).filter(|_| !reused) {
+            Some(reason) => SendError::ClosedByTls(reason),
+            None => SendError::Http(error),
         }
     }
 }
