@@ -70,13 +70,22 @@ fn explain_against(incident: &[Record], baseline: &[Record]) -> Explanation {
     explain::explain(table, Some(baseline), None, &Options::default()).unwrap()
 }
 
-/// Where the tier first appears among the nodes, largest contribution first (from 1).
+/// Where the tier ranks among the services, largest contribution first (from 1). A
+/// service behind several steps (tools: `call-tool` and `feedback`) is ranked by their
+/// sum, as explain reports it (Shapley values add up over a group): the question is
+/// which service caused the change. Ranked by its first step alone, a tool fault whose
+/// share was split over two steps lost to the LLM step after them (CI, 1 run in 4).
 fn rank_of(explanation: &Explanation, tier: &str) -> usize {
-    let nodes = &explanation.attribution.nodes;
-    1 + nodes
-        .iter()
-        .position(|n| n.service.as_deref() == Some(tier))
-        .unwrap_or(nodes.len())
+    let mut by_service: std::collections::BTreeMap<&str, f64> = Default::default();
+    for node in &explanation.attribution.nodes {
+        if let Some(service) = node.service.as_deref() {
+            *by_service.entry(service).or_default() += node.contribution.value;
+        }
+    }
+    match by_service.get(tier) {
+        Some(&own) => 1 + by_service.values().filter(|&&other| other > own).count(),
+        None => 1 + by_service.len(),
+    }
 }
 
 /// What a run in a batch is for.
