@@ -2,17 +2,17 @@
 //! and against what the client measured: rates over many requests on a keep-alive
 //! pool, the typed outcome of each stream fault, the admin API, and bad input.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::{client, run_to_records, scenario, summary_of};
 use axum::Router;
 use axum::routing::{get, post};
 use bytes::Bytes;
-use common::{client, run_to_records, scenario, summary_of};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use redline::chaos::{FaultLog, ProxyConfig, RunningProxy, parse_rules};

@@ -1,8 +1,8 @@
 //! The `redline` binary as a user runs it: exit codes and what it prints for mistakes.
 
-mod common;
+use crate::common;
 
-use common::redline;
+use crate::common::redline;
 
 use std::process::Command;
 

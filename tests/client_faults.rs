@@ -2,11 +2,9 @@
 //! become the right typed outcome (stage and kind), never a panic or a lost request.
 //! The server is a raw TCP script, so every byte and every pause is chosen.
 
-mod common;
-
 use std::time::Duration;
 
-use common::llm::{self, failure};
+use crate::common::llm::{self, failure};
 use redline::client::openai::LlmTarget;
 use redline::record::{FailStage, Outcome, Record, TokenSource};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

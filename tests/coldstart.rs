@@ -2,13 +2,11 @@
 //! its command line: the ground truth each measured phase is held to. And the
 //! fragmentation that hot restarts leave, seen by a run as allocation failures.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use redline::record::Outcome;
 use redline::sim::startup::StartupModel;
 use serde_json::Value;

@@ -1,6 +1,6 @@
 //! `redline collect` over HTTP: bad exports are answered and counted, never stored.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

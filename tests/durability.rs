@@ -3,13 +3,13 @@
 //! those in flight); `redline check` and `redline report` read what is left. SIGTERM
 //! stops a run the way Ctrl-C does.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::redline;
+use crate::common::redline;
 use redline::record::Record;
 
 /// 4 req/s of short streamed answers for 30 s, with an SLO to check.

@@ -2,9 +2,9 @@
 //! on one tier of the embedded RAG-agent chain at a time, and the data generator of
 //! DoWhy's microservice example with its slowed caching service.
 
-mod common;
+use crate::common;
 
-use common::{redline, run_to_records};
+use crate::common::{redline, run_to_records};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use redline::explain::{self, Explanation, Options, table};
@@ -140,8 +140,8 @@ fn batches(plants: &[(&str, String)]) -> Vec<Vec<(u64, Role)>> {
 /// predicts that rerun's mean session latency within 5 %.
 ///
 /// Ignored by `cargo test`, run by `.ci/run` in a release build
-/// (`cargo test --release --test explain -- --ignored --nocapture`, which prints the
-/// table of runs): 56 runs of the whole chain in 12 batches,
+/// (`cargo test --release --test integration explain:: -- --ignored --nocapture`,
+/// which prints the table of runs): 56 runs of the whole chain in 12 batches,
 /// compared with each other, need a client that is not itself the bottleneck. A debug
 /// build with two CPU hogs beside it saturated both cores, and the baseline's tail
 /// (its p99, the breach threshold) became the scheduler's, not the services'.

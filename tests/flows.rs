@@ -2,11 +2,11 @@
 //! saw (its tier counters, its configured latencies, its engine's own timeline) and
 //! against ground truths written for the test.
 
-mod common;
+use crate::common;
 
+use crate::common::{run_to_records, scenario, summary_of, temp_dir};
 use axum::Router;
 use axum::routing::post;
-use common::{run_to_records, scenario, summary_of, temp_dir};
 use redline::record::{FailStage, Outcome, Record, SessionOutcome};
 use redline::sim::tiers::{Corpus, LatencySpec, TierConfig};
 use redline::sim::{EmbeddedSim, Profile, SimConfig};

@@ -5,13 +5,13 @@
 //! without tools, an AWX-shaped launch. Each ends as specified; the audit log and the
 //! target's own state say what happened.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use common::temp_dir;
+use crate::common::temp_dir;
 use redline::sim::script::Script;
 use redline::sim::tiers::TierConfig;
 use redline::sim::{EmbeddedSim, Profile, SimConfig};

@@ -3,7 +3,9 @@
 //! are not UTF-8, HTTP/2 resets and GOAWAY mid-stream, a server that never reads).
 //! Each must end as a typed outcome within the client's own timeouts, and the client's
 //! memory must stay bounded whatever the server sends: the last test reads the test
-//! process's peak RSS after the floods.
+//! process's peak RSS after the floods. So this file is a test binary of its own
+//! (Cargo.toml), not a module of `tests/main.rs`: there the other files' tests would
+//! share the process and its peak.
 //!
 //! (`client_faults.rs` scripts the ordinary failures; this file the abusive ones.)
 
@@ -321,7 +323,7 @@ async fn floods_cost_the_client_bounded_memory() {
         let r = call.await.unwrap();
         assert_eq!(r.outcome, Outcome::Error, "{:?}", r.error);
     }
-    // Other tests of this binary run beside it (the 16 MiB prompt the most: 78 MiB
+    // The other tests of this file run beside it (the 16 MiB prompt the most: 78 MiB
     // with this test, 34 MiB without); a client that kept a flood, or
     // inflated a bomb, would pass 256 MiB on its own.
     let peak = peak_rss_mib();

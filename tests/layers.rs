@@ -137,3 +137,39 @@ fn the_checker_sees_paths_and_brace_groups() {
     let found: Vec<String> = referenced_modules(code).into_iter().collect();
     assert_eq!(found, ["a", "b", "c", "f", "g"]);
 }
+
+/// With `autotests = false` a new file under `tests/` would compile into nothing and
+/// its tests would never run: each must be a module of `tests/main.rs` or a test
+/// target of its own in Cargo.toml.
+#[test]
+fn every_test_file_is_a_module_of_the_one_test_binary() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tests = root.join("tests");
+    let main = std::fs::read_to_string(tests.join("main.rs")).unwrap();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let declared: BTreeSet<&str> = main
+        .lines()
+        .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+        .collect();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&tests).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let is_module =
+            path.extension().is_some_and(|e| e == "rs") || path.join("mod.rs").is_file();
+        let own_target = manifest.contains(&format!("path = \"tests/{name}.rs\""));
+        if is_module && name != "main" && !declared.contains(name) && !own_target {
+            missing.push(name.to_owned());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "add `mod …;` to tests/main.rs for {missing:?}"
+    );
+    assert!(
+        declared.contains("layers") && declared.contains("common"),
+        "{declared:?}"
+    );
+}

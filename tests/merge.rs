@@ -4,9 +4,7 @@
 //! simulator: a flow with injected faults, and chat sessions with shared prefixes
 //! and a warm-up — the figures whose merge depends on which request came first.
 
-mod common;
-
-use common::{run_to_records, scenario, summary_of};
+use crate::common::{run_to_records, scenario, summary_of};
 use redline::metrics::Aggregator;
 use redline::record::Record;
 use redline::scenario::Scenario;

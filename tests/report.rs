@@ -4,11 +4,11 @@
 //! timeline is trace-event JSON with a slice per record and flow steps nested in their
 //! session; a 100,000-request report stays under 3 MB.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
-use common::{summary_of_fixture, temp_dir};
+use crate::common::{summary_of_fixture, temp_dir};
 use redline::record::read_records;
 use redline::report::{html, timeline};
 use serde_json::Value;

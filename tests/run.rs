@@ -1,11 +1,11 @@
 //! `redline run` end to end against the embedded simulator, checked against the
 //! simulator's ground truth and the records file.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{run_to_records, scenario, summary_of, temp_dir};
+use crate::common::{run_to_records, scenario, summary_of, temp_dir};
 use redline::record::{Outcome, Record};
 use redline::scenario::Scenario;
 use redline::schedule::SweepRole;

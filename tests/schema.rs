@@ -1,5 +1,5 @@
 //! The committed JSON Schemas of summary.json and records.jsonl match the code, and
-//! real output validates against them. `REDLINE_BLESS=1 cargo test --test schema`
+//! real output validates against them. `REDLINE_BLESS=1 cargo test --test integration schema::`
 //! rewrites the committed files after an intended change.
 
 use redline::report::{RunInfo, record_schema, render_json, summarize, summary_schema};
@@ -19,7 +19,7 @@ fn committed(name: &str, generated: &Value) -> Value {
     let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         on_disk == text,
-        "docs/{name} is stale: run REDLINE_BLESS=1 cargo test --test schema and commit it"
+        "docs/{name} is stale: run REDLINE_BLESS=1 cargo test --test integration schema:: and commit it"
     );
     serde_json::from_str(&on_disk).unwrap()
 }

@@ -2,11 +2,11 @@
 //! preemption, stop conditions, tool calls and bad input, checked against the
 //! simulator's own ground truth.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use futures_util::future::join_all;
 use serde_json::{Value, json};
 

@@ -7,9 +7,7 @@
 //! machine's timing; everything from the records on — aggregation, verdicts, summary,
 //! rendering — is what `redline run` does.
 
-mod common;
-
-use common::summary_of_fixture;
+use crate::common::summary_of_fixture;
 use redline::report::{render_json, render_terminal};
 
 #[test]

@@ -7,7 +7,7 @@
 //! The windows are scaled down from the default 30 s / 10 s to 3 s / 1 s so that a run
 //! takes 20 s; the fault opens at 12 s.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

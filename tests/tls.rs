@@ -3,11 +3,11 @@
 //! certificate faults as typed outcomes, `insecure_skip_verify`, mTLS, and the chaos
 //! proxy re-encrypting to an https service.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use common::{run_to_records, scenario, summary_of, temp_dir};
+use crate::common::{run_to_records, scenario, summary_of, temp_dir};
 use redline::net::ServerTls;
 use redline::net::tls::{Ca, Validity};
 use redline::record::{FailStage, Outcome, Record};

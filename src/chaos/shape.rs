@@ -63,17 +63,7 @@ impl Shaping {
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<BoxError>,
     {
-        let rng = ChaCha8Rng::seed_from_u64(self.slice.map_or(0, |(_, seed)| seed));
-        let state = Shaper {
-            body,
-            events: self.on_events(),
-            shaping: self,
-            framer: SseFramer::new(MAX_HELD_EVENT),
-            sent_events: 0,
-            queue: VecDeque::new(),
-            finished: false,
-            rng,
-        };
+        let state = Shaper::new(self, body);
         let stream = futures_util::stream::unfold(state, |mut s| async move {
             loop {
                 if let Some((wait, chunk)) = s.queue.pop_front() {
@@ -120,6 +110,20 @@ struct Shaper<B> {
 }
 
 impl<B> Shaper<B> {
+    fn new(shaping: Shaping, body: B) -> Self {
+        let rng = ChaCha8Rng::seed_from_u64(shaping.slice.map_or(0, |(_, seed)| seed));
+        Shaper {
+            body,
+            events: shaping.on_events(),
+            shaping,
+            framer: SseFramer::new(MAX_HELD_EVENT),
+            sent_events: 0,
+            queue: VecDeque::new(),
+            finished: false,
+            rng,
+        }
+    }
+
     fn push(&mut self, data: Bytes) {
         if !self.events {
             self.emit(Duration::ZERO, data);
@@ -197,7 +201,7 @@ fn is_done(event: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http_body_util::{Full, StreamBody};
+    use http_body_util::StreamBody;
 
     const STREAM: &[u8] =
         b"data: {\"a\":1}\n\ndata: {\"a\":2}\n\ndata: {\"a\":3}\n\ndata: [DONE]\n\n";
@@ -268,30 +272,35 @@ mod tests {
         assert!(writes.len() >= STREAM.len() / 3);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn holds_and_bandwidth_take_their_time() {
-        let start = tokio::time::Instant::now();
-        let (_, text) = shaped(Shaping {
+    /// The waits the shaper plans before each write: the stream sleeps exactly these
+    /// (read off the queue, so the test needs no clock).
+    fn planned_waits(shaping: Shaping, chunks: &[&[u8]]) -> (Duration, usize) {
+        let mut shaper = Shaper::new(shaping, ());
+        for chunk in chunks {
+            shaper.push(Bytes::copy_from_slice(chunk));
+        }
+        let bytes = shaper.queue.iter().map(|(_, piece)| piece.len()).sum();
+        (shaper.queue.iter().map(|(wait, _)| *wait).sum(), bytes)
+    }
+
+    #[test]
+    fn holds_and_bandwidth_take_their_time() {
+        let stall_and_drip = Shaping {
             stall_first: Duration::from_millis(500),
             drip: Duration::from_millis(10),
             ..Shaping::default()
-        })
-        .await;
-        assert_eq!(text.as_bytes(), STREAM);
-        assert_eq!(start.elapsed(), Duration::from_millis(540), "500 + 4 × 10");
+        };
+        let frames: Vec<&[u8]> = STREAM.chunks(5).collect();
+        let (waited, bytes) = planned_waits(stall_and_drip, &frames);
+        assert_eq!(bytes, STREAM.len());
+        assert_eq!(waited, Duration::from_millis(540), "500 + 4 × 10");
 
-        let start = tokio::time::Instant::now();
-        let body = Full::new(Bytes::from(vec![b'x'; 1000])).map_err(|never| match never {});
-        let mut body = Shaping {
+        let bandwidth = Shaping {
             bandwidth: Some(500),
             ..Shaping::default()
-        }
-        .apply(body);
-        let mut size = 0;
-        while let Some(frame) = body.frame().await {
-            size += frame.unwrap().into_data().unwrap().len();
-        }
-        assert_eq!(size, 1000);
-        assert_eq!(start.elapsed(), Duration::from_secs(2), "1000 B at 500 B/s");
+        };
+        let (waited, bytes) = planned_waits(bandwidth, &[&[b'x'; 1000]]);
+        assert_eq!(bytes, 1000);
+        assert_eq!(waited, Duration::from_secs(2), "1000 B at 500 B/s");
     }
 }
