@@ -157,6 +157,11 @@ pub struct ServerTruth {
     /// FNV-1a of the request body as the server received it.
     #[serde(default)]
     pub request_hash: u64,
+    /// When the server handed the first token's chunk to the connection, on the same
+    /// clock: what lies after `first_token_us` is the server's own delivery (the
+    /// simulator writes a whole step's tokens one stream after another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_sent_us: Option<u64>,
 }
 
 /// The shared prefix (system prompt) a synthetic request began with.

@@ -162,6 +162,17 @@ async fn client_timing_agrees_with_the_ground_truth() {
             "a token cannot arrive before it exists: {client_ttft} vs {server_ttft}"
         );
         ttft_gaps.push(client_ttft - server_ttft);
+        // Handed to the connection after the engine made it, and before the client
+        // could read it.
+        let sent = us("first_token_sent_us");
+        assert!(
+            sent >= us("first_token_us") && sent < us("finish_us"),
+            "{truth}"
+        );
+        assert!(
+            client_ttft >= sent - us("arrival_us"),
+            "{client_ttft} vs {truth}"
+        );
     }
     // Medians of seven: the same spans within loopback jitter, where a mistimed token
     // would be off by a whole engine step. A few noisy deliveries on a shared machine

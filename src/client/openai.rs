@@ -631,6 +631,7 @@ fn read_truth_headers(response: &Response<Incoming>, record: &mut Record) {
             prompt_tokens: 0,
             completion_tokens: 0,
             request_hash: get("x-redline-request-hash").unwrap_or(0),
+            first_token_sent_us: None,
         });
     }
 }

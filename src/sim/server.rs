@@ -347,7 +347,7 @@ async fn answer(
     let (stream, include_usage) = (plan.stream, plan.include_usage);
     let events = state.engine.submit(plan.prompt, plan.generator, arrival_ns);
     if stream {
-        let body = Body::from_stream(sse_stream(events, chunks, include_usage));
+        let body = Body::from_stream(sse_stream(events, chunks, include_usage, state.clock));
         return Response::builder()
             .header(header::CONTENT_TYPE, "text/event-stream; charset=utf-8")
             .header(header::CACHE_CONTROL, "no-cache")
@@ -428,12 +428,18 @@ fn sse_stream(
     events: UnboundedReceiver<Event>,
     chunks: Chunks,
     include_usage: bool,
+    clock: Clock,
 ) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> {
     futures_util::stream::unfold(Some((events, chunks)), move |state| async move {
-        let (mut events, chunks) = state?;
+        let (mut events, mut chunks) = state?;
         match events.recv().await {
             Some(Event::Token { index, delta }) => {
                 let bytes = chunks.token(index, &delta);
+                // The connection writes what this stream yields when it polls it: the
+                // first token's chunk leaves the server about now.
+                chunks
+                    .first_token_sent_ns
+                    .get_or_insert_with(|| clock.now_ns());
                 Some((Ok(bytes), Some((events, chunks))))
             }
             Some(Event::Finished { reason, timeline }) => {
@@ -466,6 +472,8 @@ struct Chunks {
     tool_call: Option<super::text::ToolCall>,
     /// Of the request being answered, for the ground truth.
     request_hash: u64,
+    /// When the stream handed its first token's chunk to the connection (engine ns).
+    first_token_sent_ns: Option<u64>,
 }
 
 impl Chunks {
@@ -488,6 +496,7 @@ impl Chunks {
             head,
             tool_call,
             request_hash: 0,
+            first_token_sent_ns: None,
         }
     }
 
@@ -547,14 +556,22 @@ impl Chunks {
         if include_usage {
             let mut usage = self.envelope(Vec::new());
             usage["usage"] = usage_json(timeline);
-            usage["redline"] = truth_json(timeline, self.request_hash);
+            usage["redline"] = self.truth(timeline);
             out.push_str(&format!("data: {finishing}\n\ndata: {usage}\n\n"));
         } else {
-            finishing["redline"] = truth_json(timeline, self.request_hash);
+            finishing["redline"] = self.truth(timeline);
             out.push_str(&format!("data: {finishing}\n\n"));
         }
         out.push_str("data: [DONE]\n\n");
         Bytes::from(out)
+    }
+
+    fn truth(&self, timeline: &Timeline) -> Value {
+        let mut truth = truth_json(timeline, self.request_hash);
+        if let Some(ns) = self.first_token_sent_ns {
+            truth["first_token_sent_us"] = json!(ns / 1_000);
+        }
+        truth
     }
 
     fn envelope(&self, choices: Vec<Value>) -> Value {
