@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Memory over a long run: Poisson RATE req/s of short streamed completions for SECONDS
-# against a separate `redline sim --profile tiny`, sampling the client's RSS every 10 s.
-# Histograms, not samples: RSS should stay flat, bounded by requests in flight.
+# Memory and descriptors over a long run: Poisson RATE req/s of short streamed
+# completions for SECONDS against a separate `redline sim --profile tiny`, sampling the
+# client's RSS and open file descriptors, and the simulator's RSS, every 10 s.
+# Histograms, not samples: RSS should stay flat, bounded by requests in flight, and
+# descriptors by connections. Prints each series' least-squares slope per minute after
+# the first minute (the allocator's and the pool's warm-up): a leak shows as a slope
+# that is not ~0.
 # Usage: bench/soak.sh [RATE] [SECONDS]   (defaults 1000 req/s, 600 s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,20 +32,31 @@ spec:
 SPEC
 ./target/release/redline run "$work/spec.yaml" --out "$work/out" --quiet > "$work/report.txt" &
 client=$!
-echo "elapsed_s client_rss_mib"
+echo "elapsed_s client_rss_kib client_fds sim_rss_kib"
 start=$(date +%s)
 while kill -0 $client 2>/dev/null; do
   rss=$(ps -o rss= -p $client 2>/dev/null | tr -d ' ' || true)
-  [ -n "$rss" ] && echo "$(( $(date +%s) - start )) $(( rss / 1024 ))" | tee -a "$work/rss"
+  fds=$(ls /proc/$client/fd 2>/dev/null | wc -l)
+  sim_rss=$(ps -o rss= -p $sim | tr -d ' ')
+  [ -n "$rss" ] && echo "$(( $(date +%s) - start )) $rss $fds $sim_rss" | tee -a "$work/samples"
   sleep 10
 done
 wait $client
-python3 - "$work/rss" <<'PY'
+python3 - "$work/samples" <<'PY'
 import sys
 rows = [tuple(map(int, l.split())) for l in open(sys.argv[1]) if l.strip()]
-early = [r for t, r in rows if 30 <= t <= 90] or [rows[0][1]]
-late = [r for t, r in rows[-6:]]
-print(f"client RSS: {min(early)}-{max(early)} MiB in the first minutes, {min(late)}-{max(late)} MiB at the end, peak {max(r for _, r in rows)} MiB")
+def slope(points):
+    n = len(points)
+    mt = sum(t for t, _ in points) / n
+    mv = sum(v for _, v in points) / n
+    var = sum((t - mt) ** 2 for t, _ in points)
+    return 60 * sum((t - mt) * (v - mv) for t, v in points) / var if var else 0.0
+steady = [r for r in rows if r[0] >= 60] or rows
+for name, col, unit, scale in (("client RSS", 1, "MiB", 1024), ("client FDs", 2, "", 1), ("simulator RSS", 3, "MiB", 1024)):
+    values = [r[col] / scale for r in steady]
+    per_min = slope([(r[0], r[col] / scale) for r in steady])
+    print(f"{name}: {min(values):.1f}-{max(values):.1f} {unit} after the first minute, "
+          f"slope {per_min:+.3f} {unit}/min over {steady[-1][0] - steady[0][0]} s, peak {max(r[col] for r in rows) / scale:.1f} {unit}")
 PY
 grep -E "requests:|send lag|measured:" "$work/report.txt"
 wc -l < "$work/out/records.jsonl" | sed 's/^/records written: /'
