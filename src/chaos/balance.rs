@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::time::{Duration, Instant};
 
 use hyper::Uri;
+use hyper::http::uri::{Authority, Scheme};
 
 /// Which replica takes the next request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,6 +54,9 @@ pub struct Upstream {
     pub origin: String,
     /// The upstream URL's path, without a trailing `/`.
     pub prefix: String,
+    /// The origin's parts, parsed once: each request's URI is built from them.
+    pub scheme: Scheme,
+    pub authority: Option<Authority>,
     in_flight: AtomicU64,
     failures_in_a_row: AtomicU32,
     /// Microseconds since the pool's start until which it is left out (0: never).
@@ -193,6 +197,8 @@ impl Upstream {
                 uri.authority().map_or("", |a| a.as_str())
             ),
             prefix: uri.path().trim_end_matches('/').to_owned(),
+            scheme: uri.scheme().cloned().unwrap_or(Scheme::HTTP),
+            authority: uri.authority().cloned(),
             in_flight: AtomicU64::new(0),
             failures_in_a_row: AtomicU32::new(0),
             ejected_until_us: AtomicU64::new(0),

@@ -139,7 +139,8 @@ pub async fn serve(
     let service = move || {
         chaos.counters.connections.fetch_add(1, Ordering::Relaxed);
         let chaos = chaos.clone();
-        service_fn(move |request| chaos.clone().handle(request))
+        let lanes = chaos.lanes();
+        service_fn(move |request| chaos.clone().handle(lanes.clone(), request))
     };
     // Held (`timeout`) requests would keep a graceful shutdown waiting for ever.
     crate::net::accept_loop(

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::client::lane::Lane;
 use crate::client::tls::{Alpn, Connector};
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -13,6 +14,7 @@ use http_body_util::{BodyExt, Either, Full};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::http::request::Parts;
+use hyper::http::uri::PathAndQuery;
 use hyper::{Request, Response, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
 use serde_json::Value;
@@ -44,6 +46,35 @@ const MAX_RETRY_BODY: u64 = 8 << 20;
 /// A request body on its way upstream: streamed through, or kept to be resent.
 type UpstreamBody = Either<Incoming, Full<Bytes>>;
 
+/// One caller connection's upstream connections, one per upstream, each opened at its
+/// first use. An HTTP/1.1 caller sends one request at a time, so its connection needs
+/// no pool, as a closed-loop slot of the client needs none (`client::lane`): under
+/// callgrind the shared pool cost 11,600 instructions a request. They close with the
+/// caller's connection. HTTP/2 (from the caller or to the upstream) uses the pool.
+pub struct Lanes(Vec<Lane<UpstreamBody>>);
+
+impl Lanes {
+    /// The lanes for a request of `version`: none for HTTP/2, whose requests overlap.
+    fn for_version(&self, version: hyper::Version) -> Option<&Lanes> {
+        (!self.0.is_empty() && version < hyper::Version::HTTP_2).then_some(self)
+    }
+}
+
+/// Why an upstream did not answer a try.
+struct Unanswered {
+    /// No connection was made, so the request cannot have reached it.
+    connecting: bool,
+    message: String,
+}
+
+/// An error with its causes, as the 502's message.
+fn message_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    std::iter::successors(Some(error), |e| e.source())
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
 /// What a request's fault rolls are keyed on: the parent span ID of its
 /// `traceparent` (`00-<trace-id>-<parent-id>-<flags>`), which redline draws from the
 /// seed and the request's position; its trace ID is new to each run. So a run
@@ -72,6 +103,8 @@ pub struct Chaos {
     /// The upstreams and their balancing.
     pub pool: Arc<Pool>,
     client: Client<Connector, UpstreamBody>,
+    /// Set for HTTP/1.1 upstreams: what a caller connection's lanes connect with.
+    lane_connector: Option<Connector>,
     pub rules: RwLock<Arc<Vec<Arc<Rule>>>>,
     pub seed: u64,
     pub allow_header_faults: bool,
@@ -100,10 +133,11 @@ impl Chaos {
         let client = Client::builder(hyper_util::rt::TokioExecutor::new())
             .pool_max_idle_per_host(usize::MAX)
             .http2_only(upstream_http2)
-            .build(connector);
+            .build(connector.clone());
         Chaos {
             pool: Arc::new(pool),
             client,
+            lane_connector: (!upstream_http2).then_some(connector),
             rules: RwLock::new(Arc::new(rules.into_iter().map(Arc::new).collect())),
             seed,
             allow_header_faults,
@@ -131,9 +165,21 @@ impl Chaos {
             .clone()
     }
 
-    /// Handles one request. An `Err` makes hyper drop the connection (HTTP/1.1) or
-    /// reset the stream (HTTP/2): that is how `abort: { reset: true }` is done.
-    pub async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Answer {
+    /// The upstream connections of one caller's connection, none yet: see [`Lanes`].
+    pub fn lanes(&self) -> Arc<Lanes> {
+        let lanes = match &self.lane_connector {
+            Some(connector) => (0..self.pool.upstreams.len())
+                .map(|_| Lane::new(connector.clone()))
+                .collect(),
+            None => Vec::new(),
+        };
+        Arc::new(Lanes(lanes))
+    }
+
+    /// Handles one request, which came on a caller's connection with `lanes`. An `Err`
+    /// makes hyper drop the connection (HTTP/1.1) or reset the stream (HTTP/2): that is
+    /// how `abort: { reset: true }` is done.
+    pub async fn handle(self: Arc<Self>, lanes: Arc<Lanes>, request: Request<Incoming>) -> Answer {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let (mut head, body) = request.into_parts();
         let (mut plan, named) = match self.decide(&mut head) {
@@ -145,7 +191,8 @@ impl Chaos {
             return answer;
         }
         add_fault_baggage(&mut head.headers, &plan.noted);
-        let (response, in_flight) = match self.forward(head, body).await {
+        let lanes = lanes.for_version(head.version);
+        let (response, in_flight) = match self.forward(head, body, lanes).await {
             Ok(answered) => answered,
             Err(error) => {
                 self.counters
@@ -291,14 +338,16 @@ impl Chaos {
         }
     }
 
-    /// Sends the request to an upstream the pool picks. With retries on and a body
-    /// small enough to keep, a request no replica took (refused connection) or that
-    /// one refused unprocessed (503) goes to the next, each replica once. `Err` says
-    /// why no upstream answered.
+    /// Sends the request to an upstream the pool picks, on the caller connection's
+    /// lane to it when it has `lanes`, else through the shared pool. With retries on and
+    /// a body small enough to keep, a request no replica took (refused connection) or
+    /// that one refused unprocessed (503) goes to the next, each replica once. `Err`
+    /// says why no upstream answered.
     async fn forward(
         &self,
         mut head: Parts,
         body: Incoming,
+        lanes: Option<&Lanes>,
     ) -> Result<(Response<Incoming>, InFlight), String> {
         strip_hop_by_hop(&mut head.headers);
         head.headers.remove(header::HOST);
@@ -313,11 +362,9 @@ impl Chaos {
         if !keep {
             let i = self.pool.pick(&[]).expect("a pool has an upstream");
             let in_flight = self.pool.begin(i);
-            head.uri = self.uri_at(i, &head.uri);
-            let sent = self
-                .client
-                .request(Request::from_parts(head, Either::Left(body)))
-                .await;
+            self.point_at(i, &mut head.uri);
+            let request = Request::from_parts(head, Either::Left(body));
+            let sent = self.send(i, request, lanes).await;
             return self.settle(i, sent, named.as_ref()).map(|r| (r, in_flight));
         }
         let kept = body
@@ -335,12 +382,13 @@ impl Chaos {
             let in_flight = self.pool.begin(i);
             let mut attempt = Request::new(Either::Right(Full::new(kept.clone())));
             *attempt.method_mut() = head.method.clone();
-            *attempt.uri_mut() = self.uri_at(i, &head.uri);
+            *attempt.uri_mut() = head.uri.clone();
+            self.point_at(i, attempt.uri_mut());
             *attempt.headers_mut() = head.headers.clone();
-            let sent = self.client.request(attempt).await;
+            let sent = self.send(i, attempt, lanes).await;
             let untaken = match &sent {
                 Ok(response) => response.status() == StatusCode::SERVICE_UNAVAILABLE,
-                Err(e) => e.is_connect(),
+                Err(e) => e.connecting,
             };
             if untaken && self.pool.may_retry(&tried) {
                 self.pool.failed(i);
@@ -353,11 +401,30 @@ impl Chaos {
         }
     }
 
+    /// One try at upstream `i`: on the caller connection's lane to it, or the pool's.
+    async fn send(
+        &self,
+        i: usize,
+        request: Request<UpstreamBody>,
+        lanes: Option<&Lanes>,
+    ) -> Result<Response<Incoming>, Unanswered> {
+        match lanes {
+            Some(lanes) => lanes.0[i].send(request).await.map_err(|e| Unanswered {
+                connecting: matches!(e, crate::client::SendError::Connect(_)),
+                message: message_chain(&e),
+            }),
+            None => self.client.request(request).await.map_err(|e| Unanswered {
+                connecting: e.is_connect(),
+                message: message_chain(&e),
+            }),
+        }
+    }
+
     /// The pool told how upstream `i` did with a request's last try.
     fn settle(
         &self,
         i: usize,
-        sent: Result<Response<Incoming>, hyper_util::client::legacy::Error>,
+        sent: Result<Response<Incoming>, Unanswered>,
         named: Option<&Named>,
     ) -> Result<Response<Incoming>, String> {
         let failed = match &sent {
@@ -370,10 +437,7 @@ impl Chaos {
         } else {
             self.pool.answered(i);
         }
-        sent.map_err(|e| match std::error::Error::source(&e) {
-            Some(cause) => format!("{e}: {cause}"),
-            None => e.to_string(),
-        })
+        sent.map_err(|e| e.message)
     }
 
     /// A request that failed (or was resent) at a replica being restarted: the restart
@@ -386,13 +450,23 @@ impl Chaos {
         note(&self.log, &named.id(), format!("restart:{i}"), &fault, None);
     }
 
-    /// `uri`'s path and query at upstream `i`.
-    fn uri_at(&self, i: usize, uri: &Uri) -> Uri {
+    /// Points `uri` (its path and query) at upstream `i`, built from parts: the
+    /// scheme and authority are the upstream's, already parsed.
+    fn point_at(&self, i: usize, uri: &mut Uri) {
         let upstream = &self.pool.upstreams[i];
-        let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str());
-        format!("{}{}{path_and_query}", upstream.origin, upstream.prefix)
-            .parse()
-            .unwrap_or_else(|_| uri.clone())
+        let path_and_query = if upstream.prefix.is_empty() {
+            uri.path_and_query().cloned()
+        } else {
+            let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str());
+            format!("{}{path_and_query}", upstream.prefix).parse().ok()
+        };
+        let mut parts = hyper::http::uri::Parts::default();
+        parts.scheme = Some(upstream.scheme.clone());
+        parts.authority = upstream.authority.clone();
+        parts.path_and_query = path_and_query.or_else(|| Some(PathAndQuery::from_static("/")));
+        if let Ok(pointed) = Uri::from_parts(parts) {
+            *uri = pointed;
+        }
     }
 
     /// Faults a request asks for in `x-redline-fault-*` headers (when allowed); the

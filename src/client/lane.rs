@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper::body::Body;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{HOST, HeaderValue};
 use hyper::{Request, Response, Uri};
@@ -22,15 +23,21 @@ use super::SendError;
 use super::tls::{ConnectionTimes, Connector, FailureMemo};
 
 /// One slot's connection, opened at its first request and again whenever the server
-/// closed it.
-pub struct Lane {
+/// closed it. `B` is the request body: the client's are whole (`Full`), the chaos
+/// proxy's stream through from its caller.
+pub struct Lane<B = Full<Bytes>> {
     connector: Connector,
     failures: FailureMemo,
-    open: Mutex<Option<SendRequest<Full<Bytes>>>>,
+    open: Mutex<Option<SendRequest<B>>>,
 }
 
-impl Lane {
-    pub fn new(connector: Connector) -> Lane {
+impl<B> Lane<B>
+where
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    pub fn new(connector: Connector) -> Lane<B> {
         Lane {
             failures: connector.failures(),
             connector,
@@ -42,7 +49,7 @@ impl Lane {
     /// connection, opening one when there is none or the last one closed.
     pub async fn send(
         &self,
-        mut request: Request<Full<Bytes>>,
+        mut request: Request<B>,
     ) -> Result<Response<hyper::body::Incoming>, SendError> {
         let target = request.uri().clone();
         to_origin_form(&mut request)?;
@@ -85,19 +92,16 @@ impl Lane {
         }
     }
 
-    fn take(&self) -> Option<SendRequest<Full<Bytes>>> {
+    fn take(&self) -> Option<SendRequest<B>> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         open.take().filter(|sender| !sender.is_closed())
     }
 
-    fn put(&self, sender: SendRequest<Full<Bytes>>) {
+    fn put(&self, sender: SendRequest<B>) {
         *self.open.lock().unwrap_or_else(|p| p.into_inner()) = Some(sender);
     }
 
-    async fn connect(
-        &self,
-        target: &Uri,
-    ) -> Result<(SendRequest<Full<Bytes>>, ConnectionTimes), SendError> {
+    async fn connect(&self, target: &Uri) -> Result<(SendRequest<B>, ConnectionTimes), SendError> {
         use tower_service::Service;
         let conn = self.connector.clone().call(target.clone()).await?;
         let times = conn.times().clone();
@@ -129,7 +133,7 @@ impl Lane {
 
 /// What hyper's pool does for HTTP/1.1: the path alone on the request line, the
 /// authority in `Host` (without the scheme's default port).
-fn to_origin_form(request: &mut Request<Full<Bytes>>) -> Result<(), SendError> {
+fn to_origin_form<B>(request: &mut Request<B>) -> Result<(), SendError> {
     let uri = request.uri();
     let authority = uri.authority().ok_or(SendError::NoAuthority)?;
     let host = if request.headers().contains_key(HOST) {
