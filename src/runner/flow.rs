@@ -174,14 +174,14 @@ struct Session<'a> {
     failed: bool,
     fallback: Option<FallbackReason>,
     /// The latest record, held back so the last one can carry the session's end.
-    held: Option<Record>,
+    held: Option<Box<Record>>,
     run: SessionRun,
     first_intended_us: u64,
 }
 
 /// A request's record, its permits and its traceparent, between admission and emit.
 struct Slot {
-    record: Record,
+    record: Box<Record>,
     traceparent: String,
     _permits: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
 }

@@ -98,6 +98,7 @@ pub(super) async fn record(
     metrics_tick.tick().await;
     let mut aborted = None;
     let mut batch = Vec::with_capacity(BATCH);
+    let mut line = Vec::with_capacity(1024);
     loop {
         tokio::select! {
             // Records are taken in batches: at tens of thousands a second, one trip
@@ -124,7 +125,10 @@ pub(super) async fn record(
                     record.settle_origin();
                     evidence.observe(&mut record);
                     samples.extend(crate::record::Sample::of(&record));
-                    serde_json::to_writer(&mut out, &record)?;
+                    line.clear();
+                    record.write_json(&mut line)?;
+                    line.push(b'\n');
+                    out.write_all(&line)?;
                     if let Some(live) = &live {
                         live.observe(&record);
                     }
@@ -136,7 +140,6 @@ pub(super) async fn record(
                         }
                         sink.metrics.observe(&record, &sink.model);
                     }
-                    out.write_all(b"\n")?;
                     aggregator.add(&record);
                     if let Some(drift) = &mut drift {
                         drift.observe(&record);

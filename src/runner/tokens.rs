@@ -153,14 +153,20 @@ fn rewrite(path: &Path, mut patch: impl FnMut(&mut Record)) -> Result<()> {
             .with_context(|| format!("cannot create {}", temporary.display()))?,
     );
     let mut written = Ok(());
+    let mut line = Vec::new();
     crate::record::read_records(path, None, |mut record| {
         if counted_locally(&record) {
             patch(&mut record);
         }
         if written.is_ok() {
-            written = serde_json::to_writer(&mut out, &record)
+            line.clear();
+            written = record
+                .write_json(&mut line)
                 .map_err(anyhow::Error::from)
-                .and_then(|()| Ok(out.write_all(b"\n")?));
+                .and_then(|()| {
+                    line.push(b'\n');
+                    Ok(out.write_all(&line)?)
+                });
         }
     })?;
     written?;

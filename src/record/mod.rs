@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+mod line;
+
 /// How a scheduled request ended. Exactly one per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
