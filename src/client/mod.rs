@@ -31,6 +31,12 @@ pub struct HttpClient {
 }
 
 impl HttpClient {
+    /// Whether [`for_one_at_a_time`](Self::for_one_at_a_time) gives a connection of its
+    /// own (HTTP/1.1) rather than the shared pool.
+    pub fn sends_on_lanes(&self) -> bool {
+        !self.http2
+    }
+
     /// This client for a caller that sends one request at a time (a closed-loop slot):
     /// over HTTP/1.1 with a connection of its own ([`lane`]), over HTTP/2 the shared
     /// pool, whose connections already carry many requests at once.

@@ -17,6 +17,7 @@ mod drift;
 mod flow;
 mod progress;
 mod services;
+mod threads;
 mod tokens;
 mod wiring;
 
@@ -1005,7 +1006,13 @@ async fn run_closed(
         first_intended_us: AtomicU64::new(u64::MAX),
         last_done_us: AtomicU64::new(0),
     });
-    for _ in 0..*concurrency {
+    // Slots that each keep a connection of their own run on threads of their own.
+    let threads = match &shared.arrival {
+        Arrival::Session(_) => None,
+        _ if !shared.http.sends_on_lanes() => None,
+        _ => threads::SlotThreads::start(*concurrency as usize).ok(),
+    };
+    for slot in 0..*concurrency {
         let (shared, budget, stop, think, tally) = (
             shared.clone(),
             budget.clone(),
@@ -1013,7 +1020,7 @@ async fn run_closed(
             *think_time,
             tally.clone(),
         );
-        slots.spawn(async move {
+        let run_slot = async move {
             // One request at a time: a connection of the slot's own, not the pool.
             let lane = shared.http.for_one_at_a_time();
             loop {
@@ -1061,9 +1068,14 @@ async fn run_closed(
                     }
                 }
             }
-        });
+        };
+        match &threads {
+            Some(threads) => slots.spawn_on(run_slot, threads.for_slot(slot as usize)),
+            None => slots.spawn(run_slot),
+        };
     }
     while slots.join_next().await.is_some() {}
+    drop(threads);
     let window_us = tally
         .last_done_us
         .load(Ordering::Relaxed)
