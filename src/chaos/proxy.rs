@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::client::chain_message;
 use crate::client::lane::Lane;
 use crate::client::tls::{Alpn, Connector};
 use bytes::Bytes;
@@ -65,14 +66,6 @@ struct Unanswered {
     /// No connection was made, so the request cannot have reached it.
     connecting: bool,
     message: String,
-}
-
-/// An error with its causes, as the 502's message.
-fn message_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    std::iter::successors(Some(error), |e| e.source())
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(": ")
 }
 
 /// What a request's fault rolls are keyed on: the parent span ID of its
@@ -411,11 +404,11 @@ impl Chaos {
         match lanes {
             Some(lanes) => lanes.0[i].send(request).await.map_err(|e| Unanswered {
                 connecting: matches!(e, crate::client::SendError::Connect(_)),
-                message: message_chain(&e),
+                message: chain_message(&e),
             }),
             None => self.client.request(request).await.map_err(|e| Unanswered {
                 connecting: e.is_connect(),
-                message: message_chain(&e),
+                message: chain_message(&e),
             }),
         }
     }

@@ -415,7 +415,7 @@ fn chain<'e>(
 }
 
 /// Every message of an error's chain, joined.
-fn chain_message(error: &(dyn std::error::Error + 'static)) -> String {
+pub fn chain_message(error: &(dyn std::error::Error + 'static)) -> String {
     chain(error)
         .map(ToString::to_string)
         .collect::<Vec<_>>()
