@@ -5,6 +5,7 @@
 
 use std::fs::File;
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use rustix::fs::Advice;
@@ -17,34 +18,90 @@ const PAGE: u64 = 4096;
 /// file costs the same few thousand reads as a small one.
 const MAX_PROBES: u64 = 8192;
 
+/// Longest read when waiting for missed pages.
+const WAIT_READ: u64 = 1 << 20;
+
 /// Share of the file's pages in the page cache, from 0 to 1 (1 for an empty file).
 ///
 /// Each probe reads one byte with `RWF_NOWAIT`, which fails with `EAGAIN` rather than
-/// wait for the disk. A miss starts readahead of the pages after it, so the probes go
-/// from the end of the file to its start: readahead only reaches pages already probed.
-/// `Ok(None)` when the file system cannot say (no `RWF_NOWAIT` support).
+/// wait for the disk. A miss still sends the kernel to read that page, in the
+/// background: the file is opened for random access (`POSIX_FADV_RANDOM`), so that
+/// read is the one page and not a readahead window. `Ok(None)` when the file system
+/// cannot say (no `RWF_NOWAIT` support).
 pub fn resident_fraction(path: &Path) -> io::Result<Option<f64>> {
+    Ok(probe(path)?.map(|probe| probe.share))
+}
+
+/// As [`resident_fraction`], then waits for the pages its misses sent for. Pages
+/// still being read cannot be dropped, so a reading that is followed by
+/// [`drop_pages`] must be this one: on a busy disk the background reads outlast any
+/// fixed wait, and a start meant to be cold found most of its weights back.
+pub fn settled_resident_fraction(path: &Path) -> io::Result<Option<f64>> {
+    let Some(probe) = probe(path)? else {
+        return Ok(None);
+    };
+    probe.wait_for_misses()?;
+    Ok(Some(probe.share))
+}
+
+struct Probe {
+    file: File,
+    share: f64,
+    /// Page numbers found missing, highest first.
+    missed: Vec<u64>,
+}
+
+fn probe(path: &Path) -> io::Result<Option<Probe>> {
     let file = File::open(path)?;
+    rustix::fs::fadvise(&file, 0, None, Advice::Random)?;
     let size = file.metadata()?.len();
     let pages = size.div_ceil(PAGE);
     if pages == 0 {
-        return Ok(Some(1.0));
+        let missed = Vec::new();
+        return Ok(Some(Probe {
+            file,
+            share: 1.0,
+            missed,
+        }));
     }
     let stride = pages.div_ceil(MAX_PROBES);
-    let (mut probed, mut resident) = (0u64, 0u64);
+    let (mut probed, mut missed) = (0u64, Vec::new());
     let mut byte = [0u8; 1];
-    let probes = pages.div_ceil(stride);
-    for page in (0..probes).rev().map(|i| i * stride) {
+    for page in (0..pages.div_ceil(stride)).rev().map(|i| i * stride) {
         let mut bufs = [io::IoSliceMut::new(&mut byte)];
         match rustix::io::preadv2(&file, &mut bufs, page * PAGE, ReadWriteFlags::NOWAIT) {
-            Ok(n) => resident += u64::from(n > 0),
-            Err(Errno::AGAIN) => {}
+            Ok(_) => {}
+            Err(Errno::AGAIN) => missed.push(page),
             Err(Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => return Ok(None),
             Err(e) => return Err(e.into()),
         }
         probed += 1;
     }
-    Ok(Some(resident as f64 / probed as f64))
+    let share = (probed - missed.len() as u64) as f64 / probed as f64;
+    Ok(Some(Probe {
+        file,
+        share,
+        missed,
+    }))
+}
+
+impl Probe {
+    /// Reads the missed pages, waiting as the kernel does for a page already being
+    /// read; runs of neighbouring pages in one read each.
+    fn wait_for_misses(&self) -> io::Result<()> {
+        let mut buf = vec![0u8; WAIT_READ as usize];
+        let mut pages = self.missed.iter().rev().copied().peekable();
+        while let Some(first) = pages.next() {
+            let mut last = first;
+            while last + 1 - first < WAIT_READ / PAGE && pages.next_if_eq(&(last + 1)).is_some() {
+                last += 1;
+            }
+            let len = ((last + 1 - first) * PAGE) as usize;
+            // The file's last page may be short: read what is there.
+            let _ = self.file.read_at(&mut buf[..len], first * PAGE)?;
+        }
+        Ok(())
+    }
 }
 
 /// Asks the kernel to drop the file's pages from the page cache. Dirty pages cannot be
@@ -79,7 +136,7 @@ mod tests {
         let mut cold = None;
         for _ in 0..5 {
             drop_pages(&path).unwrap();
-            cold = resident_fraction(&path).unwrap();
+            cold = settled_resident_fraction(&path).unwrap();
             if cold.is_none_or(|share| share < 0.2) {
                 break;
             }
@@ -88,12 +145,22 @@ mod tests {
         let Some(cold) = cold else {
             return eprintln!("this file system cannot say what is resident: skipped");
         };
+        // A settled reading leaves no read in flight: every page it found missing
+        // (every page, in a file this small) is resident when it returns.
+        drop_pages(&path).unwrap();
+        settled_resident_fraction(&path).unwrap();
+        let after_settled = resident_fraction(&path).unwrap().unwrap();
+        drop_pages(&path).unwrap();
         read_through(&path).unwrap();
         let warm = resident_fraction(&path).unwrap().unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(
             cold < 0.2,
             "{cold} of the pages resident after dropping them"
+        );
+        assert_eq!(
+            after_settled, 1.0,
+            "pages still being read after a settled reading"
         );
         assert!(
             warm > 0.99,

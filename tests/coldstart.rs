@@ -78,16 +78,33 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// (ready − port open) − the modelled load time, per run of `kind`.
-fn load_errors(json: &Value, kind: &str, modelled_ms: f64) -> Vec<f64> {
-    json["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["kind"] == kind)
-        .map(|r| {
-            let measured = r["ready_ms"].as_f64().unwrap() - r["port_open_ms"].as_f64().unwrap();
-            measured - modelled_ms
+/// One start as the simulated server's log says it modelled it.
+struct Modelled {
+    kind: String,
+    resident: f64,
+    total_ms: f64,
+}
+
+/// The starts the simulator logged, in order: `server-N.log` in `out` is the N-th
+/// server `redline coldstart` started, each saying `ready after a cold start (0.0 % of
+/// the weights resident): … = 336.0 ms modelled`.
+fn modelled_starts(out: &Path, servers: usize) -> Vec<Modelled> {
+    (1..=servers)
+        .map(|n| {
+            let log = std::fs::read_to_string(out.join(format!("server-{n}.log"))).unwrap();
+            let line = log
+                .lines()
+                .find_map(|line| line.strip_prefix("redline sim: ready after a "))
+                .unwrap_or_else(|| panic!("server {n} never said it was ready:\n{log}"));
+            let between = |from: &str, to: &str| -> &str {
+                let rest = &line[line.find(from).unwrap() + from.len()..];
+                &rest[..rest.find(to).unwrap()]
+            };
+            Modelled {
+                kind: line.split(' ').next().unwrap().to_owned(),
+                resident: between("(", " %").parse::<f64>().unwrap() / 100.0,
+                total_ms: between("= ", " ms modelled").parse().unwrap(),
+            }
         })
         .collect()
 }
@@ -118,11 +135,16 @@ fn cold_and_warm_restarts_are_timed_as_the_simulator_loads() {
     };
     let runs = json["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 20);
+    // A cold start's weights are dropped until gone; a warm start's are what the last
+    // start read, which a kernel short of memory may have begun to evict (one run in 24
+    // under a disk-writing stress): warm is held by its median, and each start by what
+    // its own server found, below.
+    let mut warm_resident = Vec::new();
     for run in runs {
         let resident = run["resident_before"].as_f64().unwrap();
         match run["kind"].as_str().unwrap() {
             "cold" => assert!(resident < 0.1, "{run}"),
-            _ => assert!(resident > 0.9, "{run}"),
+            _ => warm_resident.push(resident),
         }
         // The probe's first token follows ready: the tiny profile answers in ms.
         let after_ready =
@@ -133,16 +155,36 @@ fn cold_and_warm_restarts_are_timed_as_the_simulator_loads() {
         );
         assert!(run["steady_rss_bytes"].as_u64().unwrap() > 1 << 20, "{run}");
     }
+    assert!(median(warm_resident.clone()) > 0.9, "{warm_resident:?}");
+    // Each start is held to what its server says it modelled, and a cold start's
+    // server must have found its weights gone from the page cache.
+    let modelled = modelled_starts(&dir.join("out"), runs.len());
+    let cold_resident: Vec<f64> = (modelled.iter())
+        .filter(|m| m.kind == "cold")
+        .map(|m| m.resident)
+        .collect();
+    assert_eq!(cold_resident.len(), 10, "{cold_resident:?}");
+    assert!(median(cold_resident.clone()) < 0.05, "{cold_resident:?}");
+    let full_cold = model.process_start(0.0).1.total_ms();
+    assert!(
+        modelled
+            .iter()
+            .any(|m| (m.total_ms - full_cold).abs() < 0.1),
+        "no start modelled as fully cold ({full_cold:.1} ms)"
+    );
     // Ready is polled every 5 ms and the port every 2 ms: the measured load may run a
     // few ms past the model's, and under two CPU hogs a little more; never much short.
-    for (kind, resident) in [("cold", 0.0), ("warm", 1.0)] {
-        let modelled = model.process_start(resident).1.total_ms();
-        let errors = load_errors(&json, kind, modelled);
+    for kind in ["cold", "warm"] {
+        let errors: Vec<f64> = (runs.iter().zip(&modelled))
+            .filter(|(run, _)| run["kind"] == kind)
+            .map(|(run, m)| {
+                let measured =
+                    run["ready_ms"].as_f64().unwrap() - run["port_open_ms"].as_f64().unwrap();
+                measured - m.total_ms
+            })
+            .collect();
         let error = median(errors.clone());
-        assert!(
-            (-5.0..=25.0).contains(&error),
-            "{kind}: modelled {modelled:.1} ms, errors {errors:?}"
-        );
+        assert!((-5.0..=25.0).contains(&error), "{kind}: errors {errors:?}");
     }
     let cold = &json["summary"][0];
     assert_eq!(cold["kind"], "cold");

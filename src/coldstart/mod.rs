@@ -20,8 +20,8 @@ pub use crate::launch::StartKind;
 use crate::launch::process::{self, Server};
 use crate::launch::ready;
 
-/// Long enough for the readahead a residency check started to end.
-const READAHEAD_SETTLES: Duration = Duration::from_millis(100);
+/// Between two drops, for pages the kernel still held (written back just now).
+const DROP_RETRY: Duration = Duration::from_millis(100);
 /// Drops tried before a cold start, and the share of pages that may stay.
 const DROP_TRIES: u32 = 5;
 const DROPPED: f64 = 0.01;
@@ -199,8 +199,8 @@ impl Session<'_> {
     /// start either way. Pages just written or just read may survive one drop (the
     /// kernel keeps pages it is still handing around), so a cold start drops until
     /// the reading says the pages are gone, a few times at most. Reading what is
-    /// resident starts readahead past each page found missing, so that readahead is
-    /// left to end and the pages dropped once more.
+    /// resident sends the kernel for each page found missing, so a cold start's
+    /// reading waits for those reads to end and the pages are dropped once more.
     async fn prepare_cache(&self, kind: StartKind) -> Result<Option<f64>, String> {
         let Some(weights) = &self.plan.weights else {
             return Ok(None);
@@ -210,7 +210,7 @@ impl Session<'_> {
                 .map_err(|e| format!("cannot drop {} from the page cache: {e}", weights.display()))
         };
         let resident = || {
-            crate::pagecache::resident_fraction(weights)
+            crate::pagecache::settled_resident_fraction(weights)
                 .map_err(|e| format!("cannot read {}: {e}", weights.display()))
         };
         if kind != StartKind::Cold {
@@ -220,10 +220,10 @@ impl Session<'_> {
         for _ in 0..DROP_TRIES {
             drop()?;
             left = resident()?;
-            tokio::time::sleep(READAHEAD_SETTLES).await;
             if left.is_none_or(|share| share <= DROPPED) {
                 break;
             }
+            tokio::time::sleep(DROP_RETRY).await;
         }
         drop()?;
         Ok(left)

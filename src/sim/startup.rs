@@ -169,6 +169,27 @@ pub struct StartTruth {
     pub ready_unix_us: Option<u64>,
 }
 
+impl StartTruth {
+    /// `ready after a cold start (0.0 % of the weights resident): weights 200.0 ms +
+    /// context 36.0 ms + warm-up 100.0 ms = 336.0 ms modelled`
+    fn ready_line(&self) -> String {
+        let resident = match self.resident_fraction {
+            Some(share) => format!(" ({:.1} % of the weights resident)", share * 100.0),
+            None => String::new(),
+        };
+        let Phases {
+            weights_ms,
+            context_ms,
+            warmup_ms,
+        } = self.phases;
+        format!(
+            "ready after a {} start{resident}: weights {weights_ms:.1} ms + context {context_ms:.1} ms + warm-up {warmup_ms:.1} ms = {:.1} ms modelled",
+            self.kind.as_str(),
+            self.phases.total_ms()
+        )
+    }
+}
+
 const LOADING: u8 = 0;
 const READY: u8 = 1;
 const SLEEPING: u8 = 2;
@@ -241,8 +262,13 @@ impl Startup {
         starts.len() - 1
     }
 
+    /// Marks a start done, and says on stderr what it modelled: a server's log is the
+    /// ground truth a reader of `redline coldstart`'s logs compares its runs with.
     fn finish_start(&self, index: usize, state: u8) {
-        self.starts.lock().expect("start log lock")[index].ready_unix_us = Some(unix_us());
+        let mut starts = self.starts.lock().expect("start log lock");
+        let start = &mut starts[index];
+        start.ready_unix_us = Some(unix_us());
+        eprintln!("redline sim: {}", start.ready_line());
         self.state.store(state, Ordering::Release);
     }
 
