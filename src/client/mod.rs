@@ -307,10 +307,10 @@ pub fn note_connection(response: &hyper::Response<hyper::body::Incoming>, record
 /// Takes the faults a chaos proxy named in its `x-redline-fault` response header
 /// (`rule=fault, …`) into the record.
 pub fn note_faults(headers: &hyper::HeaderMap, record: &mut Record) {
-    let Some(value) = headers
-        .get(crate::record::FAULT_HEADER)
-        .and_then(|v| v.to_str().ok())
-    else {
+    // A `HeaderName` made once: a `&str` key is parsed and hashed again on every look-up.
+    const FAULT: hyper::header::HeaderName =
+        hyper::header::HeaderName::from_static(crate::record::FAULT_HEADER);
+    let Some(value) = headers.get(FAULT).and_then(|v| v.to_str().ok()) else {
         return;
     };
     record.faults = value

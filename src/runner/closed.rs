@@ -117,6 +117,7 @@ async fn run_slot(
     } = slot;
     // One request at a time: a connection of the slot's own, not the pool.
     let lane = shared.http.for_one_at_a_time();
+    let mut abort = pin!(shared.abort.cancelled());
     loop {
         let now = Instant::now();
         if stop.is_cancelled() || end.is_some_and(|end| now >= end) {
@@ -148,7 +149,7 @@ async fn run_slot(
             let seq = shared.take_seq();
             let (outcome, done_us) = match admit(&shared, index, intended, seq, None) {
                 Some(admitted) => {
-                    let ended = execute(&shared, &lane, admitted).await;
+                    let ended = execute(&shared, &lane, admitted, abort.as_mut()).await;
                     (ended.outcome, ended.done_us)
                 }
                 None => (Outcome::Dropped, intended_us),

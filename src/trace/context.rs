@@ -30,23 +30,20 @@ pub fn request_traceparent(trace_key: u64, seed: u64, seq: u64) -> String {
     let high = (mix_seed(&[seed, seq, 0x7472_6163]) ^ trace_key) | 1;
     let low = mix_seed(&[seed, seq, 0x6563_6172]);
     let span = mix_seed(&[seed, seq, 0x7370_616e]) | 1;
-    // Written digit by digit into one allocation: this runs for every request, and
+    // Written digit by digit into one buffer: this runs for every request, and
     // `format!` twice cost 3 % of the client's CPU at 60k requests a second.
-    let mut out = String::with_capacity(55);
-    out.push_str("00-");
-    push_hex(&mut out, high);
-    push_hex(&mut out, low);
-    out.push('-');
-    push_hex(&mut out, span);
-    out.push_str("-01");
-    out
+    let mut out = *b"00-00000000000000000000000000000000-0000000000000000-01";
+    write_hex(&mut out[3..19], high);
+    write_hex(&mut out[19..35], low);
+    write_hex(&mut out[36..52], span);
+    String::from_utf8(out.to_vec()).expect("hex digits and dashes are ASCII")
 }
 
-/// Appends `value` as 16 lowercase hex digits.
-fn push_hex(out: &mut String, value: u64) {
+/// Writes `value` as 16 lowercase hex digits into `out`.
+fn write_hex(out: &mut [u8], value: u64) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for shift in (0..16).rev() {
-        out.push(char::from(DIGITS[(value >> (shift * 4)) as usize & 0xf]));
+    for (i, digit) in out.iter_mut().enumerate() {
+        *digit = DIGITS[(value >> ((15 - i) * 4)) as usize & 0xf];
     }
 }
 
