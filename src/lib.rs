@@ -50,6 +50,7 @@
 //! - [`cli`]: the `redline` command line; subcommands only.
 
 pub mod seed;
+pub mod segment;
 pub mod vector;
 pub mod pagecache;
 pub mod spec;

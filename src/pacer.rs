@@ -22,17 +22,21 @@ const QUEUE: usize = 1024;
 /// The longest single sleep, so that a stop is noticed even before a far arrival.
 const SLICE: Duration = Duration::from_millis(10);
 
+/// An arrival: its index in the stage's whole schedule (a segmented run releases only
+/// its own share) and its offset from the stage's start.
+pub type Arrival = (u64, Duration);
+
 /// A running pacer; dropping it stops the thread.
 pub struct Pacer {
-    arrivals: mpsc::Receiver<Duration>,
+    arrivals: mpsc::Receiver<Arrival>,
     stop: Arc<AtomicBool>,
 }
 
 impl Pacer {
-    /// Releases each of `offsets` (from `start`) when its time comes.
+    /// Releases each arrival of `schedule` when its offset (from `start`) comes.
     pub fn start(
         start: Instant,
-        offsets: impl Iterator<Item = Duration> + Send + 'static,
+        schedule: impl Iterator<Item = Arrival> + Send + 'static,
     ) -> std::io::Result<Pacer> {
         let (sender, arrivals) = mpsc::channel(QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
@@ -40,7 +44,7 @@ impl Pacer {
         std::thread::Builder::new()
             .name("redline-pacer".into())
             .spawn(move || {
-                for offset in offsets {
+                for (index, offset) in schedule {
                     let due = start + offset;
                     loop {
                         if stopped.load(Ordering::Relaxed) {
@@ -52,7 +56,7 @@ impl Pacer {
                         }
                         std::thread::sleep((due - now).min(SLICE));
                     }
-                    if sender.blocking_send(offset).is_err() {
+                    if sender.blocking_send((index, offset)).is_err() {
                         return;
                     }
                 }
@@ -60,13 +64,13 @@ impl Pacer {
         Ok(Pacer { arrivals, stop })
     }
 
-    /// The next arrival's offset, once it is due; `None` after the last.
-    pub async fn next(&mut self) -> Option<Duration> {
+    /// The next arrival, once it is due; `None` after the last.
+    pub async fn next(&mut self) -> Option<Arrival> {
         self.arrivals.recv().await
     }
 
     /// As [`Pacer::next`], or `None` as soon as `stop` fires.
-    pub async fn next_unless(&mut self, stop: &CancellationToken) -> Option<Duration> {
+    pub async fn next_unless(&mut self, stop: &CancellationToken) -> Option<Arrival> {
         tokio::select! {
             next = self.next() => next,
             _ = stop.cancelled() => None,
@@ -88,12 +92,14 @@ mod tests {
     #[tokio::test]
     async fn releases_every_offset_in_order_and_never_early() {
         let start = Instant::now();
-        let offsets: Vec<Duration> = (0..50).map(|i| Duration::from_micros(i * 700)).collect();
+        let offsets: Vec<Arrival> = (0..50)
+            .map(|i| (i, Duration::from_micros(i * 700)))
+            .collect();
         let mut pacer = Pacer::start(start, offsets.clone().into_iter()).unwrap();
         let mut seen = Vec::new();
-        while let Some(offset) = pacer.next().await {
-            assert!(start.elapsed() >= offset, "released early");
-            seen.push(offset);
+        while let Some(arrival) = pacer.next().await {
+            assert!(start.elapsed() >= arrival.1, "released early");
+            seen.push(arrival);
         }
         assert_eq!(seen, offsets);
     }

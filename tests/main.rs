@@ -23,6 +23,7 @@ mod merge;
 mod report;
 mod run;
 mod schema;
+mod segments;
 mod sim_http;
 mod snapshots;
 mod spec_errors;

@@ -297,6 +297,7 @@ async fn run_folder(profile: &str, name: &str) -> std::path::PathBuf {
         dataset: None,
         strict: false,
         invocation: None,
+        segment: None,
     };
     redline::report::outputs::finish(&result, about, &dir).unwrap();
     assert!(dir.join("report.html").is_file() && dir.join("timeline.json").is_file());

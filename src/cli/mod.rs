@@ -32,6 +32,7 @@ mod heal;
 mod report;
 mod serve;
 mod run;
+mod segments;
 mod validate;
 mod watch;
 
@@ -45,6 +46,7 @@ use graph::*;
 use heal::*;
 use report::*;
 use run::*;
+use segments::*;
 use validate::*;
 
 use output::{err, errln, out, outln};
@@ -134,6 +136,23 @@ pub enum Command {
         /// records.jsonl with this spec's SLOs (and marked interrupted).
         #[arg(long)]
         spec: Option<PathBuf>,
+    },
+    /// Join the folders of a segmented run's workers (`run --segment`) into one run
+    /// folder: one records file, summary, SLO verdict, JUnit file and report. Folders
+    /// of different specs are refused; a share no folder holds is named as missing.
+    Merge {
+        /// The workers' run folders.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// The merged run's folder.
+        #[arg(long)]
+        out: PathBuf,
+        /// Treat an SLO that is `not_proven` as failed.
+        #[arg(long)]
+        strict: bool,
+        /// Draw no progress bar.
+        #[arg(long)]
+        quiet: bool,
     },
     /// Compare runs with the first (the baseline): each metric's percentiles, whether a
     /// difference is beyond noise (a 95 % bootstrap interval, and Mann–Whitney U), and
@@ -515,6 +534,27 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "ca_cert")]
     pub insecure: bool,
 
+    /// Send only this share of the run: `K/N` (the K-th of N equal parts) or
+    /// `FROM:TO` (`0:1/4`). Each arrival of the whole schedule goes to exactly one
+    /// segment, with the prompt and trace ID one process would have given it; closed
+    /// loops split their slots and budgets. `redline merge` joins the segments' folders.
+    #[arg(long, value_name = "SEGMENT", value_parser = crate::segment::Segment::parse, help_heading = "Segments")]
+    pub segment: Option<crate::segment::Segment>,
+    /// Run the spec as N worker processes on this machine, one segment each, and merge
+    /// their results into the output folder (each worker's folder is kept in it). Not
+    /// with --metrics-addr or --collect, whose one address N workers cannot share.
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with_all = ["segment", "metrics_addr", "collect"],
+        help_heading = "Segments"
+    )]
+    pub workers: Option<u32>,
+    /// The run's ID (16 hex digits), shared by the workers of one run so that their
+    /// trace IDs and baggage are the run's; set by `--workers`.
+    #[arg(long, value_name = "HEX", hide = true, value_parser = parse_run_id)]
+    pub run_id: Option<u64>,
+
     /// Shorthand: base URL of an OpenAI-compatible server (http:// or https://), or
     /// `embedded`.
     #[arg(long, help_heading = "Shorthands")]
@@ -620,6 +660,12 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Command::Run(args) => run_command(*args).await,
         Command::Validate { spec } => validate(&spec),
         Command::Report { dir, out, spec } => report(&dir, out.as_deref(), spec.as_deref()).await,
+        Command::Merge {
+            dirs,
+            out,
+            strict,
+            quiet,
+        } => merge(&dirs, &out, strict, quiet).await,
         Command::Slo {
             command:
                 SloCommand::Rules {
@@ -758,6 +804,10 @@ async fn signal() {
         _ = ctrl_c => {}
         _ = term => {}
     }
+}
+
+fn parse_run_id(text: &str) -> Result<u64, String> {
+    u64::from_str_radix(text, 16).map_err(|_| format!("`{text}` is not 16 hex digits"))
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {

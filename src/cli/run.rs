@@ -2,10 +2,11 @@
 
 use super::*;
 use crate::client::openai::LlmApi;
+use crate::segment::Segment;
 
 pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
     let tls = tls_flags(&args)?;
-    let (scenario, spec_text) = match &args.spec {
+    let (mut scenario, spec_text) = match &args.spec {
         Some(path) => match load_scenario_with(path, |file| apply_tls_flags(file, tls.as_ref()))? {
             Ok(scenario) => (scenario, std::fs::read_to_string(path)?),
             Err(errors) => {
@@ -30,6 +31,17 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
             }
         }
     };
+    let segment = match (args.segment, args.workers) {
+        (Some(segment), _) => Some(segment),
+        (None, Some(n)) => Segment::parse(&format!("1/{}", n.max(1))).ok(),
+        (None, None) => None,
+    };
+    if let Some(segment) = segment
+        && let Err(problem) = apply_segment(&mut scenario, segment)
+    {
+        err(&problem);
+        return Ok(exit::USAGE);
+    }
     let invocation = crate::report::invocation::Invocation::new(
         &std::env::args().collect::<Vec<_>>(),
         args.spec.as_deref().and_then(Path::to_str),
@@ -46,6 +58,9 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
         );
     }
     let dir = run_dir.path.clone();
+    if let Some(workers) = args.workers {
+        return run_workers(&args, workers, &dir).await;
+    }
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));
     let progress = std::sync::Arc::new(crate::runner::Progress::default());
@@ -67,6 +82,7 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
         dataset,
         strict: args.strict,
         invocation: Some(invocation),
+        segment: segment.filter(|s| !s.is_whole()),
     };
     let finished = crate::report::outputs::finish(&result, about, &dir)?;
     out(&render_terminal(&finished.summary));
@@ -119,6 +135,7 @@ pub(super) async fn run_options(
         None => None,
     };
     Ok(RunOptions {
+        run_id: args.run_id,
         records_path: dir.join("records.jsonl"),
         progress: Some(progress),
         on_start: Some(Box::new(|header| out(&render_header(header)))),

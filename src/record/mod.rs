@@ -275,7 +275,10 @@ pub struct SessionEnd {
 /// One request's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Record {
-    /// Position in the arrival schedule, from 0.
+    /// Position in the arrival schedule, from 0. In a segment of a run (`--segment`),
+    /// open-loop and replay requests keep their place in the whole schedule; requests
+    /// numbered as they happen (closed loops, sessions) start at the segment's own base
+    /// (docs/segments.md).
     pub seq: u64,
     /// Index of the stage that scheduled it, as run: the summary's `stages` (a sweep
     /// runs as several).

@@ -104,6 +104,10 @@ pub struct Summary {
     /// secrets hidden (absent for `redline check`, which judges records it did not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invocation: Option<invocation::Invocation>,
+    /// The share of the run this process sent (`--segment`, `FROM:TO` of `[0, 1)`);
+    /// absent for a whole run. A merged run names the segments it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<String>,
     /// The first few requests' prompts and answers, cut short.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<crate::record::Sample>,
@@ -573,6 +577,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
             })
             .collect(),
         invocation: None,
+        segment: None,
         samples: Vec::new(),
         explain: None,
         heal: None,

@@ -39,6 +39,8 @@ pub struct RunAbout<'a> {
     pub strict: bool,
     /// The command line and the spec, for the report.
     pub invocation: Option<super::invocation::Invocation>,
+    /// The share of the run this process sent (`--segment`), when not the whole.
+    pub segment: Option<crate::segment::Segment>,
 }
 
 /// What a finished run leaves: its summary (also written as `summary.json`), the
@@ -79,6 +81,7 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
         },
     );
     summary.invocation = about.invocation;
+    summary.segment = about.segment.map(|s| s.to_string());
     summary.samples = result.samples.clone();
     summary.drift = result.drift.clone();
     summary.disruptions = result.availability.clone();
@@ -185,13 +188,13 @@ pub fn check(
     Ok((summary, gate(&verdicts, about.strict)))
 }
 
-fn write_junit(path: &Path, name: &str, verdicts: &[Verdict], strict: bool) -> Result<()> {
+pub fn write_junit(path: &Path, name: &str, verdicts: &[Verdict], strict: bool) -> Result<()> {
     let xml = crate::slo::junit::render(name, verdicts, strict);
     std::fs::write(path, xml).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The SLO gate's exit code: every SLO passed (or, without `strict`, was not proven).
-fn gate(verdicts: &[Verdict], strict: bool) -> i32 {
+pub fn gate(verdicts: &[Verdict], strict: bool) -> i32 {
     if crate::slo::gate_passes(verdicts, strict) {
         exit::OK
     } else {

@@ -44,9 +44,12 @@ pub(super) async fn run_closed(
         duration,
         requests,
     } = stage;
+    // A segment runs its share of the slots and of the budget (k6's split of VUs).
+    let segment = shared.scenario.segment;
+    let slot_range = segment.share(u64::from(*concurrency));
     let budget = Arc::new(Budget {
         issued: AtomicU64::new(0),
-        limit: *requests,
+        limit: requests.map(|n| segment.share(n).count() as u64),
     });
     let end = duration.map(|d| shared.clock.start() + stage_start + d);
     let begin = shared.clock.start() + stage_start;
@@ -61,9 +64,9 @@ pub(super) async fn run_closed(
     let threads = match &shared.arrival {
         Arrival::Session(_) => None,
         _ if !shared.http.sends_on_lanes() => None,
-        _ => threads::SlotThreads::start(*concurrency as usize).ok(),
+        _ => threads::SlotThreads::start(slot_range.clone().count()).ok(),
     };
-    for slot in 0..*concurrency {
+    for slot in slot_range {
         let run = run_slot(
             shared.clone(),
             Slot {

@@ -105,6 +105,9 @@ pub struct RunOptions {
     pub collect: Option<CollectOptions>,
     /// Told of each streaming-SLO episode as it opens, escalates and closes.
     pub on_drift: Option<OnDrift>,
+    /// The run's ID (in trace IDs and baggage), when the caller sets it: the workers
+    /// of one segmented run share theirs. Else a new one.
+    pub run_id: Option<u64>,
 }
 
 impl RunOptions {
@@ -119,6 +122,7 @@ impl RunOptions {
             otlp_tls: None,
             collect: None,
             on_drift: None,
+            run_id: None,
         }
     }
 }
@@ -317,6 +321,11 @@ struct Shared {
     /// The next request's `seq`: requests are numbered as they are scheduled, across
     /// stages and sessions.
     next_seq: AtomicU64,
+    /// Added to the `seq` of requests numbered as they happen (closed loops, sessions,
+    /// flows): zero for a whole run; in a segment, a base of the segment's own, so no
+    /// two segments give one `seq` (and so one trace ID) to different requests.
+    /// Open-loop and replay arrivals are numbered by their place in the schedule.
+    dynamic_seq_base: u64,
     /// The next session's id.
     next_session: AtomicU64,
     /// Mixed into trace IDs: the run's ID, or zero for `trace_ids: seeded`.
@@ -325,7 +334,7 @@ struct Shared {
 
 impl Shared {
     fn take_seq(&self) -> u64 {
-        self.next_seq.fetch_add(1, Ordering::Relaxed)
+        self.dynamic_seq_base + self.next_seq.fetch_add(1, Ordering::Relaxed)
     }
 
     fn phase(&self, intended: Duration) -> Phase {
@@ -364,6 +373,7 @@ pub async fn run(
         otlp_tls,
         collect: collect_options,
         on_drift,
+        run_id,
     } = options;
     let out_dir = records_path
         .parent()
@@ -373,7 +383,7 @@ pub async fn run(
     let model = servers.model_of(scenario.service());
     // W3C baggage on every request: which run and scenario sent it, so the services'
     // own spans and logs can be told apart by run.
-    let run_id = new_run_id();
+    let run_id = run_id.unwrap_or_else(new_run_id);
     let baggage = baggage_of(run_id, &scenario.name);
     let request_base = servers.request_base(&scenario.service().name, base_url.clone());
     let target = build_target(&scenario, &request_base, &model, &baggage)?;
@@ -425,6 +435,7 @@ pub async fn run(
         abort: CancellationToken::new(),
         progress: progress.unwrap_or_default(),
         next_seq: AtomicU64::new(0),
+        dynamic_seq_base: scenario.segment.seq_base(),
         next_session: AtomicU64::new(0),
         trace_key: match scenario.trace_ids {
             TraceIds::PerRun => run_id,
@@ -645,16 +656,24 @@ async fn run_open(
         .max_concurrency
         .map(|c| Arc::new(Semaphore::new(c as usize)));
     let seed = crate::seed::mix_seed(&[shared.scenario.seed, 0x5343_4845, u64::from(index)]);
+    let segment = shared.scenario.segment;
+    // A request's `seq` is its place in the whole schedule, whichever segment sends
+    // it, so its prompt and trace ID are those one process would have sent.
+    let base = shared.next_seq.load(Ordering::Relaxed);
     let mut last = stage_start;
     let mut pacer = Pacer::start(
         shared.clock.start() + stage_start,
-        OpenArrivals::new(stage, seed),
+        (0u64..)
+            .zip(OpenArrivals::new(stage, seed))
+            .filter(move |(i, _)| segment.owns(*i)),
     )
     .context("cannot start the pacer thread")?;
+    let mut scheduled = 0;
     loop {
-        let Some(offset) = pacer.next_unless(stop).await else {
+        let Some((arrival, offset)) = pacer.next_unless(stop).await else {
             break;
         };
+        scheduled = arrival + 1;
         let intended = stage_start + offset;
         last = intended;
         let stage_permit = match &stage_cap {
@@ -679,19 +698,21 @@ async fn run_open(
                     sessions.run(&shared, start).await;
                 });
             }
-            Arrival::Request => launch(
-                shared,
-                index,
-                intended,
-                shared.take_seq(),
-                stage_permit,
-                None,
-                tasks,
-            ),
+            Arrival::Request => {
+                let seq = base + arrival;
+                launch(shared, index, intended, seq, stage_permit, None, tasks);
+            }
         }
         // A JoinSet keeps each finished task until it is joined: reap them as we go,
         // or memory grows with the length of the run instead of what is in flight.
         while tasks.try_join_next().is_some() {}
+    }
+    if matches!(shared.arrival, Arrival::Request) {
+        // The next stage numbers on from the whole schedule's end, not this share's.
+        if !segment.is_whole() && !stop.is_cancelled() {
+            scheduled = OpenArrivals::new(stage, seed).count() as u64;
+        }
+        shared.next_seq.store(base + scheduled, Ordering::Relaxed);
     }
     if stop.is_cancelled() {
         return Ok(last);
@@ -715,20 +736,26 @@ async fn run_replay(
         .iter()
         .map(|at| at.div_f64(stage.speed))
         .collect();
-    let mut pacer = Pacer::start(shared.clock.start() + stage_start, offsets.into_iter())
-        .context("cannot start the pacer thread")?;
+    let segment = shared.scenario.segment;
+    let base = shared.next_seq.load(Ordering::Relaxed);
+    let mut pacer = Pacer::start(
+        shared.clock.start() + stage_start,
+        (0u64..).zip(offsets).filter(move |(i, _)| segment.owns(*i)),
+    )
+    .context("cannot start the pacer thread")?;
     let mut last = stage_start;
-    for n in 0..stage.offsets.len() {
-        let Some(offset) = pacer.next_unless(stop).await else {
-            break;
-        };
+    while let Some((n, offset)) = pacer.next_unless(stop).await {
         let intended = stage_start + offset;
         last = intended;
-        let seq = shared.take_seq();
-        let payload = prompts.payload(n, shared.scenario.seed, seq);
+        // Numbered by its place in the trace, whichever segment sends it.
+        let seq = base + n;
+        let payload = prompts.payload(n as usize, shared.scenario.seed, seq);
         launch(shared, index, intended, seq, None, Some(payload), tasks);
         while tasks.try_join_next().is_some() {}
     }
+    shared
+        .next_seq
+        .store(base + stage.offsets.len() as u64, Ordering::Relaxed);
     Ok(last)
 }
 

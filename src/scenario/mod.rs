@@ -124,6 +124,8 @@ pub struct Scenario {
     pub cooldown: Duration,
     pub timeouts: Timeouts,
     pub trace_ids: crate::spec::TraceIds,
+    /// This process's share of the run (`--segment`); the whole run by default.
+    pub segment: crate::segment::Segment,
     /// Largest response read (`limits.max_response_bytes`).
     pub max_response_bytes: usize,
     pub max_in_flight: u32,
@@ -281,6 +283,7 @@ impl Scenario {
             cooldown: spec.cooldown.0,
             timeouts,
             trace_ids: spec.trace_ids,
+            segment: crate::segment::Segment::WHOLE,
             max_response_bytes: spec
                 .limits
                 .max_response_bytes

@@ -1,0 +1,250 @@
+//! Segmented runs as a user runs them: one process against four workers (`run
+//! --workers 4`) and hand-split segments joined by `redline merge`, held to what one
+//! process sent. The simulator answers at temperature 0, so a request's tokens follow
+//! from what was sent; timing differs between two runs, so the checks on timing are
+//! that nothing was lost or counted twice, not that two runs took the same time.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::{redline, temp_dir};
+
+/// An open-loop stage whose arrivals the segments share, then a closed loop whose
+/// slots and budget they split.
+const SPEC: &str = r#"apiVersion: redline.dev/v1alpha1
+kind: InferenceSpec
+metadata: { name: segments }
+spec:
+  seed: SEED
+  trace_ids: seeded
+  services:
+    llm: { url: embedded, profile: 7b }
+  payloadTemplate:
+    prompts:
+      synthetic:
+        input_tokens: { mean: 64, stddev: 16, min: 16, max: 128 }
+        output_tokens: { min: 4, max: 12 }
+  load:
+    - { arrival: poisson, rate: 150, requests: 240 }
+    - { concurrency: 8, requests: 80 }
+---
+apiVersion: redline.dev/v1alpha1
+kind: ScaleSpec
+metadata: { name: segments }
+spec:
+  sloThresholds:
+    ttft: { p50: "< 2s" }
+"#;
+
+fn write_spec(dir: &Path, seed: u64) -> String {
+    let path = dir.join(format!("spec-{seed}.yaml"));
+    std::fs::write(&path, SPEC.replace("SEED", &seed.to_string())).unwrap();
+    path.display().to_string()
+}
+
+fn records(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn summary(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+/// What identifies an open-loop request whatever process sent it: its place, its
+/// intended time, its trace ID and the prompt the server hashed.
+fn open_loop_requests(records: &[Value]) -> BTreeSet<(u64, u64, String, u64)> {
+    records
+        .iter()
+        .filter(|r| r["stage"] == 0)
+        .map(|r| {
+            (
+                r["seq"].as_u64().unwrap(),
+                r["intended_us"].as_u64().unwrap(),
+                r["traceparent"].as_str().unwrap().to_owned(),
+                r["server"]["request_hash"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn tokens(records: &[Value], field: &str) -> u64 {
+    records.iter().map(|r| r[field].as_u64().unwrap()).sum()
+}
+
+#[test]
+fn four_workers_merged_send_what_one_process_sends() {
+    let dir = temp_dir("segments-workers");
+    let spec = write_spec(&dir, 7);
+    let (whole_dir, merged_dir) = (dir.join("whole"), dir.join("merged"));
+    let (code, _, stderr) = redline(&[
+        "run",
+        &spec,
+        "--out",
+        whole_dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stdout, stderr) = redline(&[
+        "run",
+        &spec,
+        "--workers",
+        "4",
+        "--out",
+        merged_dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let (whole, merged) = (records(&whole_dir), records(&merged_dir));
+
+    // The open loop: request for request the same.
+    let open = open_loop_requests(&whole);
+    assert_eq!(open.len(), 240);
+    assert_eq!(open_loop_requests(&merged), open);
+    // Each worker sent its quarter of the arrivals, spread over the stage.
+    for k in 1..=4 {
+        let part = records(&merged_dir.join(format!("workers/{k}-of-4")));
+        let arrivals = part.iter().filter(|r| r["stage"] == 0).count();
+        assert!(
+            (55..=65).contains(&arrivals),
+            "worker {k}: {arrivals} of 240"
+        );
+        // The closed loop: two of the eight slots and a quarter of the budget.
+        assert_eq!(
+            part.iter().filter(|r| r["stage"] == 1).count(),
+            20,
+            "worker {k}"
+        );
+    }
+    // Closed-loop requests are numbered as they happen; no two workers share a number.
+    let seqs: BTreeSet<u64> = merged.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs.len(), merged.len(), "a seq given twice");
+    // Every request ok in both, and the same tokens (temperature 0: they follow from
+    // the prompts and the max_tokens sent).
+    for (name, run) in [("whole", &whole), ("merged", &merged)] {
+        assert_eq!(run.len(), 320, "{name}");
+        assert!(run.iter().all(|r| r["outcome"] == "ok"), "{name}");
+    }
+    let open_only = |run: &[Value]| {
+        run.iter()
+            .filter(|r| r["stage"] == 0)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    for field in ["input_tokens", "output_tokens"] {
+        assert_eq!(
+            tokens(&open_only(&merged), field),
+            tokens(&open_only(&whole), field),
+            "{field}"
+        );
+    }
+
+    // One summary, judged on all of it; the counts those of the records.
+    let (whole_summary, merged_summary) = (summary(&whole_dir), summary(&merged_dir));
+    for count in ["scheduled", "ok", "failed"] {
+        assert_eq!(
+            merged_summary["requests"][count], whole_summary["requests"][count],
+            "{count}"
+        );
+    }
+    assert_eq!(merged_summary["latency_ms"]["ttft"]["count"], 320);
+    assert_eq!(merged_summary["verdicts"][0]["outcome"], "pass");
+    assert!(
+        merged_summary.get("segment").is_none(),
+        "every share is there"
+    );
+    assert!(merged_dir.join("junit.xml").is_file() && merged_dir.join("report.html").is_file());
+    assert_eq!(
+        summary(&merged_dir.join("workers/2-of-4"))["segment"],
+        "1/4:1/2"
+    );
+}
+
+#[test]
+fn a_missing_share_is_named_and_the_rest_is_judged() {
+    let dir = temp_dir("segments-missing");
+    let spec = write_spec(&dir, 11);
+    let mut dirs = Vec::new();
+    let mut sent = 0;
+    for part in ["1/4", "2/4", "4/4"] {
+        let out = dir.join(part.replace('/', "-of-"));
+        let (code, _, stderr) = redline(&[
+            "run",
+            &spec,
+            "--segment",
+            part,
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ]);
+        assert_eq!(code, Some(0), "{stderr}");
+        sent += records(&out).len();
+        dirs.push(out.display().to_string());
+    }
+    let merged = dir.join("merged");
+    let mut args = vec!["merge", "--out", merged.to_str().unwrap(), "--quiet"];
+    args.extend(dirs.iter().map(String::as_str));
+    let (code, stdout, stderr) = redline(&args);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert_eq!(records(&merged).len(), sent, "no record of the others lost");
+    let summary = summary(&merged);
+    assert_eq!(summary["segment"], "0:1/4,1/4:1/2,3/4:1");
+    let warnings = summary["warnings"].to_string();
+    assert!(
+        warnings.contains("the share 1/2:3/4 of the run is missing"),
+        "{warnings}"
+    );
+    assert!(stdout.contains("1/2:3/4"), "{stdout}");
+}
+
+#[test]
+fn merge_refuses_other_specs_and_overlapping_shares() {
+    let dir = temp_dir("segments-refused");
+    let run = |spec: &str, segment: &str, name: &str| {
+        let out = dir.join(name);
+        let (code, _, stderr) = redline(&[
+            "run",
+            spec,
+            "--segment",
+            segment,
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ]);
+        assert_eq!(code, Some(0), "{stderr}");
+        out.display().to_string()
+    };
+    let (seven, eight) = (write_spec(&dir, 7), write_spec(&dir, 8));
+    let first = run(&seven, "0:1/2", "first");
+    let other_seed = run(&eight, "1/2:1", "other-seed");
+    let overlapping = run(&seven, "1/4:3/4", "overlapping");
+    let merged = dir.join("merged").display().to_string();
+    let (code, _, stderr) = redline(&["merge", "--out", &merged, &first, &other_seed]);
+    assert_ne!(code, Some(0));
+    assert!(stderr.contains("ran different specs"), "{stderr}");
+    let (code, _, stderr) = redline(&["merge", "--out", &merged, &first, &overlapping]);
+    assert_ne!(code, Some(0));
+    assert!(stderr.contains("overlaps"), "{stderr}");
+}
+
+#[test]
+fn a_sweep_is_not_split() {
+    let (code, _, stderr) = redline(&[
+        "run",
+        "examples/sweep.yaml",
+        "--segment",
+        "1/2",
+        "--out",
+        temp_dir("segments-sweep").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("a sweep cannot be split"), "{stderr}");
+    let (code, _, stderr) = redline(&["run", "examples/quickstart.yaml", "--segment", "5/4"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("there is no part 5 of 4"), "{stderr}");
+}
