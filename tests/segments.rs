@@ -248,3 +248,90 @@ fn a_sweep_is_not_split() {
     assert_eq!(code, Some(2));
     assert!(stderr.contains("there is no part 5 of 4"), "{stderr}");
 }
+
+/// The workers `redline run --workers` started, by segment (`K/N`), from /proc.
+fn workers_of(parent: u32) -> Vec<(String, u32)> {
+    let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+        .unwrap_or_default();
+    children
+        .split_whitespace()
+        .filter_map(|pid| {
+            let pid: u32 = pid.parse().ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let args: Vec<String> = cmdline
+                .split(|&b| b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            let at = args.iter().position(|a| a == "--segment")?;
+            Some((args.get(at + 1)?.clone(), pid))
+        })
+        .collect()
+}
+
+#[test]
+fn a_killed_worker_s_share_is_named_missing_and_nothing_of_the_others_is_lost() {
+    let dir = temp_dir("segments-killed");
+    let spec = dir.join("spec.yaml");
+    let text = SPEC
+        .replace("SEED", "5")
+        .replace("rate: 150, requests: 240", "rate: 60, duration: 6s")
+        .replace("    - { concurrency: 8, requests: 80 }\n", "");
+    std::fs::write(&spec, text).unwrap();
+    let out = dir.join("merged");
+    let mut parent = std::process::Command::new(env!("CARGO_BIN_EXE_redline"))
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--workers",
+            "4",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .args(["--quiet"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once worker 2 has written records, kill it as a lost machine dies.
+    let started = std::time::Instant::now();
+    let victim = loop {
+        let written =
+            std::fs::metadata(out.join("workers/2-of-4/records.jsonl")).map_or(0, |m| m.len());
+        let workers = workers_of(parent.id());
+        if let Some((_, pid)) = workers.iter().find(|(segment, _)| segment == "2/4")
+            && written > 0
+        {
+            break *pid;
+        }
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "worker 2 never wrote: {workers:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let pid = rustix::process::Pid::from_raw(victim as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+    let output = parent.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("worker 2/4 ended with signal: 9"),
+        "{stderr}"
+    );
+    let summary = summary(&out);
+    assert_eq!(summary["segment"], "0:1/4,1/2:3/4,3/4:1");
+    let warnings = summary["warnings"].to_string();
+    assert!(
+        warnings.contains("the share 1/4:1/2 of the run is missing"),
+        "{warnings}"
+    );
+    let kept: usize = [1, 3, 4]
+        .iter()
+        .map(|k| records(&out.join(format!("workers/{k}-of-4"))).len())
+        .sum();
+    assert_eq!(records(&out).len(), kept);
+    assert!(kept > 200, "three quarters of 6 s at 60 a second: {kept}");
+}
