@@ -335,3 +335,68 @@ fn a_killed_worker_s_share_is_named_missing_and_nothing_of_the_others_is_lost() 
     assert_eq!(records(&out).len(), kept);
     assert!(kept > 200, "three quarters of 6 s at 60 a second: {kept}");
 }
+
+#[test]
+fn a_worker_that_aborts_on_an_slo_stops_the_others() {
+    // One slot: only the last of four segments holds it, and its answers breach the
+    // TTFT SLO at once. The other three wait for the open-loop stage after it, which
+    // would take them 10 s more if nobody stopped them.
+    let dir = temp_dir("segments-abort");
+    let spec = dir.join("spec.yaml");
+    std::fs::write(
+        &spec,
+        r#"apiVersion: redline.dev/v1alpha1
+kind: InferenceSpec
+metadata: { name: segments-abort }
+spec:
+  seed: 3
+  services:
+    llm: { url: embedded, profile: 7b }
+  payloadTemplate:
+    prompts: { synthetic: { input_tokens: 64, output_tokens: 8 } }
+  drain_timeout: 1s
+  load:
+    - { concurrency: 1, duration: 10s }
+    - { arrival: constant, rate: 20, duration: 10s }
+---
+apiVersion: redline.dev/v1alpha1
+kind: ScaleSpec
+metadata: { name: segments-abort }
+spec:
+  sloThresholds:
+    abort_on_fail: true
+    delay: 1s
+    ttft: { p50: "< 1ms" }
+"#,
+    )
+    .unwrap();
+    let out = dir.join("merged");
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = redline(&[
+        "run",
+        spec.to_str().unwrap(),
+        "--workers",
+        "4",
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    let took = started.elapsed().as_secs_f64();
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("worker 4/4 stopped on an SLO it was certain to fail: stopping the others"),
+        "{stderr}"
+    );
+    // Without the stop the run takes 20 s; with it, the abort (about 2 s in) and a drain.
+    assert!(took < 12.0, "took {took:.1} s");
+    let summary = summary(&out);
+    assert_eq!(summary["interrupted"], false);
+    assert_eq!(summary["aborted"]["breaches"][0]["slo"], "ttft.p50");
+    let warnings = summary["warnings"].to_string();
+    assert!(
+        warnings.contains("the worker of share 3/4:1 stopped the run"),
+        "{warnings}"
+    );
+    // The others started no request of the second stage.
+    assert!(records(&out).iter().all(|r| r["stage"] == 0));
+}

@@ -57,33 +57,68 @@ pub(super) async fn run_workers(args: &RunArgs, workers: u32, out_dir: &Path) ->
         "redline: {workers} workers, run {run_id:016x}: {}",
         out_dir.join("workers").display()
     );
-    // Ctrl-C or SIGTERM: each worker is told (a terminal's Ctrl-C reaches them too)
-    // and drains as a run does; their partial results are still merged.
-    let pids: Vec<u32> = children
-        .iter()
-        .filter_map(tokio::process::Child::id)
-        .collect();
-    let forward = tokio::spawn(async move {
-        signal().await;
-        errln!("redline: stopping the workers — each drains, then the partial runs are merged");
-        for pid in pids {
-            if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+    supervise(children, &dirs).await?;
+    merge(&dirs, out_dir, args.strict, args.quiet).await
+}
+
+/// Waits for every worker. A worker that stopped on an SLO it was certain to fail
+/// (`abort_on_fail`) stops the run: the others are sent SIGTERM, as are all on Ctrl-C
+/// or SIGTERM (a terminal's Ctrl-C reaches them too); each drains as a run does, and
+/// their partial results are merged.
+async fn supervise(children: Vec<tokio::process::Child>, dirs: &[PathBuf]) -> Result<()> {
+    let n = children.len();
+    let pids: Vec<Option<u32>> = children.iter().map(tokio::process::Child::id).collect();
+    let mut running = vec![true; n];
+    let stop = |running: &[bool]| {
+        for (pid, _) in pids.iter().zip(running).filter(|(_, running)| **running) {
+            if let Some(pid) = pid.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
                 let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
             }
         }
-    });
-    for (k, child) in children.iter_mut().enumerate() {
-        let status = child.wait().await?;
-        if !status.success() {
-            errln!(
-                "redline: worker {}/{workers} ended with {status}: see {}",
-                k + 1,
-                dirs[k].join("worker.log").display()
-            );
+    };
+    let mut waits = tokio::task::JoinSet::new();
+    for (k, mut child) in children.into_iter().enumerate() {
+        waits.spawn(async move { (k, child.wait().await) });
+    }
+    let signalled = signal();
+    tokio::pin!(signalled);
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            joined = waits.join_next() => {
+                let Some(joined) = joined else { break };
+                let (k, status) = joined?;
+                let status = status?;
+                running[k] = false;
+                if !status.success() {
+                    errln!(
+                        "redline: worker {}/{n} ended with {status}: see {}",
+                        k + 1,
+                        dirs[k].join("worker.log").display()
+                    );
+                }
+                if !stopping && stopped_on_an_slo(&dirs[k]) {
+                    errln!(
+                        "redline: worker {}/{n} stopped on an SLO it was certain to fail: stopping the others",
+                        k + 1
+                    );
+                    stopping = true;
+                    stop(&running);
+                }
+            }
+            _ = &mut signalled, if !stopping => {
+                errln!("redline: stopping the workers — each drains, then the partial runs are merged");
+                stopping = true;
+                stop(&running);
+            }
         }
     }
-    forward.abort();
-    merge(&dirs, out_dir, args.strict, args.quiet).await
+    Ok(())
+}
+
+/// Whether the run in `dir` ended on `abort_on_fail` (its summary says `aborted`).
+fn stopped_on_an_slo(dir: &Path) -> bool {
+    crate::report::read_summary(dir).is_ok_and(|s| s.aborted.is_some())
 }
 
 /// The command line of worker `k` of `n`: the run's own arguments without `--workers`,
@@ -163,7 +198,17 @@ pub(super) async fn merge(
         .as_ref()
         .map(|slos| slos.evaluate(&aggregator, drift.as_ref()));
     let first = &parts[0].summary;
-    let interrupted = parts.iter().any(|p| p.summary.interrupted);
+    let aborted = parts.iter().find_map(|p| p.summary.aborted.clone());
+    // Workers stopped because one of them aborted on an SLO are not an interruption:
+    // the run as a whole was aborted, as one process's would be.
+    let interrupted = aborted.is_none() && parts.iter().any(|p| p.summary.interrupted);
+    if let Some(part) = parts.iter().find(|p| p.summary.aborted.is_some()) {
+        warnings.push(format!(
+            "the worker of share {} stopped the run on an SLO its share was certain to fail; \
+             the others were stopped then",
+            part.segment
+        ));
+    }
     warnings.push(format!(
         "merged from {} worker folders ({written} records); server metrics, proxy counts and \
          traces are each worker's own, in its folder",
@@ -180,7 +225,7 @@ pub(super) async fn merge(
             .iter()
             .map(|s| ExecutedStage::of(s, None, scenario.unit()))
             .collect(),
-        aborted: parts.iter().find_map(|p| p.summary.aborted.clone()),
+        aborted,
         ..RunInfo::of_records(
             &scenario.name,
             &records_name,
