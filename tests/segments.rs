@@ -278,7 +278,7 @@ fn a_killed_worker_s_share_is_named_missing_and_nothing_of_the_others_is_lost() 
         .replace("    - { concurrency: 8, requests: 80 }\n", "");
     std::fs::write(&spec, text).unwrap();
     let out = dir.join("merged");
-    let mut parent = std::process::Command::new(env!("CARGO_BIN_EXE_redline"))
+    let parent = std::process::Command::new(env!("CARGO_BIN_EXE_redline"))
         .args([
             "run",
             spec.to_str().unwrap(),
