@@ -247,6 +247,15 @@ fn a_sweep_is_not_split() {
     let (code, _, stderr) = redline(&["run", "examples/quickstart.yaml", "--segment", "5/4"]);
     assert_eq!(code, Some(2));
     assert!(stderr.contains("there is no part 5 of 4"), "{stderr}");
+    // --segment-of N takes its index from an Indexed Job's pod, and only from there.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_redline"))
+        .args(["run", "examples/quickstart.yaml", "--segment-of", "4"])
+        .env_remove("JOB_COMPLETION_INDEX")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("JOB_COMPLETION_INDEX is not set"), "{stderr}");
 }
 
 /// The workers `redline run --workers` started, by segment (`K/N`), from /proc.

@@ -29,6 +29,7 @@ mod datagen;
 mod explain;
 mod graph;
 mod heal;
+mod k8s;
 mod report;
 mod serve;
 mod run;
@@ -44,6 +45,7 @@ use datagen::*;
 use explain::*;
 use graph::*;
 use heal::*;
+use k8s::*;
 use report::*;
 use run::*;
 use segments::*;
@@ -189,6 +191,11 @@ pub enum Command {
     /// prompt a line): TF-IDF, k-means++, one template per cluster with its weight and
     /// slots. The output is a prompt source for specs (`prompts: { templates: … }`).
     Datagen(DatagenArgs),
+    /// Kubernetes manifests for a segmented run (`k8s render`).
+    K8s {
+        #[command(subcommand)]
+        command: K8sCommand,
+    },
     /// Print Kubernetes CustomResourceDefinitions for the spec kinds, so a spec file
     /// can be applied to a cluster (`redline crd | kubectl apply -f -`).
     Crd,
@@ -550,6 +557,10 @@ pub struct RunArgs {
         help_heading = "Segments"
     )]
     pub workers: Option<u32>,
+    /// As --segment K/N, with K − 1 from the environment's JOB_COMPLETION_INDEX (a
+    /// Kubernetes Indexed Job's pod index; `redline k8s render` uses it).
+    #[arg(long, value_name = "N", conflicts_with_all = ["segment", "workers"], help_heading = "Segments")]
+    pub segment_of: Option<u32>,
     /// The run's ID (16 hex digits), shared by the workers of one run so that their
     /// trace IDs and baggage are the run's; set by `--workers`.
     #[arg(long, value_name = "HEX", hide = true, value_parser = parse_run_id)]
@@ -702,6 +713,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             Ok(exit::OK)
         }
         Command::Datagen(args) => datagen(args).await,
+        Command::K8s { command } => k8s(command),
         Command::Crd => {
             out(&crate::spec::schema::crds());
             Ok(exit::OK)

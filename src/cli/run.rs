@@ -31,10 +31,11 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
             }
         }
     };
-    let segment = match (args.segment, args.workers) {
-        (Some(segment), _) => Some(segment),
-        (None, Some(n)) => Segment::parse(&format!("1/{}", n.max(1))).ok(),
-        (None, None) => None,
+    let segment = match (args.segment, args.workers, args.segment_of) {
+        (Some(segment), _, _) => Some(segment),
+        (None, Some(n), _) => Segment::parse(&format!("1/{}", n.max(1))).ok(),
+        (None, None, Some(n)) => Some(indexed_segment(n)?),
+        (None, None, None) => None,
     };
     if let Some(segment) = segment
         && let Err(problem) = apply_segment(&mut scenario, segment)
@@ -365,4 +366,18 @@ pub(super) fn otlp_traces_uri(url: &str) -> Result<hyper::Uri> {
         bail!("--otlp-endpoint `{url}`: write an http:// or https:// URL");
     }
     Ok(uri)
+}
+
+/// `--segment-of N`: the segment `K/N` of a Kubernetes Indexed Job's pod, whose index
+/// (K − 1, from 0) is in JOB_COMPLETION_INDEX.
+fn indexed_segment(n: u32) -> Result<Segment> {
+    let index = std::env::var("JOB_COMPLETION_INDEX").map_err(|_| {
+        anyhow::anyhow!("--segment-of {n}: JOB_COMPLETION_INDEX is not set (it is in the pods of an Indexed Job)")
+    })?;
+    let index: u32 = index
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("JOB_COMPLETION_INDEX `{index}` is not a number"))?;
+    Segment::parse(&format!("{}/{n}", index + 1))
+        .map_err(|e| anyhow::anyhow!("--segment-of {n}: {e}"))
 }

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# `redline k8s render`'s manifests, checked two ways without a cluster (none is
+# available here): each object validated against the Kubernetes OpenAPI schemas by an
+# independent reader (kubernetes-models from the npm registry, generated from the
+# Kubernetes API's OpenAPI spec), with a broken Job refused so the check can fail; then
+# the rendered commands run as the cluster would run them — each worker's arguments with
+# $(JOB_COMPLETION_INDEX) put in, then the merge Job's — and the merged run must hold
+# every share.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+npm_dir=${REDLINE_NPM_K8S_DIR:-target/npm-k8s}
+mkdir -p "$npm_dir"
+if [ ! -d "$npm_dir/node_modules/kubernetes-models" ]; then
+  npm install --silent --prefix "$npm_dir" kubernetes-models@5.1.0 js-yaml@4.1.0
+fi
+cargo build --release --quiet
+bin=$PWD/target/release/redline
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cat > "$work/spec.yaml" <<'YAML'
+apiVersion: redline.dev/v1alpha1
+kind: InferenceSpec
+metadata: { name: k8s-check }
+spec:
+  seed: 9
+  trace_ids: seeded
+  services:
+    llm: { url: embedded, profile: tiny }
+  payloadTemplate:
+    prompts: { synthetic: { input_tokens: 32, output_tokens: 4 } }
+  load:
+    - { arrival: poisson, rate: 100, requests: 120 }
+YAML
+"$bin" k8s render "$work/spec.yaml" --workers 3 --image redline:check --namespace load \
+  --results-claim redline-results > "$work/workers.yaml"
+"$bin" k8s render "$work/spec.yaml" --workers 3 --image redline:check --namespace load \
+  --results-claim redline-results --merge > "$work/merge.yaml"
+cat > "$npm_dir/check.mjs" <<'JS'
+import { readFileSync, writeFileSync } from "node:fs";
+import yaml from "js-yaml";
+import { ConfigMap } from "kubernetes-models/v1/ConfigMap";
+import { Job } from "kubernetes-models/batch/v1/Job";
+const kinds = { ConfigMap, Job };
+const [workers, merge, out] = process.argv.slice(2);
+const objects = [...yaml.loadAll(readFileSync(workers, "utf8")), ...yaml.loadAll(readFileSync(merge, "utf8"))]
+  .filter(Boolean);
+for (const object of objects) {
+  new kinds[object.kind](object).validate();
+  console.log(`${object.kind} ${object.metadata.name}: valid`);
+}
+const job = objects.find((o) => o.metadata.name.endsWith("-workers"));
+const broken = structuredClone(job);
+broken.spec.completionMode = "Sometimes";
+try {
+  new Job(broken).validate();
+  console.error("the validator accepted completionMode: Sometimes");
+  process.exit(1);
+} catch (e) {
+  console.log(`a broken Job is refused: ${e.message}`);
+}
+// What the cluster would run: the spec as mounted, each worker's args, the merge's.
+const spec = objects.find((o) => o.kind === "ConfigMap").data["spec.yaml"];
+const mergeJob = objects.find((o) => o.metadata.name.endsWith("-merge"));
+writeFileSync(out, JSON.stringify({
+  spec,
+  completions: job.spec.completions,
+  worker: job.spec.template.spec.containers[0].args,
+  merge: mergeJob.spec.template.spec.containers[0].args,
+}));
+JS
+node "$npm_dir/check.mjs" "$work/workers.yaml" "$work/merge.yaml" "$work/plan.json"
+# Run the plan locally: /etc/redline and /results are folders in $work.
+python3 - "$work" "$bin" <<'PY'
+import json, os, subprocess, sys
+work, bin = sys.argv[1], sys.argv[2]
+plan = json.load(open(f"{work}/plan.json"))
+os.makedirs(f"{work}/etc/redline", exist_ok=True)
+open(f"{work}/etc/redline/spec.yaml", "w").write(plan["spec"])
+def local(arg, index=None):
+    arg = arg.replace("/etc/redline", f"{work}/etc/redline").replace("/results", f"{work}/results")
+    return arg if index is None else arg.replace("$(JOB_COMPLETION_INDEX)", str(index))
+for index in range(plan["completions"]):
+    env = dict(os.environ, JOB_COMPLETION_INDEX=str(index))
+    subprocess.run([bin] + [local(a, index) for a in plan["worker"]], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+subprocess.run([bin] + [local(a) for a in plan["merge"]], check=True, stdout=subprocess.DEVNULL)
+summary = json.load(open(f"{work}/results/merged/summary.json"))
+records = sum(1 for _ in open(f"{work}/results/merged/records.jsonl"))
+assert summary["requests"]["scheduled"] == 120 and records == 120, (summary["requests"], records)
+assert "segment" not in summary, summary.get("segment")
+shares = [json.load(open(f"{work}/results/{i}/summary.json"))["segment"] for i in range(plan["completions"])]
+print(f"the rendered commands, run locally: shares {shares}, merged 120 of 120 requests, no share missing")
+PY

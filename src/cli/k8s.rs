@@ -1,0 +1,241 @@
+//! `redline k8s render`: the manifests that run a spec as N segment workers on
+//! Kubernetes, an Indexed Job whose completion index picks each pod's segment, and
+//! the Job that merges their folders. Users `kubectl apply` them; redline runs no
+//! controller of its own.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+/// `redline k8s …`
+#[derive(Debug, Subcommand)]
+pub enum K8sCommand {
+    /// Print the manifests for a segmented run: a ConfigMap with the spec and an
+    /// Indexed Job of N workers (`--segment-of N`: the pod's completion index picks its
+    /// segment), each writing its folder to the results volume; with --merge, the Job
+    /// that merges those folders once the workers have completed.
+    Render(K8sRenderArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct K8sRenderArgs {
+    /// The spec file (YAML).
+    pub spec: PathBuf,
+    /// How many worker pods (segments).
+    #[arg(long)]
+    pub workers: u32,
+    /// The redline image (built from the repository's Containerfile).
+    #[arg(long)]
+    pub image: String,
+    /// The namespace of every object.
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// A PersistentVolumeClaim (ReadWriteMany) the workers write their folders to and
+    /// the merge reads; without it the results stay in each pod's emptyDir and are lost
+    /// with it.
+    #[arg(long, value_name = "PVC")]
+    pub results_claim: Option<String>,
+    /// CPU for each worker (requests and limits).
+    #[arg(long, default_value = "2")]
+    pub cpu: String,
+    /// Memory for each worker (requests and limits).
+    #[arg(long, default_value = "1Gi")]
+    pub memory: String,
+    /// Print the merge Job instead: apply it after `kubectl wait --for=condition=complete
+    /// job/NAME-workers`. Needs --results-claim.
+    #[arg(long, requires = "results_claim")]
+    pub merge: bool,
+}
+
+pub(super) fn k8s(command: K8sCommand) -> Result<i32> {
+    let K8sCommand::Render(args) = command;
+    let Some(scenario) = scenario_or_problems(&args.spec)? else {
+        return Ok(exit::USAGE);
+    };
+    let spec_text = std::fs::read_to_string(&args.spec)
+        .with_context(|| format!("cannot read {}", args.spec.display()))?;
+    if args.workers == 0 {
+        bail!("--workers 0: give at least one worker");
+    }
+    let segment = crate::segment::Segment::parse(&format!("1/{}", args.workers))
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let mut checked = scenario;
+    if let Err(problem) = apply_segment(&mut checked, segment) {
+        err(&problem);
+        return Ok(exit::USAGE);
+    }
+    let name = object_name(&checked.name);
+    let documents = if args.merge {
+        vec![merge_job(&name, &args)]
+    } else {
+        vec![
+            spec_config_map(&name, &args.namespace, &spec_text),
+            workers_job(&name, &args, run_id()),
+        ]
+    };
+    for document in documents {
+        outln!("---");
+        out(&yaml_serde::to_string(&document).expect("a JSON value renders as YAML"));
+    }
+    Ok(exit::OK)
+}
+
+/// A DNS-1123 label from the scenario's name (lower case, digits and `-`), leaving room
+/// for the `-workers` suffix and the pods' own.
+fn object_name(scenario: &str) -> String {
+    let name: String = scenario
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let name = name.trim_matches('-');
+    let name: String = name.chars().take(40).collect();
+    match name.trim_end_matches('-') {
+        "" => "redline".to_owned(),
+        name => format!("redline-{name}"),
+    }
+}
+
+fn run_id() -> u64 {
+    crate::seed::mix_seed(&[
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+        u64::from(std::process::id()),
+    ])
+}
+
+fn labels(name: &str, component: &str) -> Value {
+    json!({
+        "app.kubernetes.io/name": "redline",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": component,
+    })
+}
+
+fn spec_config_map(name: &str, namespace: &str, spec: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": { "name": format!("{name}-spec"), "namespace": namespace, "labels": labels(name, "spec") },
+        "data": { "spec.yaml": spec },
+    })
+}
+
+/// The results volume: the claim when given, else an emptyDir.
+fn results_volume(args: &K8sRenderArgs) -> Value {
+    match &args.results_claim {
+        Some(claim) => {
+            json!({ "name": "results", "persistentVolumeClaim": { "claimName": claim } })
+        }
+        None => json!({ "name": "results", "emptyDir": {} }),
+    }
+}
+
+/// What every redline container runs with: no root, no privilege, a read-only root.
+fn container_security() -> Value {
+    json!({
+        "runAsNonRoot": true,
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "capabilities": { "drop": ["ALL"] },
+    })
+}
+
+fn workers_job(name: &str, args: &K8sRenderArgs, run_id: u64) -> Value {
+    let n = args.workers;
+    let resources = json!({ "cpu": args.cpu, "memory": args.memory });
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": { "name": format!("{name}-workers"), "namespace": args.namespace, "labels": labels(name, "worker") },
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": n,
+            "parallelism": n,
+            // A worker that fails is not run again: its share is reported missing by
+            // the merge rather than sent twice.
+            "backoffLimit": 0,
+            "template": {
+                "metadata": { "labels": labels(name, "worker") },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": { "runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532 },
+                    "containers": [{
+                        "name": "worker",
+                        "image": args.image,
+                        "args": [
+                            "run", "/etc/redline/spec.yaml",
+                            "--segment-of", n.to_string(),
+                            "--out", "/results/$(JOB_COMPLETION_INDEX)",
+                            "--run-id", format!("{run_id:016x}"),
+                            "--quiet",
+                        ],
+                        "resources": { "requests": resources, "limits": resources },
+                        "securityContext": container_security(),
+                        "volumeMounts": [
+                            { "name": "spec", "mountPath": "/etc/redline", "readOnly": true },
+                            { "name": "results", "mountPath": "/results" },
+                            { "name": "tmp", "mountPath": "/tmp" },
+                        ],
+                    }],
+                    "volumes": [
+                        { "name": "spec", "configMap": { "name": format!("{name}-spec") } },
+                        results_volume(args),
+                        { "name": "tmp", "emptyDir": {} },
+                    ],
+                },
+            },
+        },
+    })
+}
+
+fn merge_job(name: &str, args: &K8sRenderArgs) -> Value {
+    let folders: Vec<String> = (0..args.workers).map(|i| format!("/results/{i}")).collect();
+    let mut command = vec!["merge".to_owned()];
+    command.extend(folders);
+    command.extend([
+        "--out".to_owned(),
+        "/results/merged".to_owned(),
+        "--quiet".to_owned(),
+    ]);
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": { "name": format!("{name}-merge"), "namespace": args.namespace, "labels": labels(name, "merge") },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": { "labels": labels(name, "merge") },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": { "runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532 },
+                    "containers": [{
+                        "name": "merge",
+                        "image": args.image,
+                        "args": command,
+                        "securityContext": container_security(),
+                        "volumeMounts": [
+                            { "name": "results", "mountPath": "/results" },
+                            { "name": "tmp", "mountPath": "/tmp" },
+                        ],
+                    }],
+                    "volumes": [results_volume(args), { "name": "tmp", "emptyDir": {} }],
+                },
+            },
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_names_are_dns_labels() {
+        assert_eq!(object_name("quickstart"), "redline-quickstart");
+        assert_eq!(object_name("My Test_1"), "redline-my-test-1");
+        assert_eq!(object_name("--"), "redline");
+        assert!(object_name(&"x".repeat(100)).len() <= 48);
+    }
+}
