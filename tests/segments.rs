@@ -255,7 +255,10 @@ fn a_sweep_is_not_split() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("JOB_COMPLETION_INDEX is not set"), "{stderr}");
+    assert!(
+        stderr.contains("JOB_COMPLETION_INDEX is not set"),
+        "{stderr}"
+    );
 }
 
 /// The workers `redline run --workers` started, by segment (`K/N`), from /proc.
