@@ -165,6 +165,14 @@ fn four_workers_merged_send_what_one_process_sends() {
     );
 }
 
+/// Runs `spec`'s `segment` into `out`, which it returns; the run must pass.
+fn run_segment(spec: &str, segment: &str, out: &Path) -> String {
+    let out = out.display().to_string();
+    let (code, _, stderr) = redline(&["run", spec, "--segment", segment, "--out", &out, "--quiet"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    out
+}
+
 #[test]
 fn a_missing_share_is_named_and_the_rest_is_judged() {
     let dir = temp_dir("segments-missing");
@@ -172,19 +180,9 @@ fn a_missing_share_is_named_and_the_rest_is_judged() {
     let mut dirs = Vec::new();
     let mut sent = 0;
     for part in ["1/4", "2/4", "4/4"] {
-        let out = dir.join(part.replace('/', "-of-"));
-        let (code, _, stderr) = redline(&[
-            "run",
-            &spec,
-            "--segment",
-            part,
-            "--out",
-            out.to_str().unwrap(),
-            "--quiet",
-        ]);
-        assert_eq!(code, Some(0), "{stderr}");
-        sent += records(&out).len();
-        dirs.push(out.display().to_string());
+        let out = run_segment(&spec, part, &dir.join(part.replace('/', "-of-")));
+        sent += records(Path::new(&out)).len();
+        dirs.push(out);
     }
     let merged = dir.join("merged");
     let mut args = vec!["merge", "--out", merged.to_str().unwrap(), "--quiet"];
@@ -205,20 +203,7 @@ fn a_missing_share_is_named_and_the_rest_is_judged() {
 #[test]
 fn merge_refuses_other_specs_and_overlapping_shares() {
     let dir = temp_dir("segments-refused");
-    let run = |spec: &str, segment: &str, name: &str| {
-        let out = dir.join(name);
-        let (code, _, stderr) = redline(&[
-            "run",
-            spec,
-            "--segment",
-            segment,
-            "--out",
-            out.to_str().unwrap(),
-            "--quiet",
-        ]);
-        assert_eq!(code, Some(0), "{stderr}");
-        out.display().to_string()
-    };
+    let run = |spec: &str, segment: &str, name: &str| run_segment(spec, segment, &dir.join(name));
     let (seven, eight) = (write_spec(&dir, 7), write_spec(&dir, 8));
     let first = run(&seven, "0:1/2", "first");
     let other_seed = run(&eight, "1/2:1", "other-seed");
