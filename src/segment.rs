@@ -73,9 +73,19 @@ impl Fraction {
     fn at_most(self, m: u64) -> bool {
         u128::from(self.num) * u128::from(LATTICE) <= u128::from(m) * u128::from(self.den)
     }
+}
 
-    fn less_than(self, other: Fraction) -> bool {
-        u128::from(self.num) * u128::from(other.den) < u128::from(other.num) * u128::from(self.den)
+/// By value (fractions are kept in lowest terms, so equal values are equal fields).
+impl Ord for Fraction {
+    fn cmp(&self, other: &Fraction) -> std::cmp::Ordering {
+        (u128::from(self.num) * u128::from(other.den))
+            .cmp(&(u128::from(other.num) * u128::from(self.den)))
+    }
+}
+
+impl PartialOrd for Fraction {
+    fn partial_cmp(&self, other: &Fraction) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -124,7 +134,7 @@ impl Segment {
                 (Fraction::new(k - 1, n)?, Fraction::new(k, n)?)
             }
         };
-        if !from.less_than(to) {
+        if from >= to {
             return Err(format!(
                 "`{text}`: the segment is empty ({from} is not below {to})"
             ));

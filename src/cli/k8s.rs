@@ -70,7 +70,7 @@ pub(super) fn k8s(command: K8sCommand) -> Result<i32> {
     } else {
         vec![
             spec_config_map(&name, &args.namespace, &spec_text),
-            workers_job(&name, &args, run_id()),
+            workers_job(&name, &args, crate::runner::new_run_id()),
         ]
     };
     for document in documents {
@@ -94,15 +94,6 @@ fn object_name(scenario: &str) -> String {
         "" => "redline".to_owned(),
         name => format!("redline-{name}"),
     }
-}
-
-fn run_id() -> u64 {
-    crate::seed::mix_seed(&[
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
-        u64::from(std::process::id()),
-    ])
 }
 
 fn labels(name: &str, component: &str) -> Value {

@@ -30,12 +30,7 @@ pub(super) async fn run_workers(args: &RunArgs, workers: u32, out_dir: &Path) ->
         bail!("--workers 0: give at least one worker");
     }
     let exe = std::env::current_exe().context("cannot find redline's own executable")?;
-    let run_id = crate::seed::mix_seed(&[
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
-        u64::from(std::process::id()),
-    ]);
+    let run_id = crate::runner::new_run_id();
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut children = Vec::new();
     let mut dirs = Vec::new();
@@ -170,10 +165,7 @@ pub(super) async fn merge(
         errln!("redline merge: none of the folders holds a finished run's summary.json");
         return Ok(exit::USAGE);
     }
-    parts.sort_by(|a, b| {
-        let key = |p: &Part| p.segment.from.num as f64 / p.segment.from.den as f64;
-        key(a).total_cmp(&key(b))
-    });
+    parts.sort_by_key(|p| p.segment.from);
     let spec = spec_of(&parts)?;
     let missing = coverage(&parts)?;
     if !missing.is_empty() {
@@ -318,20 +310,17 @@ fn spec_of(parts: &[Part]) -> Result<String> {
 /// The shares of `[0, 1)` no part holds (parts sorted by their start); overlapping
 /// parts are refused, as their records would count twice.
 fn coverage(parts: &[Part]) -> Result<Vec<String>> {
-    let lt = |a: crate::segment::Fraction, b: crate::segment::Fraction| {
-        u128::from(a.num) * u128::from(b.den) < u128::from(b.num) * u128::from(a.den)
-    };
     let mut missing = Vec::new();
     let mut reached = Segment::WHOLE.from;
     for (i, part) in parts.iter().enumerate() {
-        if lt(part.segment.from, reached) {
+        if part.segment.from < reached {
             bail!(
                 "{} ({}) overlaps the folder before it: each share of the run must come once",
                 part.dir.display(),
                 part.segment
             );
         }
-        if lt(reached, part.segment.from) {
+        if reached < part.segment.from {
             missing.push(
                 Segment {
                     from: reached,
@@ -341,7 +330,7 @@ fn coverage(parts: &[Part]) -> Result<Vec<String>> {
             );
         }
         reached = part.segment.to;
-        if i + 1 == parts.len() && lt(reached, Segment::WHOLE.to) {
+        if i + 1 == parts.len() && reached < Segment::WHOLE.to {
             missing.push(
                 Segment {
                     from: reached,

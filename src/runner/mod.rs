@@ -27,6 +27,7 @@ pub use progress::{Progress, ProgressSnapshot, StageStatus};
 
 use closed::run_closed;
 use recorder::*;
+pub use services::new_run_id;
 use services::*;
 use wiring::{ObserverOptions, Observers, Scraper, Servers};
 

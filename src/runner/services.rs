@@ -138,7 +138,7 @@ pub(super) static BAGGAGE: hyper::header::HeaderName =
     hyper::header::HeaderName::from_static("baggage");
 
 /// A number new to each run (not from the seed: two runs of one spec are two runs).
-pub(super) fn new_run_id() -> u64 {
+pub fn new_run_id() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
