@@ -165,6 +165,15 @@ fn four_workers_merged_send_what_one_process_sends() {
     );
 }
 
+/// The merged run in `dir` holds the shares `held` and names `missing` as missing.
+fn assert_share_missing(dir: &Path, held: &str, missing: &str) {
+    let summary = summary(dir);
+    assert_eq!(summary["segment"], held);
+    let warnings = summary["warnings"].to_string();
+    let said = format!("the share {missing} of the run is missing");
+    assert!(warnings.contains(&said), "{warnings}");
+}
+
 /// Runs `spec`'s `segment` into `out`, which it returns; the run must pass.
 fn run_segment(spec: &str, segment: &str, out: &Path) -> String {
     let out = out.display().to_string();
@@ -190,13 +199,7 @@ fn a_missing_share_is_named_and_the_rest_is_judged() {
     let (code, stdout, stderr) = redline(&args);
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert_eq!(records(&merged).len(), sent, "no record of the others lost");
-    let summary = summary(&merged);
-    assert_eq!(summary["segment"], "0:1/4,1/4:1/2,3/4:1");
-    let warnings = summary["warnings"].to_string();
-    assert!(
-        warnings.contains("the share 1/2:3/4 of the run is missing"),
-        "{warnings}"
-    );
+    assert_share_missing(&merged, "0:1/4,1/4:1/2,3/4:1", "1/2:3/4");
     assert!(stdout.contains("1/2:3/4"), "{stdout}");
 }
 
@@ -318,13 +321,7 @@ fn a_killed_worker_s_share_is_named_missing_and_nothing_of_the_others_is_lost() 
         stderr.contains("worker 2/4 ended with signal: 9"),
         "{stderr}"
     );
-    let summary = summary(&out);
-    assert_eq!(summary["segment"], "0:1/4,1/2:3/4,3/4:1");
-    let warnings = summary["warnings"].to_string();
-    assert!(
-        warnings.contains("the share 1/4:1/2 of the run is missing"),
-        "{warnings}"
-    );
+    assert_share_missing(&out, "0:1/4,1/2:3/4,3/4:1", "1/4:1/2");
     let kept: usize = [1, 3, 4]
         .iter()
         .map(|k| records(&out.join(format!("workers/{k}-of-4"))).len())

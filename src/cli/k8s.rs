@@ -123,6 +123,11 @@ fn results_volume(args: &K8sRenderArgs) -> Value {
     }
 }
 
+/// Every redline pod's user and group: 65532, the distroless image's `nonroot`.
+fn pod_security() -> Value {
+    json!({ "runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532 })
+}
+
 /// What every redline container runs with: no root, no privilege, a read-only root.
 fn container_security() -> Value {
     json!({
@@ -151,7 +156,7 @@ fn workers_job(name: &str, args: &K8sRenderArgs, run_id: u64) -> Value {
                 "metadata": { "labels": labels(name, "worker") },
                 "spec": {
                     "restartPolicy": "Never",
-                    "securityContext": { "runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532 },
+                    "securityContext": pod_security(),
                     "containers": [{
                         "name": "worker",
                         "image": args.image,
@@ -200,7 +205,7 @@ fn merge_job(name: &str, args: &K8sRenderArgs) -> Value {
                 "metadata": { "labels": labels(name, "merge") },
                 "spec": {
                     "restartPolicy": "Never",
-                    "securityContext": { "runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532 },
+                    "securityContext": pod_security(),
                     "containers": [{
                         "name": "merge",
                         "image": args.image,
