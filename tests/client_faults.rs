@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::common::llm::{self, failure};
+use redline::client::dialect::LlmApi;
 use redline::client::openai::LlmTarget;
 use redline::record::{FailStage, Outcome, Record, TokenSource};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -420,4 +421,171 @@ async fn an_answer_over_the_count_limit_is_skipped_and_said() {
     let r = run(script, true).await;
     assert_eq!(r.token_source, Some(TokenSource::Estimated));
     assert!(r.output_tokens.unwrap() > 1000, "{:?}", r.output_tokens);
+}
+
+const NDJSON_HEAD: &str =
+    "HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n";
+
+fn ollama_line(text: &str) -> Act {
+    Act::Chunk(format!(
+        "{{\"model\":\"m\",\"message\":{{\"role\":\"assistant\",\"content\":\"{text}\"}},\"done\":false}}\n"
+    ))
+}
+
+const OLLAMA_DONE: &str = "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":true,\"done_reason\":\"stop\",\"total_duration\":9000000,\"prompt_eval_count\":4,\"prompt_eval_duration\":1000000,\"eval_count\":2,\"eval_duration\":6000000}\n";
+
+async fn run_api(script: Vec<Act>, api: LlmApi) -> Record {
+    run_with(script, true, |t| t.api = api).await
+}
+
+#[tokio::test]
+async fn an_ollama_stream_split_mid_line_is_read_whole_with_the_servers_timings() {
+    let done = OLLAMA_DONE.split_at(40);
+    let r = run_api(
+        vec![
+            Act::Send(NDJSON_HEAD.into()),
+            ollama_line("Hi"),
+            Act::Pause(20),
+            ollama_line(" there"),
+            Act::Chunk(done.0.into()),
+            Act::Chunk(done.1.into()),
+            Act::End,
+        ],
+        LlmApi::Ollama,
+    )
+    .await;
+    assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+    assert_eq!(
+        (r.content_events, r.output_tokens, r.input_tokens),
+        (2, Some(2), Some(4))
+    );
+    assert_eq!(r.token_source, Some(TokenSource::Usage));
+    assert!(r.second_token_us.unwrap() >= r.first_token_us.unwrap() + 15_000);
+    let reported = r.server_reported.expect("Ollama's durations are kept");
+    assert_eq!(
+        (reported.total_us, reported.prefill_us, reported.decode_us),
+        (Some(9_000), Some(1_000), Some(6_000))
+    );
+    assert_eq!(reported.time_per_token_us, Some(3_000));
+}
+
+#[tokio::test]
+async fn an_ollama_stream_that_ends_before_done_is_truncated() {
+    let r = run_api(
+        vec![Act::Send(NDJSON_HEAD.into()), ollama_line("Hi"), Act::End],
+        LlmApi::Ollama,
+    )
+    .await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Error, FailStage::Stream, "truncated".into())
+    );
+    let r = run_api(
+        vec![
+            Act::Send(NDJSON_HEAD.into()),
+            ollama_line("Hi"),
+            Act::Chunk("{\"model\":\"m\",\"mess".into()),
+            Act::End,
+        ],
+        LlmApi::Ollama,
+    )
+    .await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Error, FailStage::Stream, "truncated".into()),
+        "half a line is a cut answer"
+    );
+}
+
+#[tokio::test]
+async fn ollama_garbage_errors_and_oversized_lines_are_typed() {
+    let garbage = run_api(
+        vec![
+            Act::Send(NDJSON_HEAD.into()),
+            ollama_line("Hi"),
+            Act::Chunk("<html>oops</html>\n".into()),
+            Act::End,
+        ],
+        LlmApi::Ollama,
+    )
+    .await;
+    assert_eq!(
+        failure(&garbage),
+        (Outcome::Error, FailStage::Decode, "invalid_json".into())
+    );
+    let error = run_api(
+        vec![
+            Act::Send(NDJSON_HEAD.into()),
+            ollama_line("Hi"),
+            Act::Chunk("{\"error\":\"out of memory\"}\n".into()),
+            Act::End,
+        ],
+        LlmApi::Ollama,
+    )
+    .await;
+    assert_eq!(
+        failure(&error),
+        (Outcome::Error, FailStage::Stream, "stream_error".into())
+    );
+    assert!(error.error.unwrap().message.contains("out of memory"));
+    // A line that never ends, past the answer limit: refused once it is over.
+    let huge = "x".repeat(64 << 10);
+    let long = run_with(
+        vec![
+            Act::Send(NDJSON_HEAD.into()),
+            Act::Chunk(format!("{{\"message\":{{\"content\":\"{huge}")),
+            Act::Chunk(huge.clone()),
+            Act::End,
+        ],
+        true,
+        |t| {
+            t.api = LlmApi::Ollama;
+            t.max_response_bytes = 100 << 10;
+        },
+    )
+    .await;
+    assert_eq!(
+        failure(&long),
+        (Outcome::Error, FailStage::Stream, "too_large".into())
+    );
+}
+
+#[tokio::test]
+async fn a_tgi_stream_counts_tokens_not_its_end_token_and_needs_its_details() {
+    let token = |i: u32, text: &str, special: bool| {
+        event(&format!(
+            r#"{{"index":{i},"token":{{"id":{i},"text":"{text}","logprob":-0.1,"special":{special}}},"generated_text":null,"details":null}}"#
+        ))
+    };
+    let last = event(
+        r#"{"index":3,"token":{"id":2,"text":"</s>","logprob":0.0,"special":true},"generated_text":"Hi there","details":{"finish_reason":"eos_token","generated_tokens":3,"seed":null,"input_length":5}}"#,
+    );
+    let r = run_api(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            token(1, "Hi", false),
+            token(2, " there", false),
+            last,
+            Act::End,
+        ],
+        LlmApi::Tgi,
+    )
+    .await;
+    assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+    assert_eq!(
+        (r.content_events, r.output_tokens, r.input_tokens),
+        (2, Some(3), Some(5)),
+        "two text tokens arrived; the server generated three (its end token)"
+    );
+    assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+    let cut = run_api(
+        vec![Act::Send(SSE_HEAD.into()), token(1, "Hi", false), Act::End],
+        LlmApi::Tgi,
+    )
+    .await;
+    assert_eq!(
+        failure(&cut),
+        (Outcome::Error, FailStage::Stream, "truncated".into()),
+        "no details event: the answer was cut"
+    );
 }

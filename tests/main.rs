@@ -20,6 +20,7 @@ mod flows;
 mod heal;
 mod layers;
 mod merge;
+mod native_apis;
 mod report;
 mod run;
 mod schema;

@@ -1,32 +1,62 @@
-//! The SSE decoder and the proxy's framer, on any bytes cut into any chunks: no panic,
-//! and the same events however the stream is chunked (the decoder against itself fed
-//! whole; the framer's pieces joined give back every byte fed).
+//! The SSE decoder, the proxy's framer and the NDJSON line splitter (Ollama's streams),
+//! on any bytes cut into any chunks: no panic, and the same events however the stream
+//! is chunked (each decoder against itself fed whole; the framer's pieces joined give
+//! back every byte fed).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use redline::client::ndjson::LineDecoder;
 use redline::client::sse::{Framed, SseDecoder, SseEvent, SseFramer};
 
 /// A small limit, so that oversized events are exercised too.
 const LIMIT: usize = 256;
 
-/// The events of `stream` fed in pieces of the given sizes (cycled), until an error.
-fn decode(stream: &[u8], sizes: &[u8]) -> (Vec<SseEvent>, bool) {
-    let mut decoder = SseDecoder::new(LIMIT);
-    let mut events = Vec::new();
+/// What `next` takes out of a decoder fed `stream` in pieces of the given sizes
+/// (cycled), until an error (then `true`).
+fn fed<D, T, E>(
+    stream: &[u8],
+    sizes: &[u8],
+    mut decoder: D,
+    feed: impl Fn(&mut D, &[u8]),
+    next: impl Fn(&mut D) -> Option<Result<T, E>>,
+) -> (Vec<T>, bool) {
+    let mut out = Vec::new();
     let mut rest = stream;
     let mut size = sizes.iter().cycle();
     while !rest.is_empty() {
         let n = (usize::from(*size.next().unwrap_or(&0)) + 1).min(rest.len());
-        decoder.feed(&rest[..n]);
+        feed(&mut decoder, &rest[..n]);
         rest = &rest[n..];
-        while let Some(event) = decoder.next_event() {
-            match event {
-                Ok(event) => events.push(event),
-                Err(_) => return (events, true),
+        while let Some(item) = next(&mut decoder) {
+            match item {
+                Ok(item) => out.push(item),
+                Err(_) => return (out, true),
             }
         }
     }
-    (events, false)
+    (out, false)
+}
+
+fn decode(stream: &[u8], sizes: &[u8]) -> (Vec<SseEvent>, bool) {
+    let decoder = SseDecoder::new(LIMIT);
+    fed(
+        stream,
+        sizes,
+        decoder,
+        SseDecoder::feed,
+        SseDecoder::next_event,
+    )
+}
+
+fn lines(stream: &[u8], sizes: &[u8]) -> (Vec<String>, bool) {
+    let decoder = LineDecoder::new(LIMIT);
+    fed(
+        stream,
+        sizes,
+        decoder,
+        LineDecoder::feed,
+        LineDecoder::next_line,
+    )
 }
 
 fuzz_target!(|input: &[u8]| {
@@ -47,6 +77,14 @@ fuzz_target!(|input: &[u8]| {
         assert_eq!(
             whole.0, pieces.0,
             "the same stream decoded differently in pieces"
+        );
+    }
+
+    let (whole_lines, pieces_lines) = (lines(stream, &[u8::MAX; 1]), lines(stream, sizes));
+    if !whole_lines.1 && !pieces_lines.1 {
+        assert_eq!(
+            whole_lines.0, pieces_lines.0,
+            "the same lines split differently in pieces"
         );
     }
 

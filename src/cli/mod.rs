@@ -570,15 +570,16 @@ pub struct RunArgs {
     /// `embedded`.
     #[arg(long, help_heading = "Shorthands")]
     pub url: Option<String>,
-    /// Shorthand: model name (required for a real server).
+    /// Shorthand: model name (required for a real server, except with `--api tgi`).
     #[arg(long, help_heading = "Shorthands")]
     pub model: Option<String>,
     /// Shorthand: simulator profile for `--url embedded`.
     #[arg(long, help_heading = "Shorthands")]
     pub profile: Option<String>,
-    /// Shorthand: chat or completions.
+    /// Shorthand: which API to call: OpenAI's chat or completions, TGI's native
+    /// `/generate_stream`, Ollama's native `/api/chat` or `/api/generate`.
     #[arg(long, value_enum, default_value = "chat", help_heading = "Shorthands")]
-    pub api: crate::client::openai::LlmApi,
+    pub api: crate::client::dialect::LlmApi,
     /// Shorthand: open-loop Poisson rate, requests per second.
     #[arg(long, conflicts_with = "concurrency", help_heading = "Shorthands")]
     pub rate: Option<f64>,

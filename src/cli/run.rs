@@ -1,7 +1,7 @@
 //! `redline run`: a spec or the shorthands, run, then the report and the exit code.
 
 use super::*;
-use crate::client::openai::LlmApi;
+use crate::client::dialect::LlmApi;
 use crate::segment::Segment;
 
 pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
@@ -295,6 +295,9 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
         api: match args.api {
             LlmApi::Chat => ApiKind::Chat,
             LlmApi::Completions => ApiKind::Completions,
+            LlmApi::Tgi => ApiKind::Tgi,
+            LlmApi::Ollama => ApiKind::Ollama,
+            LlmApi::OllamaGenerate => ApiKind::OllamaGenerate,
         },
         api_key_env: args.api_key_env.clone(),
         headers: BTreeMap::new(),

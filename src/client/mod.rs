@@ -1,9 +1,11 @@
 //! Protocol clients. Each fills an outcome [`Record`] with timing
 //! marks and a typed outcome.
 
+pub mod dialect;
 pub mod http;
 pub mod json;
 pub mod lane;
+pub mod ndjson;
 pub mod openai;
 pub mod sse;
 pub mod tls;

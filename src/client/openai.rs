@@ -1,8 +1,8 @@
-//! The OpenAI-compatible client: chat and text completions, streaming or not, over a
-//! keep-alive hyper pool. Fills a [`Record`] with timing marks and a typed outcome;
-//! never panics on what a server sends.
+//! The LLM client: OpenAI-compatible chat and text completions, TGI's and Ollama's
+//! native APIs ([`super::dialect`] says how each differs), streamed (SSE or
+//! newline-delimited JSON) or not, over a keep-alive hyper pool. Fills a [`Record`]
+//! with timing marks and a typed outcome; never panics on what a server sends.
 
-use std::borrow::Cow;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -10,28 +10,23 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Request, Response, Uri};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::dialect::{LlmApi, Piece, error_text};
+use super::ndjson::LineDecoder;
 use super::sse::{SseDecoder, SseError};
 use super::{HttpClient, RunClock, Timeouts};
 
-use crate::record::{Exchange, FailStage, Outcome, Record, ServerTruth, TokenSource};
+use crate::record::{
+    Exchange, FailStage, Outcome, Record, ServerReported, ServerTruth, TokenSource,
+};
 use crate::tokenizer::TokenCounting;
-use crate::workload::payload::{Payload, PromptBody};
-
-/// Which OpenAI API to call (or, in the simulator, was called); also `--api` of the
-/// command line's shorthand run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LlmApi {
-    Chat,
-    Completions,
-}
+use crate::workload::payload::Payload;
 
 /// Everything about the endpoint that does not change between requests.
 #[derive(Debug, Clone)]
 pub struct LlmTarget {
-    /// `…/v1/chat/completions` or `…/v1/completions`.
+    /// The API's path on the server (`LlmApi::path`).
     pub uri: Uri,
     pub api: LlmApi,
     pub model: String,
@@ -53,34 +48,13 @@ pub struct LlmTarget {
 impl LlmTarget {
     /// The JSON body of a request.
     pub fn body(&self, payload: &Payload) -> Value {
-        let mut body = json!({"model": self.model, "stream": self.stream});
-        match (&payload.prompt, self.api) {
-            (PromptBody::Text(text), LlmApi::Completions) => body["prompt"] = json!(text),
-            (PromptBody::Text(text), LlmApi::Chat) => {
-                body["messages"] = json!([{"role": "user", "content": text}])
-            }
-            (PromptBody::Messages(messages), LlmApi::Chat) => body["messages"] = json!(messages),
-            (PromptBody::Messages(messages), LlmApi::Completions) => {
-                // A completions endpoint takes text: join the messages' contents.
-                let text: Vec<&str> = messages
-                    .iter()
-                    .filter_map(|m| m["content"].as_str())
-                    .collect();
-                body["prompt"] = json!(text.join("\n"));
-            }
-        }
-        if let Some(max) = payload.max_tokens {
-            body["max_tokens"] = json!(max);
-        }
-        if self.stream && self.include_usage {
-            body["stream_options"] = json!({"include_usage": true});
-        }
-        if let Value::Object(map) = &mut body {
-            for (k, v) in &self.extra_body {
-                map.insert(k.clone(), v.clone());
-            }
-        }
-        body
+        self.api.body(
+            &self.model,
+            self.stream,
+            self.include_usage,
+            payload,
+            &self.extra_body,
+        )
     }
 
     fn request(&self, payload: &Payload) -> Request<Full<Bytes>> {
@@ -119,6 +93,9 @@ pub async fn call(
     let timeout = "no response headers before the deadline";
     let response = super::send_until(http, request, first_deadline, timeout, clock, record).await?;
     read_truth_headers(&response, record);
+    if target.api == LlmApi::Tgi {
+        read_tgi_timings(&response, record);
+    }
     let mut reader = Reader {
         target,
         clock,
@@ -179,45 +156,6 @@ struct Reader<'a> {
     itl_sum_us: u64,
 }
 
-/// The fields of a chunk or response redline looks at; borrowed where possible.
-#[derive(Debug, Deserialize)]
-struct ChunkView<'a> {
-    #[serde(default, borrow)]
-    choices: Vec<ChoiceView<'a>>,
-    usage: Option<UsageView>,
-    error: Option<Value>,
-    redline: Option<ServerTruth>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ChoiceView<'a> {
-    #[serde(borrow)]
-    delta: Option<MessageView<'a>>,
-    #[serde(borrow)]
-    message: Option<MessageView<'a>>,
-    #[serde(borrow)]
-    text: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    finish_reason: Option<Cow<'a, str>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct MessageView<'a> {
-    #[serde(borrow)]
-    content: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    reasoning_content: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    reasoning: Option<Cow<'a, str>>,
-    tool_calls: Option<Vec<Value>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct UsageView {
-    prompt_tokens: Option<u32>,
-    completion_tokens: Option<u32>,
-}
-
 /// What one chunk carried.
 #[derive(Debug, Default, PartialEq)]
 struct Content {
@@ -228,11 +166,21 @@ struct Content {
 impl Reader<'_> {
     async fn read(&mut self, response: Response<Incoming>, payload: &Payload) {
         let status = response.status();
-        let is_sse = response
+        let content_type = response
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
+            .unwrap_or("");
+        let limit = self.target.max_response_bytes;
+        let frames = if content_type.starts_with("text/event-stream") {
+            Some(Frames::Sse(SseDecoder::new(limit)))
+        } else if content_type.starts_with("application/x-ndjson")
+            || (self.target.stream && self.target.api.streams_lines())
+        {
+            Some(Frames::Lines(LineDecoder::new(limit)))
+        } else {
+            None
+        };
         let mut body = response.into_body();
         if !status.is_success() {
             let bytes = self.collect(&mut body, 64 << 10).await.unwrap_or_default();
@@ -246,10 +194,9 @@ impl Reader<'_> {
             );
             return;
         }
-        if is_sse {
-            self.read_stream(&mut body).await;
-        } else {
-            self.read_whole(&mut body).await;
+        match frames {
+            Some(frames) => self.read_stream(&mut body, frames).await,
+            None => self.read_whole(&mut body).await,
         }
         self.finish(payload).await;
     }
@@ -304,8 +251,8 @@ impl Reader<'_> {
             return;
         };
         self.record.last_byte_us = Some(self.clock.now_us());
-        let chunk: ChunkView = match serde_json::from_slice(&bytes) {
-            Ok(chunk) => chunk,
+        let piece = match self.target.api.decode(&bytes, false) {
+            Ok(piece) => piece,
             Err(error) => {
                 self.record.fail(
                     Outcome::Error,
@@ -316,11 +263,16 @@ impl Reader<'_> {
                 return;
             }
         };
-        self.absorb(&chunk, None);
+        if let Some(error) = &piece.error {
+            let what = format!("server error: {error}");
+            return self
+                .record
+                .fail(Outcome::Error, FailStage::Decode, "server_error", what);
+        }
+        self.absorb(piece, None);
     }
 
-    async fn read_stream(&mut self, body: &mut Incoming) {
-        let mut decoder = SseDecoder::new(self.target.max_response_bytes);
+    async fn read_stream(&mut self, body: &mut Incoming, mut decoder: Frames) {
         let mut done = false;
         // One timer for the whole stream, re-armed lazily: when it fires, the real
         // deadline (which moves with every frame) is checked, and the timer is set to
@@ -404,13 +356,13 @@ impl Reader<'_> {
     /// (the record says how).
     fn take_events(
         &mut self,
-        decoder: &mut SseDecoder,
+        decoder: &mut Frames,
         at: Instant,
         done: &mut bool,
     ) -> Result<(), Failed> {
-        while let Some(event) = decoder.next_event() {
-            let event = match event {
-                Ok(event) => event,
+        while let Some(data) = decoder.next() {
+            let data = match data {
+                Ok(data) => data,
                 Err(error) => {
                     let (stage, class) = match error {
                         SseError::TooLarge { .. } => (FailStage::Stream, "too_large"),
@@ -421,25 +373,23 @@ impl Reader<'_> {
                     return Err(Failed);
                 }
             };
-            if event.data == "[DONE]" {
+            if data == "[DONE]" {
                 *done = true;
                 continue;
             }
-            match serde_json::from_str::<ChunkView>(&event.data) {
-                Ok(chunk) => {
-                    if let Some(error) = &chunk.error {
-                        let what = format!("server error in stream: {}", error_text(error));
+            match self.target.api.decode(data.as_bytes(), true) {
+                Ok(piece) => {
+                    if let Some(error) = &piece.error {
+                        let what = format!("server error in stream: {error}");
                         self.record
                             .fail(Outcome::Error, FailStage::Stream, "stream_error", what);
                         return Err(Failed);
                     }
-                    self.absorb(&chunk, Some(at));
+                    *done |= piece.done;
+                    self.absorb(piece, Some(at));
                 }
                 Err(error) => {
-                    let what = format!(
-                        "event is not JSON ({error}): {}",
-                        preview(event.data.as_bytes())
-                    );
+                    let what = format!("event is not JSON ({error}): {}", preview(data.as_bytes()));
                     self.record
                         .fail(Outcome::Error, FailStage::Decode, "invalid_json", what);
                     return Err(Failed);
@@ -449,12 +399,13 @@ impl Reader<'_> {
         Ok(())
     }
 
-    /// The body ended without `[DONE]`: a cut answer, or only the marker missing.
-    fn ended_early(&mut self, decoder: &SseDecoder) {
+    /// The body ended without `[DONE]` (or the API's last event): a cut answer, or
+    /// only the marker missing.
+    fn ended_early(&mut self, decoder: &Frames) {
         let (class, what) = if decoder.has_partial() || self.record.finish_reason.is_none() {
             (
                 "truncated",
-                "stream ended before the answer was complete (no finish_reason, no [DONE])",
+                "stream ended before the answer was complete (no finish reason, no end marker)",
             )
         } else {
             ("missing_done", "stream ended without [DONE]")
@@ -463,70 +414,53 @@ impl Reader<'_> {
             .fail(Outcome::Error, FailStage::Stream, class, what);
     }
 
-    /// Takes what a chunk (or a whole response) carries into the record.
-    fn absorb(&mut self, chunk: &ChunkView, at: Option<Instant>) {
-        if let Some(usage) = &chunk.usage {
-            if let Some(n) = usage.completion_tokens {
-                self.record.output_tokens = Some(n);
-                self.record.token_source = Some(TokenSource::Usage);
-            }
-            if let Some(n) = usage.prompt_tokens {
-                self.record.input_tokens = Some(n);
-            }
+    /// Takes what an event (or a whole response) carries into the record.
+    fn absorb(&mut self, piece: Piece, at: Option<Instant>) {
+        if let Some(n) = piece.completion_tokens {
+            self.record.output_tokens = Some(n);
+            self.record.token_source = Some(TokenSource::Usage);
         }
-        if let Some(truth) = chunk.redline {
+        if let Some(n) = piece.prompt_tokens {
+            self.record.input_tokens = Some(n);
+        }
+        if let Some(truth) = piece.truth {
             self.record.server = Some(truth);
         }
-        let Some(choice) = chunk.choices.first() else {
-            return;
-        };
-        if let Some(reason) = &choice.finish_reason {
-            self.record.finish_reason = Some(reason.to_string());
+        if let Some(reported) = piece.reported {
+            self.record.server_reported = Some(reported);
+        }
+        if let Some(reason) = piece.finish_reason {
+            self.record.finish_reason = Some(reason.into_owned());
         }
         let mut content = Content::default();
-        if let Some(text) = choice.text.as_deref().filter(|t| !t.is_empty()) {
+        if let Some(text) = &piece.answer {
             self.answer.push_str(text);
             content.answer = true;
         }
-        if let Some(message) = choice.delta.as_ref().or(choice.message.as_ref()) {
-            if let Some(text) = message.content.as_deref().filter(|t| !t.is_empty()) {
-                self.answer.push_str(text);
-                content.answer = true;
+        if let Some(reasoning) = &piece.reasoning {
+            self.other.push_str(reasoning);
+            content.reasoning = true;
+        }
+        for (position, call) in piece.tool_calls.iter().enumerate() {
+            // Streamed calls arrive in pieces under their `index`; a whole message
+            // lists them in order.
+            let index = call["index"].as_u64().map_or(position, |i| i as usize);
+            if self.tool_calls.len() <= index {
+                self.tool_calls
+                    .resize_with(index + 1, ToolCallParts::default);
             }
-            for reasoning in [&message.reasoning_content, &message.reasoning]
-                .into_iter()
-                .flatten()
-            {
-                if !reasoning.is_empty() {
-                    self.other.push_str(reasoning);
-                    content.reasoning = true;
-                }
+            let assembled = &mut self.tool_calls[index];
+            if let Some(id) = call["id"].as_str() {
+                assembled.id.push_str(id);
             }
-            if let Some(calls) = message.tool_calls.as_ref().filter(|c| !c.is_empty()) {
-                for (position, call) in calls.iter().enumerate() {
-                    // Streamed calls arrive in pieces under their `index`; a whole
-                    // message lists them in order.
-                    let index = call["index"].as_u64().map_or(position, |i| i as usize);
-                    if self.tool_calls.len() <= index {
-                        self.tool_calls
-                            .resize_with(index + 1, ToolCallParts::default);
-                    }
-                    let assembled = &mut self.tool_calls[index];
-                    if let Some(id) = call["id"].as_str() {
-                        assembled.id.push_str(id);
-                    }
-                    if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
-                        assembled.name.push_str(name);
-                    }
-                    if let Some(arguments) =
-                        call.pointer("/function/arguments").and_then(Value::as_str)
-                    {
-                        self.other.push_str(arguments);
-                        assembled.arguments.push_str(arguments);
-                    }
-                }
-                content.answer = true;
+            if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
+                assembled.name.push_str(name);
             }
+            if let Some(arguments) = call.pointer("/function/arguments").and_then(Value::as_str) {
+                self.other.push_str(arguments);
+                assembled.arguments.push_str(arguments);
+            }
+            content.answer = true;
         }
         let Some(at) = at else {
             return; // a whole response: no per-token timing to take
@@ -613,6 +547,57 @@ impl Reader<'_> {
     }
 }
 
+/// How a streamed answer is cut into events.
+enum Frames {
+    Sse(SseDecoder),
+    /// Newline-delimited JSON (Ollama).
+    Lines(LineDecoder),
+}
+
+impl Frames {
+    fn feed(&mut self, data: &[u8]) {
+        match self {
+            Frames::Sse(decoder) => decoder.feed(data),
+            Frames::Lines(decoder) => decoder.feed(data),
+        }
+    }
+
+    /// The data of the next whole event.
+    fn next(&mut self) -> Option<Result<String, SseError>> {
+        match self {
+            Frames::Sse(decoder) => decoder.next_event().map(|e| e.map(|e| e.data)),
+            Frames::Lines(decoder) => decoder.next_line(),
+        }
+    }
+
+    fn has_partial(&self) -> bool {
+        match self {
+            Frames::Sse(decoder) => decoder.has_partial(),
+            Frames::Lines(decoder) => decoder.has_partial(),
+        }
+    }
+}
+
+/// TGI's own timings, in headers of a whole answer: `x-total-time`, `x-queue-time`,
+/// `x-inference-time` and `x-time-per-token` in milliseconds, and the token counts.
+fn read_tgi_timings(response: &Response<Incoming>, record: &mut Record) {
+    let get =
+        |name: &str| -> Option<u64> { response.headers().get(name)?.to_str().ok()?.parse().ok() };
+    let ms = |name: &str| get(name).map(|ms| ms * 1_000);
+    let reported = ServerReported {
+        total_us: ms("x-total-time"),
+        queue_us: ms("x-queue-time"),
+        decode_us: ms("x-inference-time"),
+        time_per_token_us: ms("x-time-per-token"),
+        prompt_tokens: get("x-prompt-tokens").map(|n| n as u32),
+        output_tokens: get("x-generated-tokens").map(|n| n as u32),
+        ..ServerReported::default()
+    };
+    if reported != ServerReported::default() {
+        record.server_reported = Some(reported);
+    }
+}
+
 fn read_truth_headers(response: &Response<Incoming>, record: &mut Record) {
     let get =
         |name: &str| -> Option<u64> { response.headers().get(name)?.to_str().ok()?.parse().ok() };
@@ -628,8 +613,8 @@ fn read_truth_headers(response: &Response<Incoming>, record: &mut Record) {
             finish_us,
             preemptions: get("x-redline-preemptions").unwrap_or(0) as u32,
             cached_prompt_tokens: get("x-redline-cached-tokens").unwrap_or(0) as u32,
-            prompt_tokens: 0,
-            completion_tokens: 0,
+            prompt_tokens: get("x-redline-prompt-tokens").unwrap_or(0) as u32,
+            completion_tokens: get("x-redline-completion-tokens").unwrap_or(0) as u32,
             request_hash: get("x-redline-request-hash").unwrap_or(0),
             first_token_sent_us: None,
         });
@@ -642,14 +627,6 @@ fn error_message(bytes: &[u8]) -> String {
         .ok()
         .map(|v| error_text(v.get("error").unwrap_or(&v)))
         .unwrap_or_else(|| preview(bytes))
-}
-
-fn error_text(error: &Value) -> String {
-    error
-        .get("message")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .unwrap_or_else(|| error.to_string())
 }
 
 fn preview(bytes: &[u8]) -> String {

@@ -9,7 +9,8 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::Uri;
 
-use crate::client::openai::{LlmApi, LlmTarget};
+use crate::client::dialect::LlmApi;
+use crate::client::openai::LlmTarget;
 use crate::client::{self, HttpClient, RunClock, Timeouts};
 use crate::record::{Outcome, Phase, Record};
 use crate::tokenizer::{DEFAULT_MAX_COUNT_BYTES, LocalTokenizer, TokenCounting};

@@ -122,6 +122,8 @@ impl Distributions {
         add(&mut self.input_tokens, &o.input_tokens);
         add(&mut self.output_tokens, &o.output_tokens);
         add(&mut self.ttft_client_overhead, &o.ttft_client_overhead);
+        add(&mut self.server_total, &o.server_total);
+        add(&mut self.e2e_beyond_server, &o.e2e_beyond_server);
     }
 }
 

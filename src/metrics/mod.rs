@@ -41,6 +41,10 @@ pub struct Distributions {
     pub output_tokens: Histogram<u64>,
     /// Client TTFT − server-reported (first token − arrival), where the server says.
     pub ttft_client_overhead: Histogram<u64>,
+    /// The server's own account of a request's total time (`server_reported`).
+    pub server_total: Histogram<u64>,
+    /// Client E2E − the server's own total: what the server's account leaves out.
+    pub e2e_beyond_server: Histogram<u64>,
 }
 
 impl Default for Distributions {
@@ -58,6 +62,8 @@ impl Default for Distributions {
             input_tokens: histogram(),
             output_tokens: histogram(),
             ttft_client_overhead: histogram(),
+            server_total: histogram(),
+            e2e_beyond_server: histogram(),
         }
     }
 }
@@ -482,6 +488,13 @@ impl Aggregator {
         record(&mut d.output_tokens, r.output_tokens.map(u64::from));
         for gap in &r.itl_us {
             d.itl.saturating_record(u64::from(*gap).max(1));
+        }
+        if let Some(total) = r.server_reported.and_then(|s| s.total_us) {
+            d.server_total.saturating_record(total.max(1));
+            if let Some(e2e) = r.e2e_us() {
+                d.e2e_beyond_server
+                    .saturating_record(e2e.saturating_sub(total).max(1));
+            }
         }
         if let Some(server) = &r.server {
             self.preempted += u64::from(server.preemptions > 0);

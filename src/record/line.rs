@@ -50,6 +50,7 @@ impl Record {
             output_tokens_local,
             finish_reason,
             server,
+            server_reported,
             itl_us,
             answer: _,
             exchange: _,
@@ -95,6 +96,7 @@ impl Record {
         line.some_number_at(b"output_tokens_local", *output_tokens_local);
         line.some_value_at(b"finish_reason", finish_reason)?;
         line.some_value_at(b"server", server)?;
+        line.some_value_at(b"server_reported", server_reported)?;
         if !itl_us.is_empty() {
             line.numbers_at(b"itl_us", itl_us);
         }
@@ -246,6 +248,11 @@ mod tests {
             request_hash: u64::MAX,
             first_token_sent_us: Some(5),
         });
+        record.server_reported = Some(ServerReported {
+            total_us: Some(9),
+            prompt_tokens: Some(512),
+            ..ServerReported::default()
+        });
         record.itl_us = vec![0, 1, u32::MAX, 250];
         record.answer = Some("never written".into());
         record.exchange = Some(Box::new(Exchange::new("prompt", "answer")));
@@ -284,6 +291,7 @@ mod tests {
             &mut |r| {
                 r.finish_reason = None;
                 r.server = None;
+                r.server_reported = None;
                 r.itl_us.clear();
             },
         ];

@@ -166,6 +166,35 @@ pub struct ServerTruth {
     pub first_token_sent_us: Option<u64>,
 }
 
+/// What the server said of its own time for a request, where its API says it:
+/// Ollama's durations, TGI's `x-*-time` headers. Beside the client's marks, not in
+/// place of them: the difference is queueing and transport the server cannot see.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ServerReported {
+    /// From the server receiving the request to it finishing the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_us: Option<u64>,
+    /// Waiting for a batch slot (TGI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_us: Option<u64>,
+    /// Loading the model (Ollama; near zero when it was loaded already).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_us: Option<u64>,
+    /// Evaluating the prompt (Ollama's `prompt_eval_duration`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_us: Option<u64>,
+    /// Generating (Ollama's `eval_duration`; TGI's inference time, prefill included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_us: Option<u64>,
+    /// Mean time per generated token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_per_token_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u32>,
+}
+
 /// The shared prefix (system prompt) a synthetic request began with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PrefixMark {
@@ -358,6 +387,9 @@ pub struct Record {
     pub finish_reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerTruth>,
+    /// The server's own timings, for APIs that report them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_reported: Option<ServerReported>,
     /// Gaps between consecutive content events, microseconds: pooled into the ITL
     /// histogram, and written, so `redline check` judges pooled ITL on the same samples
     /// as the run did.
@@ -465,6 +497,7 @@ impl Record {
             output_tokens_local: None,
             finish_reason: None,
             server: None,
+            server_reported: None,
             itl_us: Vec::new(),
             answer: None,
             exchange: None,

@@ -327,6 +327,20 @@ pub struct ServerSide {
     /// Client TTFT minus the server's own (first token − arrival): network and client
     /// overhead, where the server reports its timeline.
     pub ttft_client_overhead_ms: Dist,
+    /// What the server's API said of its own time (Ollama's durations, TGI's
+    /// headers), where it said it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported: Option<ServerReportedTimes>,
+}
+
+/// The server's own account of its requests' time, beside the client's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ServerReportedTimes {
+    /// The server's total per request.
+    pub total_ms: Dist,
+    /// Client E2E minus the server's total: transport, the server's HTTP layer and
+    /// any queue it does not count, and the client.
+    pub client_e2e_beyond_ms: Dist,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -561,6 +575,10 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
             preempted_requests: agg.preempted,
             cached_prompt_tokens: agg.cached_prompt_tokens,
             ttft_client_overhead_ms: ms(&d.ttft_client_overhead),
+            reported: (!d.server_total.is_empty()).then(|| ServerReportedTimes {
+                total_ms: ms(&d.server_total),
+                client_e2e_beyond_ms: ms(&d.e2e_beyond_server),
+            }),
         },
         turns: turns_of(agg),
         prefix_cache: (agg.prefix_prompt_tokens > 0).then(|| PrefixCache {

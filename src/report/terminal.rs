@@ -396,6 +396,13 @@ pub(super) fn render_tokens_and_server(s: &Summary, line: &mut impl FnMut(String
             o.p50, o.p99, s.server.preempted_requests, s.server.cached_prompt_tokens
         ));
     }
+    if let Some(reported) = &s.server.reported {
+        let (total, beyond) = (&reported.total_ms, &reported.client_e2e_beyond_ms);
+        line(format!(
+            "  server's own account: total p50 {:.3} ms, p99 {:.3} ms ({} requests) · client E2E − server total p50 {:.3} ms, p99 {:.3} ms",
+            total.p50, total.p99, total.count, beyond.p50, beyond.p99
+        ));
+    }
     if let Some(m) = &s.server_metrics {
         let max = |f: fn(&crate::prometheus::scrape::ServerSample) -> Option<f64>| {
             m.samples

@@ -48,8 +48,9 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::chaos::ProxyCounts;
 use crate::chaos::{FaultLog, ProxyConfig, Rule, RunningProxy, upstream_uri};
+use crate::client::dialect::LlmApi;
 use crate::client::http::{self, HttpTarget};
-use crate::client::openai::{self, LlmApi, LlmTarget};
+use crate::client::openai::{self, LlmTarget};
 use crate::client::{HttpClient, RunClock};
 use crate::metrics::Aggregator;
 use crate::pacer::Pacer;
@@ -195,10 +196,7 @@ fn build_target(
             include_usage,
             extra_body,
         } => {
-            let path = match api {
-                LlmApi::Chat => "/v1/chat/completions",
-                LlmApi::Completions => "/v1/completions",
-            };
+            let path = api.path(*stream);
             let target = LlmTarget {
                 uri: format!("{base_url}{path}")
                     .parse()

@@ -653,6 +653,9 @@ pub fn api_name(api: ApiKind) -> &'static str {
     match api {
         ApiKind::Chat => "chat",
         ApiKind::Completions => "completions",
+        ApiKind::Tgi => "tgi",
+        ApiKind::Ollama => "ollama",
+        ApiKind::OllamaGenerate => "ollama_generate",
         ApiKind::Http => "http",
         ApiKind::Embeddings => "embeddings",
         ApiKind::Qdrant => "qdrant",

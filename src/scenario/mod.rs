@@ -25,7 +25,7 @@ use hyper::header::{HeaderName, HeaderValue};
 
 use crate::chaos::RuleDef;
 use crate::client::Timeouts;
-use crate::client::openai::LlmApi;
+use crate::client::dialect::LlmApi;
 use crate::client::tls::{TlsOptions, TlsSettings};
 use crate::metrics::RequestSlo;
 use crate::scenario::flow::FlowPlan;

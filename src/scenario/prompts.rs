@@ -70,11 +70,7 @@ pub(super) fn workload_from_spec(
         (Some(kind), Some(prompts), None) => {
             prompts_from_spec(prompts, &file.path, spec.seed, tokenizer, problems).map(|prompts| {
                 Workload::Llm {
-                    api: if kind == ApiKind::Completions {
-                        LlmApi::Completions
-                    } else {
-                        LlmApi::Chat
-                    },
+                    api: llm_api(kind),
                     prompts,
                     stream: template.stream,
                     include_usage: template.include_usage,
@@ -82,6 +78,18 @@ pub(super) fn workload_from_spec(
                 }
             })
         }
+    }
+}
+
+/// The LLM API a service of this kind speaks (chat for kinds that are not LLM APIs:
+/// a flow's prompts feed its steps).
+fn llm_api(kind: ApiKind) -> LlmApi {
+    match kind {
+        ApiKind::Completions => LlmApi::Completions,
+        ApiKind::Tgi => LlmApi::Tgi,
+        ApiKind::Ollama => LlmApi::Ollama,
+        ApiKind::OllamaGenerate => LlmApi::OllamaGenerate,
+        _ => LlmApi::Chat,
     }
 }
 

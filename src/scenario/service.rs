@@ -26,13 +26,23 @@ pub(super) fn service_from_spec(
     }
     let needs_model = matches!(
         s.api,
-        ApiKind::Chat | ApiKind::Completions | ApiKind::Embeddings
+        ApiKind::Chat
+            | ApiKind::Completions
+            | ApiKind::Embeddings
+            | ApiKind::Ollama
+            | ApiKind::OllamaGenerate
     );
     if s.model.is_none() && s.url != "embedded" && needs_model {
         problems.add(
             &format!("{path}.model"),
             "is required for a real server".into(),
-            Some("name the served model, as GET /v1/models lists it".into()),
+            Some(
+                if matches!(s.api, ApiKind::Ollama | ApiKind::OllamaGenerate) {
+                    "name the model, as `ollama list` (GET /api/tags) lists it".into()
+                } else {
+                    "name the served model, as GET /v1/models lists it".into()
+                },
+            ),
         );
     }
     let api_key = s

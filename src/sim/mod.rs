@@ -1,5 +1,6 @@
-//! The embedded simulators: an OpenAI-compatible LLM server driven by a
-//! continuous-batching engine model, with embeddings, and ground truth on every answer.
+//! The embedded simulators: an OpenAI-compatible LLM server (with TGI's and Ollama's
+//! native APIs beside it) driven by a continuous-batching engine model, with
+//! embeddings, and ground truth on every answer.
 //!
 //! Pure parts ([`scheduler`], [`kv`], [`text`], [`profile`], [`embed`], [`openai`])
 //! do no IO; [`engine`] gives the scheduler a real clock; [`server`] speaks HTTP.
@@ -8,6 +9,7 @@ pub mod embed;
 pub mod engine;
 pub mod kv;
 pub mod metrics;
+pub mod native;
 pub mod openai;
 pub mod profile;
 pub mod scheduler;

@@ -281,7 +281,8 @@ pub fn plan_completion(request: CompletionRequest, cx: &Context) -> Result<Plan,
     plan(prompt, max_tokens, request.sampling, None, cx)
 }
 
-fn plan(
+/// Checks a request's sampling against the model and plans its answer.
+pub fn plan(
     prompt: Vec<u32>,
     max_tokens: Option<u32>,
     sampling: Sampling,

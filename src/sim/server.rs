@@ -23,6 +23,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::embed::embed;
 use super::engine::{Clock, Engine, Event};
 use super::metrics::SimMetrics;
+use super::native;
 use super::openai::{self, ApiError, Context, Plan};
 use super::profile::Profile;
 use super::scheduler::Timeline;
@@ -30,7 +31,6 @@ use super::script::Script;
 use super::startup::{self, Startup, StartupModel};
 use super::text::FinishReason;
 use super::tiers::{self, TierConfig, Tiers};
-use crate::client::openai::LlmApi;
 use crate::tokenizer::sim as sim_tokenizer;
 
 /// How a simulator is set up.
@@ -117,7 +117,19 @@ impl SimState {
         })
     }
 
-    fn context(&self) -> Context<'_> {
+    pub(super) fn model(&self) -> &str {
+        &self.model
+    }
+
+    pub(super) fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    pub(super) fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
+    pub(super) fn context(&self) -> Context<'_> {
         Context {
             profile: &self.profile,
             served_model: &self.model,
@@ -151,7 +163,15 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
         .route("/v1/embeddings", post(embeddings))
-        .route("/v1/models", get(models));
+        .route("/v1/models", get(models))
+        .route("/", post(native::tgi_compat))
+        .route("/generate", post(native::tgi_generate))
+        .route("/generate_stream", post(native::tgi_generate_stream))
+        .route("/info", get(native::tgi_info))
+        .route("/api/chat", post(native::ollama_chat))
+        .route("/api/generate", post(native::ollama_generate))
+        .route("/api/tags", get(native::ollama_tags))
+        .route("/api/version", get(native::ollama_version));
     let (model, health) = match &state.startup {
         Some(startup) => (
             model.route_layer(axum::middleware::from_fn_with_state(
@@ -258,7 +278,7 @@ fn error_response(error: ApiError) -> Response {
     json_response(status, &error.body())
 }
 
-fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
+pub(super) fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Response {
     (
         status,
         [(
@@ -286,7 +306,14 @@ async fn chat_completions(State(state): State<Arc<SimState>>, body: Bytes) -> Re
     let arrival_ns = state.clock.now_ns();
     let plan =
         openai::parse(&body).and_then(|request| openai::plan_chat(request, &state.context()));
-    answer(state, plan, LlmApi::Chat, arrival_ns, request_hash(&body)).await
+    openai_answer(
+        state,
+        plan,
+        OpenAiApi::Chat,
+        arrival_ns,
+        request_hash(&body),
+    )
+    .await
 }
 
 /// `POST /tokenize {"content": …}` (llama.cpp) or `/extras/tokenize {"input": …}`
@@ -320,20 +347,27 @@ async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Respons
     let arrival_ns = state.clock.now_ns();
     let plan =
         openai::parse(&body).and_then(|request| openai::plan_completion(request, &state.context()));
-    answer(
+    openai_answer(
         state,
         plan,
-        LlmApi::Completions,
+        OpenAiApi::Completions,
         arrival_ns,
         request_hash(&body),
     )
     .await
 }
 
-async fn answer(
+/// The OpenAI APIs the simulator serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpenAiApi {
+    Chat,
+    Completions,
+}
+
+async fn openai_answer(
     state: Arc<SimState>,
     plan: Result<Plan, ApiError>,
-    api: LlmApi,
+    api: OpenAiApi,
     arrival_ns: u64,
     request_hash: u64,
 ) -> Response {
@@ -342,35 +376,63 @@ async fn answer(
         Err(error) => return error_response(error),
     };
     let id = state.nonce.fetch_add(1, Ordering::Relaxed);
-    let mut chunks = Chunks::new(api, &state.model, id, plan.tool_call.clone());
-    chunks.request_hash = request_hash;
-    let (stream, include_usage) = (plan.stream, plan.include_usage);
+    let chunks = Chunks::new(api, &state.model, id, &plan);
+    answer(&state, plan, chunks, arrival_ns, request_hash).await
+}
+
+/// How an API writes an answer: event by event as it streams, or whole.
+pub(super) trait Format: Send + 'static {
+    /// The `Content-Type` of a streamed answer.
+    fn stream_type(&self) -> &'static str;
+    /// The event carrying one token.
+    fn token(&mut self, index: u32, delta: &str) -> Bytes;
+    /// The last events: finish reason, counts, and the ground truth `truth`.
+    fn finish(&mut self, reason: FinishReason, timeline: &Timeline, truth: Value) -> Bytes;
+    /// An in-band error for an engine that stopped mid-stream.
+    fn broken(&self) -> Bytes;
+    /// A whole (non-streamed) answer.
+    fn whole(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Response;
+}
+
+/// Runs a planned request on the engine and answers it in `format`, streamed when the
+/// plan says so.
+pub(super) async fn answer(
+    state: &SimState,
+    plan: Plan,
+    format: impl Format,
+    arrival_ns: u64,
+    request_hash: u64,
+) -> Response {
+    let stream = plan.stream;
     let events = state.engine.submit(plan.prompt, plan.generator, arrival_ns);
     if stream {
-        let body = Body::from_stream(sse_stream(events, chunks, include_usage, state.clock));
+        let content_type = format.stream_type();
+        let body = Body::from_stream(stream_answer(events, format, request_hash, state.clock));
         return Response::builder()
-            .header(header::CONTENT_TYPE, "text/event-stream; charset=utf-8")
+            .header(header::CONTENT_TYPE, content_type)
             .header(header::CACHE_CONTROL, "no-cache")
             .body(body)
             .expect("static headers are valid");
     }
-    collect_answer(events, chunks).await
+    collect_answer(events, format, request_hash).await
 }
 
 /// What the final answer of a non-streaming request needs.
-async fn collect_answer(mut events: UnboundedReceiver<Event>, chunks: Chunks) -> Response {
+async fn collect_answer(
+    mut events: UnboundedReceiver<Event>,
+    format: impl Format,
+    request_hash: u64,
+) -> Response {
     let mut text = String::new();
     while let Some(event) = events.recv().await {
         match event {
             Event::Token { delta, .. } => text.push_str(&delta),
             Event::Finished { reason, timeline } => {
-                let mut response =
-                    json_response(StatusCode::OK, &chunks.full_body(&text, reason, &timeline));
+                let mut response = format.whole(&text, reason, &timeline);
                 truth_headers(response.headers_mut(), &timeline);
-                response.headers_mut().insert(
-                    "x-redline-request-hash",
-                    HeaderValue::from(chunks.request_hash),
-                );
+                response
+                    .headers_mut()
+                    .insert("x-redline-request-hash", HeaderValue::from(request_hash));
                 return response;
             }
         }
@@ -378,7 +440,7 @@ async fn collect_answer(mut events: UnboundedReceiver<Event>, chunks: Chunks) ->
     error_response(engine_gone())
 }
 
-fn engine_gone() -> ApiError {
+pub(super) fn engine_gone() -> ApiError {
     ApiError {
         status: 500,
         kind: "InternalServerError",
@@ -397,11 +459,20 @@ fn truth_headers(headers: &mut HeaderMap, t: &Timeline) {
         "x-redline-cached-tokens",
         HeaderValue::from(t.cached_prompt_tokens),
     );
+    headers.insert(
+        "x-redline-prompt-tokens",
+        HeaderValue::from(t.prompt_tokens),
+    );
+    headers.insert(
+        "x-redline-completion-tokens",
+        HeaderValue::from(t.completion_tokens),
+    );
 }
 
-/// The ground truth object carried by the final SSE chunk.
-fn truth_json(t: &Timeline, request_hash: u64) -> Value {
-    json!({
+/// The ground truth object carried by the final event, with when the first token's
+/// event was handed to the connection (engine ns) when there was one.
+fn truth_json(t: &Timeline, request_hash: u64, first_token_sent_ns: Option<u64>) -> Value {
+    let mut truth = json!({
         "request_hash": request_hash,
         "arrival_us": t.arrival_ns / 1_000,
         "scheduled_us": t.scheduled_ns / 1_000,
@@ -412,7 +483,11 @@ fn truth_json(t: &Timeline, request_hash: u64) -> Value {
         "cached_prompt_tokens": t.cached_prompt_tokens,
         "prompt_tokens": t.prompt_tokens,
         "completion_tokens": t.completion_tokens,
-    })
+    });
+    if let Some(ns) = first_token_sent_ns {
+        truth["first_token_sent_us"] = json!(ns / 1_000);
+    }
+    truth
 }
 
 fn usage_json(t: &Timeline) -> Value {
@@ -424,38 +499,34 @@ fn usage_json(t: &Timeline) -> Value {
     })
 }
 
-fn sse_stream(
+fn stream_answer<F: Format>(
     events: UnboundedReceiver<Event>,
-    chunks: Chunks,
-    include_usage: bool,
+    format: F,
+    request_hash: u64,
     clock: Clock,
 ) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> {
-    futures_util::stream::unfold(Some((events, chunks)), move |state| async move {
-        let (mut events, mut chunks) = state?;
+    let start: Option<(UnboundedReceiver<Event>, F, Option<u64>)> = Some((events, format, None));
+    futures_util::stream::unfold(start, move |state| async move {
+        let (mut events, mut format, mut first_token_sent_ns) = state?;
         match events.recv().await {
             Some(Event::Token { index, delta }) => {
-                let bytes = chunks.token(index, &delta);
+                let bytes = format.token(index, &delta);
                 // The connection writes what this stream yields when it polls it: the
-                // first token's chunk leaves the server about now.
-                chunks
-                    .first_token_sent_ns
-                    .get_or_insert_with(|| clock.now_ns());
-                Some((Ok(bytes), Some((events, chunks))))
+                // first token's event leaves the server about now.
+                first_token_sent_ns.get_or_insert_with(|| clock.now_ns());
+                Some((Ok(bytes), Some((events, format, first_token_sent_ns))))
             }
             Some(Event::Finished { reason, timeline }) => {
-                Some((Ok(chunks.finish(reason, &timeline, include_usage)), None))
+                let truth = truth_json(&timeline, request_hash, first_token_sent_ns);
+                Some((Ok(format.finish(reason, &timeline, truth)), None))
             }
-            None => {
-                // The engine stopped mid-stream: say so in-band, as vLLM does.
-                let error = format!("data: {}\n\n", engine_gone().body());
-                Some((Ok(Bytes::from(error)), None))
-            }
+            None => Some((Ok(format.broken()), None)),
         }
     })
 }
 
 /// `text` as a JSON string literal, escaped, without building a `Value`.
-fn json_string(text: &str) -> String {
+pub(super) fn json_string(text: &str) -> String {
     let mut out = Vec::with_capacity(text.len() + 2);
     serde_json::to_writer(&mut out, text).expect("writing to a Vec cannot fail");
     String::from_utf8(out).expect("serde_json writes UTF-8")
@@ -464,23 +535,20 @@ fn json_string(text: &str) -> String {
 /// Formats the chunks of one answer. The constant head of every chunk is rendered
 /// once, so a token costs one escape of its text.
 struct Chunks {
-    api: LlmApi,
+    api: OpenAiApi,
     id: String,
     created: u64,
     model: String,
     head: String,
     tool_call: Option<super::text::ToolCall>,
-    /// Of the request being answered, for the ground truth.
-    request_hash: u64,
-    /// When the stream handed its first token's chunk to the connection (engine ns).
-    first_token_sent_ns: Option<u64>,
+    include_usage: bool,
 }
 
 impl Chunks {
-    fn new(api: LlmApi, model: &str, n: u64, tool_call: Option<super::text::ToolCall>) -> Chunks {
+    fn new(api: OpenAiApi, model: &str, n: u64, plan: &Plan) -> Chunks {
         let (id, object) = match api {
-            LlmApi::Chat => (format!("chatcmpl-{n:016x}"), "chat.completion.chunk"),
-            LlmApi::Completions => (format!("cmpl-{n:016x}"), "text_completion"),
+            OpenAiApi::Chat => (format!("chatcmpl-{n:016x}"), "chat.completion.chunk"),
+            OpenAiApi::Completions => (format!("cmpl-{n:016x}"), "text_completion"),
         };
         let created = unix_now();
         let head = format!(
@@ -494,42 +562,85 @@ impl Chunks {
             created,
             model: model.to_owned(),
             head,
-            tool_call,
-            request_hash: 0,
-            first_token_sent_ns: None,
+            tool_call: plan.tool_call.clone(),
+            include_usage: plan.include_usage,
         }
     }
 
-    fn token(&self, index: u32, delta: &str) -> Bytes {
+    fn envelope(&self, choices: Vec<Value>) -> Value {
+        let object = match self.api {
+            OpenAiApi::Chat => "chat.completion.chunk",
+            OpenAiApi::Completions => "text_completion",
+        };
+        json!({"id": self.id, "object": object, "created": self.created, "model": self.model, "choices": choices})
+    }
+
+    /// A non-streaming response body.
+    fn full_body(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Value {
+        let choice = match (self.api, &self.tool_call) {
+            (OpenAiApi::Chat, Some(call)) => json!({
+                "index": 0,
+                "message": {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": text}}
+                ]},
+                "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null
+            }),
+            (OpenAiApi::Chat, None) => json!({
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "tool_calls": []},
+                "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null
+            }),
+            (OpenAiApi::Completions, _) => json!({
+                "index": 0, "text": text, "logprobs": null,
+                "finish_reason": reason.as_str(), "stop_reason": null
+            }),
+        };
+        let object = match self.api {
+            OpenAiApi::Chat => "chat.completion",
+            OpenAiApi::Completions => "text_completion",
+        };
+        json!({
+            "id": self.id, "object": object, "created": self.created, "model": self.model,
+            "choices": [choice], "usage": usage_json(timeline),
+        })
+    }
+}
+
+impl Format for Chunks {
+    fn stream_type(&self) -> &'static str {
+        "text/event-stream; charset=utf-8"
+    }
+
+    fn token(&mut self, index: u32, delta: &str) -> Bytes {
         let escaped = json_string(delta);
         let mut out = String::with_capacity(self.head.len() + escaped.len() + 160);
-        if index == 0 && self.api == LlmApi::Chat {
+        if index == 0 && self.api == OpenAiApi::Chat {
             // vLLM sends the role with the first output, not before it.
             out.push_str(&self.head);
             out.push_str("\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
         }
         out.push_str(&self.head);
         match (self.api, &self.tool_call) {
-            (LlmApi::Chat, Some(call)) if index == 0 => {
+            (OpenAiApi::Chat, Some(call)) if index == 0 => {
                 out.push_str(&format!(
                     "\"delta\":{{\"tool_calls\":[{{\"index\":0,\"id\":{},\"type\":\"function\",\"function\":{{\"name\":{},\"arguments\":{escaped}}}}}]}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n",
                     Value::from(call.id.as_str()),
                     Value::from(call.name.as_str())
                 ));
             }
-            (LlmApi::Chat, Some(_)) => {
+            (OpenAiApi::Chat, Some(_)) => {
                 out.push_str(
                     "\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":",
                 );
                 out.push_str(&escaped);
                 out.push_str("}}]},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
             }
-            (LlmApi::Chat, None) => {
+            (OpenAiApi::Chat, None) => {
                 out.push_str("\"delta\":{\"content\":");
                 out.push_str(&escaped);
                 out.push_str("},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
             }
-            (LlmApi::Completions, _) => {
+            (OpenAiApi::Completions, _) => {
                 out.push_str("\"text\":");
                 out.push_str(&escaped);
                 out.push_str(
@@ -542,74 +653,37 @@ impl Chunks {
 
     /// The finishing chunk, the usage chunk when asked for, ground truth on the last
     /// of them, then `[DONE]`.
-    fn finish(&self, reason: FinishReason, timeline: &Timeline, include_usage: bool) -> Bytes {
+    fn finish(&mut self, reason: FinishReason, timeline: &Timeline, truth: Value) -> Bytes {
         let choice = match self.api {
-            LlmApi::Chat => {
+            OpenAiApi::Chat => {
                 json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": reason.as_str()})
             }
-            LlmApi::Completions => {
+            OpenAiApi::Completions => {
                 json!({"index": 0, "text": "", "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null})
             }
         };
         let mut finishing = self.envelope(vec![choice]);
         let mut out = String::new();
-        if include_usage {
+        if self.include_usage {
             let mut usage = self.envelope(Vec::new());
             usage["usage"] = usage_json(timeline);
-            usage["redline"] = self.truth(timeline);
+            usage["redline"] = truth;
             out.push_str(&format!("data: {finishing}\n\ndata: {usage}\n\n"));
         } else {
-            finishing["redline"] = self.truth(timeline);
+            finishing["redline"] = truth;
             out.push_str(&format!("data: {finishing}\n\n"));
         }
         out.push_str("data: [DONE]\n\n");
         Bytes::from(out)
     }
 
-    fn truth(&self, timeline: &Timeline) -> Value {
-        let mut truth = truth_json(timeline, self.request_hash);
-        if let Some(ns) = self.first_token_sent_ns {
-            truth["first_token_sent_us"] = json!(ns / 1_000);
-        }
-        truth
+    fn broken(&self) -> Bytes {
+        // The engine stopped mid-stream: say so in-band, as vLLM does.
+        Bytes::from(format!("data: {}\n\n", engine_gone().body()))
     }
 
-    fn envelope(&self, choices: Vec<Value>) -> Value {
-        let object = match self.api {
-            LlmApi::Chat => "chat.completion.chunk",
-            LlmApi::Completions => "text_completion",
-        };
-        json!({"id": self.id, "object": object, "created": self.created, "model": self.model, "choices": choices})
-    }
-
-    /// A non-streaming response body.
-    fn full_body(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Value {
-        let choice = match (self.api, &self.tool_call) {
-            (LlmApi::Chat, Some(call)) => json!({
-                "index": 0,
-                "message": {"role": "assistant", "content": null, "tool_calls": [
-                    {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": text}}
-                ]},
-                "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null
-            }),
-            (LlmApi::Chat, None) => json!({
-                "index": 0,
-                "message": {"role": "assistant", "content": text, "tool_calls": []},
-                "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null
-            }),
-            (LlmApi::Completions, _) => json!({
-                "index": 0, "text": text, "logprobs": null,
-                "finish_reason": reason.as_str(), "stop_reason": null
-            }),
-        };
-        let object = match self.api {
-            LlmApi::Chat => "chat.completion",
-            LlmApi::Completions => "text_completion",
-        };
-        json!({
-            "id": self.id, "object": object, "created": self.created, "model": self.model,
-            "choices": [choice], "usage": usage_json(timeline),
-        })
+    fn whole(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Response {
+        json_response(StatusCode::OK, &self.full_body(text, reason, timeline))
     }
 }
 

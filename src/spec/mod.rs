@@ -257,6 +257,13 @@ pub enum ApiKind {
     Chat,
     /// `/v1/completions`
     Completions,
+    /// Hugging Face TGI's native `/generate` and `/generate_stream`; `body` fields go
+    /// under `parameters`.
+    Tgi,
+    /// Ollama's `/api/chat` (newline-delimited JSON streaming); `model` is required.
+    Ollama,
+    /// Ollama's `/api/generate`.
+    OllamaGenerate,
     /// Any HTTP endpoint: `payloadTemplate.request` says what to send.
     Http,
     /// `/v1/embeddings` (flows' `embed` steps).

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use redline::client::openai::{LlmApi, LlmTarget, call};
+use redline::client::dialect::LlmApi;
+use redline::client::openai::{LlmTarget, call};
 use redline::client::{RunClock, Timeouts, http_client};
 use redline::record::{FailStage, Outcome, Phase, Record};
 use redline::workload::payload::{Payload, PromptBody};

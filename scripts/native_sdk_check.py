@@ -1,0 +1,78 @@
+"""Drives `redline sim`'s native routes with the official `ollama` Python package and
+Hugging Face's `text-generation` client (TGI's); exits non-zero on any mismatch."""
+import sys
+
+import ollama
+import text_generation
+
+base = sys.argv[1]
+checks = 0
+
+
+def check(condition, what):
+    global checks
+    if not condition:
+        sys.exit(f"FAILED: {what}")
+    checks += 1
+
+
+# Ollama: the model list, a streamed chat, a whole generate, a missing model.
+client = ollama.Client(host=base)
+models = [m.model for m in client.list().models]
+check(models == ["sim-tiny"], f"ollama list names the served model: {models}")
+model = models[0]
+
+parts, last = [], None
+for part in client.chat(
+    model=model,
+    messages=[{"role": "user", "content": "Say something about load testing."}],
+    stream=True,
+    options={"num_predict": 12},
+):
+    parts.append(part.message.content)
+    last = part
+check(last.done and last.done_reason == "length", f"the stream ends done by length: {last}")
+check(last.eval_count == 12, f"eval_count 12, got {last.eval_count}")
+check(sum(1 for p in parts if p) == 12, f"one line per token: {parts}")
+check(
+    0 < last.prompt_eval_duration + last.eval_duration <= last.total_duration,
+    "the durations add up within the total",
+)
+
+first = client.generate(model=model, prompt="Name a colour.", options={"num_predict": 6, "temperature": 0})
+again = client.generate(model=model, prompt="Name a colour.", options={"num_predict": 6, "temperature": 0})
+check(first.done and first.eval_count == 6, f"a whole generate: {first}")
+check(first.response == again.response and first.response, "temperature 0 is deterministic")
+
+try:
+    client.chat(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
+    check(False, "a missing model is an error")
+except ollama.ResponseError as error:
+    check(error.status_code == 404, f"a missing model is 404, got {error.status_code}")
+
+# TGI: a whole answer with details, a stream, a validation error.
+tgi = text_generation.Client(base)
+whole = tgi.generate("Tell me about queues.", max_new_tokens=10)
+check(whole.details.generated_tokens == 10, f"TGI generated 10 tokens: {whole.details}")
+check(whole.details.finish_reason.value == "length", f"finish reason length: {whole.details}")
+check(len(whole.generated_text.split()) >= 5, f"TGI text has words: {whole.generated_text!r}")
+
+tokens, final = [], None
+for response in tgi.generate_stream("Tell me about queues.", max_new_tokens=10):
+    if not response.token.special:
+        tokens.append(response.token.text)
+    final = response
+check(len(tokens) == 10, f"ten streamed text tokens: {tokens}")
+check(final.details is not None and final.details.generated_tokens == 10, f"details on the last event: {final}")
+check(final.generated_text == "".join(tokens), "the last event repeats the whole text")
+check(final.generated_text == whole.generated_text, "greedy by default: stream and whole agree")
+
+try:
+    tgi.generate("hi", max_new_tokens=4, temperature=0.0)
+    check(False, "temperature 0 is TGI's validation error")
+except text_generation.errors.ValidationError:
+    checks += 1
+except Exception as error:  # the client maps 422 to ValidationError
+    sys.exit(f"FAILED: temperature 0 raised {type(error).__name__}: {error}")
+
+print(f"ollama and text-generation against redline sim: {checks} checks passed")

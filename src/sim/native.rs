@@ -1,0 +1,488 @@
+//! The simulator's native LLM APIs beside its OpenAI ones, from the same engine:
+//! Hugging Face TGI (`/generate`, `/generate_stream`, its compat route `/`, `/info`)
+//! and Ollama
+//! (`/api/chat`, `/api/generate`, `/api/tags`, `/api/version`). Each answer carries
+//! the ground truth as the OpenAI answers do (a `redline` object on the last event,
+//! `x-redline-*` headers on a whole answer), and the timings each API reports of
+//! itself (TGI's `x-*-time` headers, Ollama's durations) are computed from the same
+//! timeline, so a client's reading of them can be checked.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::openai::{self, ApiError, Message, Plan, Sampling, Stop};
+use super::scheduler::Timeline;
+use super::server::{Format, SimState, answer, engine_gone, json_response, json_string};
+use super::text::FinishReason;
+use crate::tokenizer::sim as sim_tokenizer;
+
+/// An error as TGI and Ollama write it: `{"error": "…"}` (TGI adds `error_type`).
+fn native_error(error: ApiError, error_type: Option<&str>) -> Response {
+    let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::BAD_REQUEST);
+    let mut body = json!({"error": error.message});
+    if let Some(kind) = error_type {
+        body["error_type"] = json!(kind);
+    }
+    json_response(status, &body)
+}
+
+/// TGI's `POST /generate` body.
+#[derive(Debug, Deserialize)]
+struct TgiRequest {
+    inputs: String,
+    #[serde(default)]
+    parameters: TgiParameters,
+    /// Read only on the compat route `/`, where it picks the answer's shape.
+    #[serde(default)]
+    stream: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct TgiParameters {
+    max_new_tokens: Option<u32>,
+    /// TGI decodes greedily unless asked to sample (or given a temperature).
+    #[serde(default)]
+    do_sample: bool,
+    temperature: Option<f64>,
+    seed: Option<u64>,
+    #[serde(default)]
+    stop: Vec<String>,
+    #[serde(default)]
+    details: bool,
+}
+
+fn tgi_plan(state: &SimState, body: &[u8], route: TgiRoute) -> Result<(Plan, bool), ApiError> {
+    let request: TgiRequest = openai::parse(body)?;
+    let stream = match route {
+        TgiRoute::Generate => false,
+        TgiRoute::Stream => true,
+        TgiRoute::Compat => request.stream,
+    };
+    let p = request.parameters;
+    if let Some(t) = p.temperature.filter(|t| *t <= 0.0) {
+        return Err(ApiError {
+            status: 422,
+            kind: "validation",
+            message: format!(
+                "Input validation error: `temperature` must be strictly positive, got {t}"
+            ),
+        });
+    }
+    let sampled = p.do_sample || p.temperature.is_some();
+    let sampling = Sampling {
+        model: None,
+        stream,
+        stream_options: None,
+        max_tokens: p.max_new_tokens,
+        max_completion_tokens: None,
+        temperature: Some(if sampled {
+            p.temperature.unwrap_or(1.0).min(2.0)
+        } else {
+            0.0
+        }),
+        seed: p.seed.map(|s| s as i64),
+        stop: Some(Stop::Many(p.stop)),
+        n: None,
+    };
+    let prompt = sim_tokenizer::encode(&request.inputs);
+    let plan = openai::plan(
+        prompt,
+        sampling.max_tokens,
+        sampling,
+        None,
+        &state.context(),
+    )?;
+    Ok((plan, p.details))
+}
+
+/// Which of TGI's generating routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TgiRoute {
+    /// `/generate`: a whole answer, one object.
+    Generate,
+    /// `/generate_stream`.
+    Stream,
+    /// `/`: streamed when the body says `stream: true`, else a one-element array
+    /// (what Hugging Face's `text-generation` client calls).
+    Compat,
+}
+
+pub async fn tgi_generate(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    tgi(state, body, TgiRoute::Generate).await
+}
+
+pub async fn tgi_generate_stream(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    tgi(state, body, TgiRoute::Stream).await
+}
+
+pub async fn tgi_compat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    tgi(state, body, TgiRoute::Compat).await
+}
+
+async fn tgi(state: Arc<SimState>, body: Bytes, route: TgiRoute) -> Response {
+    let arrival_ns = state.now_ns();
+    match tgi_plan(&state, &body, route) {
+        Ok((plan, details)) => {
+            let format = TgiFormat {
+                details,
+                array: route == TgiRoute::Compat,
+                text: String::new(),
+            };
+            answer(&state, plan, format, arrival_ns, crate::seed::fnv64(&body)).await
+        }
+        Err(error) => native_error(error, Some("validation")),
+    }
+}
+
+/// `GET /info`: what TGI says of itself.
+pub async fn tgi_info(State(state): State<Arc<SimState>>) -> Response {
+    let max_total = state.profile().max_model_len;
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "model_id": state.model(),
+            "max_total_tokens": max_total,
+            "max_input_tokens": max_total.saturating_sub(1),
+            "router": "redline-sim",
+            "version": env!("CARGO_PKG_VERSION"),
+        }),
+    )
+}
+
+fn tgi_reason(reason: FinishReason) -> &'static str {
+    match reason {
+        FinishReason::Length => "length",
+        FinishReason::Stop | FinishReason::ToolCalls => "eos_token",
+    }
+}
+
+/// TGI's answer: a token event per token, then a last event with the whole text and
+/// the details. The engine says an answer is finished after its last token, so that
+/// last event carries an empty special token (as TGI's end-of-sequence token is).
+struct TgiFormat {
+    details: bool,
+    /// A whole answer is a one-element array (the compat route).
+    array: bool,
+    /// The answer so far: TGI repeats it whole on the last event.
+    text: String,
+}
+
+impl TgiFormat {
+    fn details_json(&self, reason: FinishReason, t: &Timeline, whole: bool) -> Value {
+        if !self.details {
+            return Value::Null;
+        }
+        let mut details = json!({
+            "finish_reason": tgi_reason(reason),
+            "generated_tokens": t.completion_tokens,
+            "seed": null,
+        });
+        if whole {
+            details["prefill"] = json!([]);
+            details["tokens"] = json!([]);
+        } else {
+            details["input_length"] = json!(t.prompt_tokens);
+        }
+        details
+    }
+}
+
+impl Format for TgiFormat {
+    fn stream_type(&self) -> &'static str {
+        "text/event-stream"
+    }
+
+    fn token(&mut self, index: u32, delta: &str) -> Bytes {
+        self.text.push_str(delta);
+        Bytes::from(format!(
+            "data:{{\"index\":{},\"token\":{{\"id\":{},\"text\":{},\"logprob\":-0.25,\"special\":false}},\"generated_text\":null,\"details\":null}}\n\n",
+            index + 1,
+            sim_tokenizer::piece_id(delta),
+            json_string(delta)
+        ))
+    }
+
+    fn finish(&mut self, reason: FinishReason, timeline: &Timeline, truth: Value) -> Bytes {
+        let last = json!({
+            "index": timeline.completion_tokens + 1,
+            "token": {"id": 0, "text": "", "logprob": 0.0, "special": true},
+            "generated_text": self.text,
+            "details": self.details_json(reason, timeline, false),
+            "redline": truth,
+        });
+        Bytes::from(format!("data:{last}\n\n"))
+    }
+
+    fn broken(&self) -> Bytes {
+        let error = json!({"error": engine_gone().message, "error_type": "generation"});
+        Bytes::from(format!("data:{error}\n\n"))
+    }
+
+    fn whole(&self, text: &str, reason: FinishReason, t: &Timeline) -> Response {
+        let mut body = json!({
+            "generated_text": text,
+            "details": self.details_json(reason, t, true),
+        });
+        if self.array {
+            body = json!([body]);
+        }
+        let mut response = json_response(StatusCode::OK, &body);
+        let ms = |ns: u64| HeaderValue::from(ns / 1_000_000);
+        let inference_ns = t.finish_ns - t.scheduled_ns;
+        let headers = response.headers_mut();
+        headers.insert("x-compute-type", HeaderValue::from_static("redline-sim"));
+        headers.insert("x-total-time", ms(t.finish_ns - t.arrival_ns));
+        headers.insert("x-validation-time", ms(0));
+        headers.insert("x-queue-time", ms(t.scheduled_ns - t.arrival_ns));
+        headers.insert("x-inference-time", ms(inference_ns));
+        headers.insert(
+            "x-time-per-token",
+            ms(inference_ns / u64::from(t.completion_tokens.max(1))),
+        );
+        headers.insert("x-prompt-tokens", HeaderValue::from(t.prompt_tokens));
+        headers.insert("x-generated-tokens", HeaderValue::from(t.completion_tokens));
+        response
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Ollama's `options` that change an answer.
+#[derive(Debug, Default, Deserialize)]
+struct OllamaOptions {
+    /// Tokens to generate; -1 (unlimited) and -2 (fill the context) leave it to the
+    /// model.
+    num_predict: Option<i64>,
+    temperature: Option<f64>,
+    seed: Option<i64>,
+    stop: Option<Vec<String>>,
+}
+
+impl OllamaOptions {
+    fn sampling(self, model: String, stream: bool) -> Sampling {
+        let max_tokens = self
+            .num_predict
+            .filter(|n| *n > 0)
+            .map(|n| n.min(i64::from(u32::MAX)) as u32);
+        Sampling {
+            model: Some(model),
+            stream,
+            stream_options: None,
+            max_tokens,
+            max_completion_tokens: None,
+            // Ollama's default temperature.
+            temperature: Some(self.temperature.unwrap_or(0.8)),
+            seed: self.seed,
+            stop: self.stop.map(Stop::Many),
+            n: None,
+        }
+    }
+}
+
+/// `POST /api/chat`. Tools are accepted and not called: the answer is text.
+#[derive(Debug, Deserialize)]
+struct OllamaChat {
+    model: String,
+    messages: Vec<Message>,
+    #[serde(default = "yes")]
+    stream: bool,
+    #[serde(default)]
+    options: OllamaOptions,
+}
+
+/// `POST /api/generate`.
+#[derive(Debug, Deserialize)]
+struct OllamaGenerate {
+    model: String,
+    prompt: String,
+    system: Option<String>,
+    #[serde(default = "yes")]
+    stream: bool,
+    #[serde(default)]
+    options: OllamaOptions,
+}
+
+/// Which of Ollama's generating routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OllamaRoute {
+    Chat,
+    Generate,
+}
+
+fn ollama_plan(state: &SimState, body: &[u8], route: OllamaRoute) -> Result<Plan, ApiError> {
+    let (prompt, sampling) = match route {
+        OllamaRoute::Chat => {
+            let request: OllamaChat = openai::parse(body)?;
+            if request.messages.is_empty() {
+                return Err(ApiError::bad_request("messages must not be empty"));
+            }
+            let prompt = openai::render_chat(&request.messages);
+            (
+                prompt,
+                request.options.sampling(request.model, request.stream),
+            )
+        }
+        OllamaRoute::Generate => {
+            let request: OllamaGenerate = openai::parse(body)?;
+            let prompt = match request.system {
+                Some(system) => format!("{system}\n{}", request.prompt),
+                None => request.prompt,
+            };
+            (
+                prompt,
+                request.options.sampling(request.model, request.stream),
+            )
+        }
+    };
+    let prompt = sim_tokenizer::encode(&prompt);
+    openai::plan(
+        prompt,
+        sampling.max_tokens,
+        sampling,
+        None,
+        &state.context(),
+    )
+    .map_err(|e| {
+        if e.status == 404 {
+            let model = state.model();
+            ApiError {
+                message: format!(
+                    "model not found, try pulling it first (this server has \"{model}\")"
+                ),
+                ..e
+            }
+        } else {
+            e
+        }
+    })
+}
+
+pub async fn ollama_chat(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    ollama(state, body, OllamaRoute::Chat).await
+}
+
+pub async fn ollama_generate(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    ollama(state, body, OllamaRoute::Generate).await
+}
+
+async fn ollama(state: Arc<SimState>, body: Bytes, route: OllamaRoute) -> Response {
+    let arrival_ns = state.now_ns();
+    match ollama_plan(&state, &body, route) {
+        Ok(plan) => {
+            let created_at = time::OffsetDateTime::now_utc()
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default();
+            let head = format!(
+                "{{\"model\":{},\"created_at\":{},",
+                json_string(state.model()),
+                json_string(&created_at)
+            );
+            let format = OllamaFormat {
+                route,
+                model: state.model().to_owned(),
+                created_at,
+                head,
+            };
+            answer(&state, plan, format, arrival_ns, crate::seed::fnv64(&body)).await
+        }
+        Err(error) => native_error(error, None),
+    }
+}
+
+/// `GET /api/tags`: the one model this server has.
+pub async fn ollama_tags(State(state): State<Arc<SimState>>) -> Response {
+    let model = state.model();
+    json_response(
+        StatusCode::OK,
+        &json!({"models": [{
+            "name": model, "model": model,
+            "modified_at": "2026-01-01T00:00:00Z", "size": 0,
+            "digest": format!("{:016x}", crate::seed::fnv64(model.as_bytes())),
+            "details": {"format": "redline-sim", "family": "sim", "parameter_size": "0", "quantization_level": "none"},
+        }]}),
+    )
+}
+
+/// `GET /api/version`.
+pub async fn ollama_version() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({"version": concat!(env!("CARGO_PKG_VERSION"), "-redline-sim")}),
+    )
+}
+
+/// Ollama's answer: a JSON line per token, then a last line with `done`, the counts and
+/// the durations (nanoseconds) from the timeline: prompt evaluation from admission to
+/// the first token, evaluation from there to the end.
+struct OllamaFormat {
+    route: OllamaRoute,
+    model: String,
+    /// The request's time, on every line.
+    created_at: String,
+    /// `{"model":…,"created_at":…,` rendered once.
+    head: String,
+}
+
+impl OllamaFormat {
+    fn last(&self, text: &str, reason: FinishReason, t: &Timeline) -> Value {
+        let mut last = json!({
+            "model": self.model,
+            "created_at": self.created_at,
+            "done": true,
+            "done_reason": if reason == FinishReason::Length { "length" } else { "stop" },
+            "total_duration": t.finish_ns - t.arrival_ns,
+            "load_duration": 0,
+            "prompt_eval_count": t.prompt_tokens,
+            "prompt_eval_duration": t.first_token_ns - t.scheduled_ns,
+            "eval_count": t.completion_tokens,
+            "eval_duration": t.finish_ns - t.first_token_ns,
+        });
+        match self.route {
+            OllamaRoute::Chat => last["message"] = json!({"role": "assistant", "content": text}),
+            OllamaRoute::Generate => last["response"] = json!(text),
+        }
+        last
+    }
+}
+
+impl Format for OllamaFormat {
+    fn stream_type(&self) -> &'static str {
+        "application/x-ndjson"
+    }
+
+    fn token(&mut self, _index: u32, delta: &str) -> Bytes {
+        let delta = json_string(delta);
+        let line = match self.route {
+            OllamaRoute::Chat => format!(
+                "{}\"message\":{{\"role\":\"assistant\",\"content\":{delta}}},\"done\":false}}\n",
+                self.head
+            ),
+            OllamaRoute::Generate => {
+                format!("{}\"response\":{delta},\"done\":false}}\n", self.head)
+            }
+        };
+        Bytes::from(line)
+    }
+
+    fn finish(&mut self, reason: FinishReason, timeline: &Timeline, truth: Value) -> Bytes {
+        let mut last = self.last("", reason, timeline);
+        last["redline"] = truth;
+        Bytes::from(format!("{last}\n"))
+    }
+
+    fn broken(&self) -> Bytes {
+        Bytes::from(format!("{}\n", json!({"error": engine_gone().message})))
+    }
+
+    fn whole(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Response {
+        json_response(StatusCode::OK, &self.last(text, reason, timeline))
+    }
+}

@@ -1,0 +1,137 @@
+//! TGI's and Ollama's native APIs end to end: redline's client against the simulator's
+//! routes for them, the client's timing and counts checked against the engine's ground
+//! truth, and the timings each API reports of itself against the same timeline.
+
+use crate::common::{run_to_records, scenario, summary_of};
+use redline::record::{Outcome, Record};
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+async fn run_api(api: &str, stream: bool, requests: u32) -> Vec<Record> {
+    let s = scenario(&format!(
+        "  services:\n    llm: {{ url: embedded, profile: 7b, api: {api} }}\n  payloadTemplate:\n    stream: {stream}\n    prompts: {{ synthetic: {{ input_tokens: {{ min: 20, max: 200 }}, output_tokens: {{ min: 5, max: 30 }} }} }}\n  load:\n    - {{ concurrency: 10, requests: {requests} }}\n"
+    ));
+    let (result, records) = run_to_records(s, &format!("native-{api}-{stream}")).await;
+    assert_eq!(records.len(), requests as usize);
+    // The summary holds the server's own account wherever every record had one.
+    let reported = summary_of(&result).server.reported;
+    let with_account = records
+        .iter()
+        .filter(|r| r.server_reported.is_some())
+        .count();
+    assert_eq!(
+        reported.map_or(0, |r| r.total_ms.count),
+        with_account as u64,
+        "{api}: the summary's server account counts what the records hold"
+    );
+    assert_eq!(
+        result.aggregator.counts.ok,
+        requests as u64,
+        "{api}: {:?}",
+        records.iter().find_map(|r| r.error.as_ref())
+    );
+    records
+}
+
+/// What every answer of every API must agree on with the engine.
+fn counts_agree(api: &str, r: &Record) {
+    let truth = r.server.expect("the simulator reports ground truth");
+    assert_eq!(r.outcome, Outcome::Ok);
+    assert_eq!(
+        r.output_tokens,
+        Some(truth.completion_tokens),
+        "{api}: the server's count"
+    );
+    assert_eq!(r.input_tokens, Some(truth.prompt_tokens), "{api}: prompt");
+    assert!(
+        r.output_tokens <= r.max_tokens,
+        "{api}: max_tokens reached the server: {:?} > {:?}",
+        r.output_tokens,
+        r.max_tokens
+    );
+    let reason = r.finish_reason.as_deref();
+    assert_eq!(
+        reason == Some("length"),
+        r.output_tokens == r.max_tokens,
+        "{api}: finish reason {reason:?} with {:?} of {:?} tokens",
+        r.output_tokens,
+        r.max_tokens
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_native_answers_time_and_count_as_the_engine_did() {
+    for api in ["tgi", "ollama", "ollama_generate"] {
+        let records = run_api(api, true, 120).await;
+        let mut overheads = Vec::new();
+        for r in &records {
+            counts_agree(api, r);
+            let truth = r.server.unwrap();
+            assert_eq!(
+                r.content_events, truth.completion_tokens,
+                "{api}: one event per token (TGI's end token is not text)"
+            );
+            let client_ttft = r.ttft_us().unwrap();
+            let server_ttft = truth.first_token_us - truth.arrival_us;
+            assert!(
+                client_ttft >= server_ttft,
+                "{api}: no token before it exists"
+            );
+            overheads.push((client_ttft - server_ttft) as f64 / 1e3);
+            if api.starts_with("ollama") {
+                // Ollama's durations, read back from its last line: the engine's
+                // timeline in nanoseconds, so within a microsecond of the truth.
+                let reported = r.server_reported.expect("Ollama reports durations");
+                let total = reported.total_us.unwrap() as i64;
+                let truth_total = (truth.finish_us - truth.arrival_us) as i64;
+                assert!(
+                    (total - truth_total).abs() <= 1,
+                    "{api}: {total} vs {truth_total}"
+                );
+                assert_eq!(reported.output_tokens, Some(truth.completion_tokens));
+            }
+        }
+        // As the OpenAI path's test: transport and parsing, under half a ~13 ms step
+        // at the median (a token stamped a step late would move it).
+        let p50 = median(overheads);
+        assert!(
+            p50 < 6.5,
+            "{api}: client TTFT − server TTFT p50 {p50:.3} ms"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_native_answers_carry_the_servers_own_timings() {
+    for api in ["tgi", "ollama"] {
+        for r in run_api(api, false, 40).await {
+            counts_agree(api, &r);
+            assert_eq!(
+                r.content_events, 0,
+                "{api}: a whole answer has no token events"
+            );
+            let truth = r.server.unwrap();
+            let reported = r.server_reported.expect("the server's timings are kept");
+            let truth_total = (truth.finish_us - truth.arrival_us) as i64;
+            let total = reported.total_us.unwrap() as i64;
+            // TGI reports whole milliseconds, Ollama nanoseconds.
+            let resolution = if api == "tgi" { 1_000 } else { 1 };
+            assert!(
+                (total - truth_total).abs() <= resolution,
+                "{api}: reported total {total} µs, truth {truth_total} µs"
+            );
+            if api == "tgi" {
+                let queue = reported.queue_us.unwrap() as i64;
+                let truth_queue = (truth.scheduled_us - truth.arrival_us) as i64;
+                assert!(
+                    (queue - truth_queue).abs() <= 1_000,
+                    "queue {queue} vs {truth_queue}"
+                );
+                assert_eq!(reported.output_tokens, Some(truth.completion_tokens));
+            }
+        }
+    }
+}
