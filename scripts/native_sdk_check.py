@@ -1,9 +1,15 @@
-"""Drives `redline sim`'s native routes with the official `ollama` Python package and
-Hugging Face's `text-generation` client (TGI's); exits non-zero on any mismatch."""
+"""Drives `redline sim`'s native routes with the official `ollama` Python package,
+Hugging Face's `text-generation` client (TGI's) and NVIDIA's `tritonclient` (KServe v2
+health and metadata; the generate extension, which tritonclient does not wrap, over
+plain HTTP as Triton documents it); exits non-zero on any mismatch."""
+import json
 import sys
+import urllib.error
+import urllib.request
 
 import ollama
 import text_generation
+import tritonclient.http as triton
 
 base = sys.argv[1]
 checks = 0
@@ -75,4 +81,43 @@ except text_generation.errors.ValidationError:
 except Exception as error:  # the client maps 422 to ValidationError
     sys.exit(f"FAILED: temperature 0 raised {type(error).__name__}: {error}")
 
-print(f"ollama and text-generation against redline sim: {checks} checks passed")
+# KServe v2 / Triton: health and metadata through tritonclient, generate over HTTP.
+server = triton.InferenceServerClient(url=base.removeprefix("http://"))
+check(server.is_server_live() and server.is_server_ready(), "Triton health: live and ready")
+check(server.is_model_ready(model), "the served model is ready")
+check(not server.is_model_ready("no-such-model"), "another model is not")
+check(server.get_model_metadata(model)["name"] == model, "model metadata names it")
+
+
+def post(path, body):
+    request = urllib.request.Request(f"{base}{path}", data=json.dumps(body).encode(), method="POST")
+    return urllib.request.urlopen(request)
+
+
+whole = json.load(post(f"/v2/models/{model}/generate", {
+    "text_input": "Tell me about queues.", "max_tokens": 8, "exclude_input_in_output": True,
+    "parameters": {"return_finish_reason": True, "return_num_output_tokens": True, "temperature": 0},
+}))
+check(whole["model_name"] == model and whole["finish_reason"] == "length", f"a whole generate: {whole}")
+check(whole["num_output_tokens"] == 8, f"eight tokens: {whole}")
+with_prompt = json.load(post(f"/v2/models/{model}/generate", {"text_input": "Tell me about queues.", "max_tokens": 8}))
+check(with_prompt["text_output"].startswith("Tell me about queues."), "without exclude_input_in_output the prompt leads")
+
+deltas, events = [], 0
+with post(f"/v2/models/{model}/generate_stream", {"text_input": "Tell me about queues.", "max_tokens": 8, "stream": True, "temperature": 0}) as response:
+    check(response.headers["content-type"].startswith("text/event-stream"), "generate_stream is SSE")
+    for line in response:
+        line = line.decode().strip()
+        if line.startswith("data:"):
+            events += 1
+            deltas.append(json.loads(line[5:])["text_output"])
+check(sum(1 for d in deltas if d) == 8, f"eight text deltas: {deltas}")
+check("".join(deltas) == whole["text_output"], "the stream's deltas join to the whole answer")
+
+try:
+    post("/v2/models/no-such-model/generate", {"text_input": "hi"})
+    check(False, "an unknown model is refused")
+except urllib.error.HTTPError as error:
+    check(error.code == 404 and "error" in json.load(error), f"an unknown model: {error.code}")
+
+print(f"ollama, text-generation and tritonclient against redline sim: {checks} checks passed")

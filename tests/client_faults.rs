@@ -589,3 +589,52 @@ async fn a_tgi_stream_counts_tokens_not_its_end_token_and_needs_its_details() {
         "no details event: the answer was cut"
     );
 }
+
+#[tokio::test]
+async fn a_kserve_stream_ends_with_its_body_and_an_error_object_fails_it() {
+    let text = |t: &str| {
+        event(&format!(
+            r#"{{"model_name":"m","model_version":"1","text_output":"{t}"}}"#
+        ))
+    };
+    let r = run_api(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            text("Hi"),
+            text(" there"),
+            Act::End,
+        ],
+        LlmApi::Kserve,
+    )
+    .await;
+    assert_eq!(
+        r.outcome,
+        Outcome::Ok,
+        "no end marker: the body's end is the answer's"
+    );
+    assert_eq!(r.content_events, 2);
+    let error = run_api(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            text("Hi"),
+            event(r#"{"error":"inference failed: out of memory"}"#),
+            Act::End,
+        ],
+        LlmApi::Kserve,
+    )
+    .await;
+    assert_eq!(
+        failure(&error),
+        (Outcome::Error, FailStage::Stream, "stream_error".into()),
+        "Triton reports a failure mid-stream in an error object under status 200"
+    );
+    let cut = run_api(
+        vec![Act::Send(SSE_HEAD.into()), text("Hi"), Act::Cut],
+        LlmApi::Kserve,
+    )
+    .await;
+    assert_eq!(
+        failure(&cut),
+        (Outcome::Error, FailStage::Stream, "reset".into())
+    );
+}

@@ -1,4 +1,4 @@
-//! TGI's and Ollama's native APIs end to end: redline's client against the simulator's
+//! TGI's, Ollama's and KServe v2's (Triton's) native APIs end to end: redline's client against the simulator's
 //! routes for them, the client's timing and counts checked against the engine's ground
 //! truth, and the timings each API reports of itself against the same timeline.
 
@@ -64,7 +64,8 @@ fn counts_agree(api: &str, r: &Record) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_native_answers_time_and_count_as_the_engine_did() {
-    for api in ["tgi", "ollama", "ollama_generate"] {
+    // KServe sends no counts: its are the content events, settled after the run.
+    for api in ["tgi", "ollama", "ollama_generate", "kserve"] {
         let records = run_api(api, true, 120).await;
         let mut overheads = Vec::new();
         for r in &records {
@@ -106,13 +107,19 @@ async fn streamed_native_answers_time_and_count_as_the_engine_did() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whole_native_answers_carry_the_servers_own_timings() {
-    for api in ["tgi", "ollama"] {
+    for api in ["tgi", "ollama", "kserve"] {
         for r in run_api(api, false, 40).await {
             counts_agree(api, &r);
             assert_eq!(
                 r.content_events, 0,
                 "{api}: a whole answer has no token events"
             );
+            if api == "kserve" {
+                // No timings of its own; counted locally, and the prompt was not
+                // repeated (`exclude_input_in_output`) or the count would be over.
+                assert!(r.server_reported.is_none());
+                continue;
+            }
             let truth = r.server.unwrap();
             let reported = r.server_reported.expect("the server's timings are kept");
             let truth_total = (truth.finish_us - truth.arrival_us) as i64;

@@ -577,7 +577,8 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Shorthands")]
     pub profile: Option<String>,
     /// Shorthand: which API to call: OpenAI's chat or completions, TGI's native
-    /// `/generate_stream`, Ollama's native `/api/chat` or `/api/generate`.
+    /// `/generate_stream`, Ollama's native `/api/chat` or `/api/generate`, KServe v2's
+    /// generate extension (Triton).
     #[arg(long, value_enum, default_value = "chat", help_heading = "Shorthands")]
     pub api: crate::client::dialect::LlmApi,
     /// Shorthand: open-loop Poisson rate, requests per second.

@@ -298,6 +298,7 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
             LlmApi::Tgi => ApiKind::Tgi,
             LlmApi::Ollama => ApiKind::Ollama,
             LlmApi::OllamaGenerate => ApiKind::OllamaGenerate,
+            LlmApi::Kserve => ApiKind::Kserve,
         },
         api_key_env: args.api_key_env.clone(),
         headers: BTreeMap::new(),

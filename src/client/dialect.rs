@@ -1,11 +1,13 @@
 //! What differs between the LLM APIs redline speaks: the path and body of a request,
 //! and how an answer reads. OpenAI-compatible chat and completions, Hugging Face TGI's
-//! native `/generate`, Ollama's `/api/chat` and `/api/generate`. Every answer, streamed
+//! native `/generate`, Ollama's `/api/chat` and `/api/generate`, and the KServe v2
+//! generate extension (NVIDIA Triton with TensorRT-LLM or vLLM). Every answer, streamed
 //! or whole, is read into the same [`Piece`]s, so timing, token counting and failures
 //! stay one code path (the reader in [`super::openai`]).
 
 use std::borrow::Cow;
 
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -27,19 +29,38 @@ pub enum LlmApi {
     Ollama,
     /// Ollama's `/api/generate`.
     OllamaGenerate,
+    /// KServe v2's generate extension (Triton): `/v2/models/{model}/generate` and
+    /// `generate_stream`.
+    Kserve,
 }
 
 impl LlmApi {
-    /// The request path (TGI streams from a path of its own).
-    pub fn path(self, stream: bool) -> &'static str {
-        match self {
+    /// The request path (TGI and KServe stream from paths of their own; KServe names
+    /// the model in the path).
+    pub fn path(self, model: &str, stream: bool) -> String {
+        let fixed = match self {
             LlmApi::Chat => "/v1/chat/completions",
             LlmApi::Completions => "/v1/completions",
             LlmApi::Tgi if stream => "/generate_stream",
             LlmApi::Tgi => "/generate",
             LlmApi::Ollama => "/api/chat",
             LlmApi::OllamaGenerate => "/api/generate",
-        }
+            LlmApi::Kserve => {
+                let model = utf8_percent_encode(model, NON_ALPHANUMERIC);
+                let verb = if stream {
+                    "generate_stream"
+                } else {
+                    "generate"
+                };
+                return format!("/v2/models/{model}/{verb}");
+            }
+        };
+        fixed.to_owned()
+    }
+
+    /// Whether a stream that simply ends is complete: KServe's has no end marker.
+    pub fn ends_with_body(self) -> bool {
+        self == LlmApi::Kserve
     }
 
     /// Whether a streamed answer is newline-delimited JSON rather than SSE.
@@ -67,6 +88,24 @@ impl LlmApi {
             }
             merge(&mut parameters, extra);
             return json!({"inputs": prompt_text(&payload.prompt), "parameters": parameters, "stream": stream});
+        }
+        if self == LlmApi::Kserve {
+            // Extra top-level fields reach the model as its inputs (TensorRT-LLM's
+            // `max_tokens` and `stream` tensors) or as parameters (the vLLM backend's
+            // sampling parameters): both read these. Without `exclude_input_in_output`
+            // the vLLM backend's whole answers begin with the prompt; the finish reason
+            // lets the run see whether each token came as one response.
+            let mut body = json!({
+                "text_input": prompt_text(&payload.prompt),
+                "stream": stream,
+                "exclude_input_in_output": true,
+                "return_finish_reason": true,
+            });
+            if let Some(max) = max {
+                body["max_tokens"] = json!(max);
+            }
+            merge(&mut body, extra);
+            return body;
         }
         let mut body = json!({"model": model, "stream": stream});
         if matches!(self, LlmApi::Chat | LlmApi::Ollama) {
@@ -96,6 +135,7 @@ impl LlmApi {
             LlmApi::Ollama | LlmApi::OllamaGenerate => {
                 Ok(serde_json::from_slice::<OllamaLine>(data)?.into())
             }
+            LlmApi::Kserve => Ok(serde_json::from_slice::<KserveAnswer>(data)?.into()),
         }
     }
 }
@@ -439,6 +479,36 @@ fn ollama_tool_call((index, call): (usize, &Value)) -> Value {
     })
 }
 
+/// A KServe v2 generate answer, or one response of its stream: `text_output` is the
+/// new text (TensorRT-LLM and the vLLM backend stream deltas). Counts and the finish
+/// reason come only from backends asked for them (the vLLM backend's
+/// `return_num_output_tokens`, `return_finish_reason`).
+#[derive(Debug, Deserialize)]
+struct KserveAnswer<'a> {
+    #[serde(borrow)]
+    text_output: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+    num_input_tokens: Option<u32>,
+    num_output_tokens: Option<u32>,
+    error: Option<Value>,
+    redline: Option<ServerTruth>,
+}
+
+impl<'a> From<KserveAnswer<'a>> for Piece<'a> {
+    fn from(answer: KserveAnswer<'a>) -> Piece<'a> {
+        Piece {
+            answer: non_empty(answer.text_output),
+            finish_reason: answer.finish_reason,
+            prompt_tokens: answer.num_input_tokens,
+            completion_tokens: answer.num_output_tokens,
+            error: answer.error.as_ref().map(error_text),
+            truth: answer.redline,
+            ..Piece::default()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -472,6 +542,24 @@ mod tests {
         assert_eq!(ollama["messages"][0]["role"], "user");
         let generate = LlmApi::OllamaGenerate.body("m", true, true, &p, &none);
         assert_eq!(generate["prompt"], "hi");
+        let kserve = LlmApi::Kserve.body("m", true, true, &p, &none);
+        assert_eq!(
+            kserve,
+            json!({"text_input": "hi", "stream": true, "exclude_input_in_output": true, "return_finish_reason": true, "max_tokens": 7})
+        );
+    }
+
+    #[test]
+    fn paths_name_the_model_only_where_the_api_does() {
+        assert_eq!(LlmApi::Tgi.path("m", true), "/generate_stream");
+        assert_eq!(
+            LlmApi::Kserve.path("llama 3/x", false),
+            "/v2/models/llama%203%2Fx/generate"
+        );
+        assert_eq!(
+            LlmApi::Kserve.path("m", true),
+            "/v2/models/m/generate_stream"
+        );
     }
 
     #[test]

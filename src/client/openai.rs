@@ -326,7 +326,8 @@ impl Reader<'_> {
                 return;
             }
         }
-        if !done {
+        let complete = self.target.api.ends_with_body() && !decoder.has_partial();
+        if !done && !complete {
             self.ended_early(&decoder);
         }
     }

@@ -196,7 +196,7 @@ fn build_target(
             include_usage,
             extra_body,
         } => {
-            let path = api.path(*stream);
+            let path = api.path(model, *stream);
             let target = LlmTarget {
                 uri: format!("{base_url}{path}")
                     .parse()

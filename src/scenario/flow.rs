@@ -656,6 +656,7 @@ pub fn api_name(api: ApiKind) -> &'static str {
         ApiKind::Tgi => "tgi",
         ApiKind::Ollama => "ollama",
         ApiKind::OllamaGenerate => "ollama_generate",
+        ApiKind::Kserve => "kserve",
         ApiKind::Http => "http",
         ApiKind::Embeddings => "embeddings",
         ApiKind::Qdrant => "qdrant",

@@ -89,6 +89,7 @@ fn llm_api(kind: ApiKind) -> LlmApi {
         ApiKind::Tgi => LlmApi::Tgi,
         ApiKind::Ollama => LlmApi::Ollama,
         ApiKind::OllamaGenerate => LlmApi::OllamaGenerate,
+        ApiKind::Kserve => LlmApi::Kserve,
         _ => LlmApi::Chat,
     }
 }

@@ -31,6 +31,7 @@ pub(super) fn service_from_spec(
             | ApiKind::Embeddings
             | ApiKind::Ollama
             | ApiKind::OllamaGenerate
+            | ApiKind::Kserve
     );
     if s.model.is_none() && s.url != "embedded" && needs_model {
         problems.add(

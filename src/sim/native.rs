@@ -1,8 +1,9 @@
 //! The simulator's native LLM APIs beside its OpenAI ones, from the same engine:
-//! Hugging Face TGI (`/generate`, `/generate_stream`, its compat route `/`, `/info`)
-//! and Ollama
-//! (`/api/chat`, `/api/generate`, `/api/tags`, `/api/version`). Each answer carries
-//! the ground truth as the OpenAI answers do (a `redline` object on the last event,
+//! Hugging Face TGI (`/generate`, `/generate_stream`, its compat route `/`, `/info`),
+//! Ollama (`/api/chat`, `/api/generate`, `/api/tags`, `/api/version`) and the KServe v2
+//! generate extension as Triton serves it (`/v2/models/{model}/generate`,
+//! `generate_stream`, the health and model-metadata routes). Each answer carries the
+//! ground truth as the OpenAI answers do (a `redline` object on the last event,
 //! `x-redline-*` headers on a whole answer), and the timings each API reports of
 //! itself (TGI's `x-*-time` headers, Ollama's durations) are computed from the same
 //! timeline, so a client's reading of them can be checked.
@@ -10,7 +11,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
@@ -484,5 +485,210 @@ impl Format for OllamaFormat {
 
     fn whole(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Response {
         json_response(StatusCode::OK, &self.last(text, reason, timeline))
+    }
+}
+
+/// A KServe v2 generate request (Triton's generate extension): `text_input`, and options
+/// either at the top level (TensorRT-LLM's input tensors) or under `parameters` (the
+/// vLLM backend's); the top level wins.
+#[derive(Debug, Deserialize)]
+struct KserveRequest {
+    text_input: String,
+    #[serde(flatten)]
+    options: KserveOptions,
+    #[serde(default)]
+    parameters: KserveOptions,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct KserveOptions {
+    max_tokens: Option<u32>,
+    temperature: Option<f64>,
+    seed: Option<i64>,
+    exclude_input_in_output: Option<bool>,
+    return_finish_reason: Option<bool>,
+    return_num_input_tokens: Option<bool>,
+    return_num_output_tokens: Option<bool>,
+}
+
+impl KserveOptions {
+    /// These options, each taken from `fallback` where not given here.
+    fn or(self, fallback: KserveOptions) -> KserveOptions {
+        KserveOptions {
+            max_tokens: self.max_tokens.or(fallback.max_tokens),
+            temperature: self.temperature.or(fallback.temperature),
+            seed: self.seed.or(fallback.seed),
+            exclude_input_in_output: self
+                .exclude_input_in_output
+                .or(fallback.exclude_input_in_output),
+            return_finish_reason: self.return_finish_reason.or(fallback.return_finish_reason),
+            return_num_input_tokens: self
+                .return_num_input_tokens
+                .or(fallback.return_num_input_tokens),
+            return_num_output_tokens: self
+                .return_num_output_tokens
+                .or(fallback.return_num_output_tokens),
+        }
+    }
+}
+
+/// Triton's answer to a request for a model it does not serve.
+fn unknown_model(state: &SimState, model: &str) -> Option<Response> {
+    (model != state.model()).then(|| {
+        let message = format!("Request for unknown model: '{model}' is not found");
+        native_error(ApiError::not_found(message), None)
+    })
+}
+
+pub async fn kserve_generate(
+    State(state): State<Arc<SimState>>,
+    Path(model): Path<String>,
+    body: Bytes,
+) -> Response {
+    kserve(state, model, body, false).await
+}
+
+pub async fn kserve_generate_stream(
+    State(state): State<Arc<SimState>>,
+    Path(model): Path<String>,
+    body: Bytes,
+) -> Response {
+    kserve(state, model, body, true).await
+}
+
+async fn kserve(state: Arc<SimState>, model: String, body: Bytes, stream: bool) -> Response {
+    let arrival_ns = state.now_ns();
+    if let Some(refused) = unknown_model(&state, &model) {
+        return refused;
+    }
+    let request: KserveRequest = match openai::parse(&body) {
+        Ok(request) => request,
+        Err(error) => return native_error(error, None),
+    };
+    let options = request.options.or(request.parameters);
+    // The route says whether to stream (the vLLM backend also wants `stream: true`).
+    let sampling = Sampling {
+        model: None,
+        stream,
+        stream_options: None,
+        max_tokens: options.max_tokens,
+        max_completion_tokens: None,
+        temperature: options.temperature,
+        seed: options.seed,
+        stop: None,
+        n: None,
+    };
+    let prompt = sim_tokenizer::encode(&request.text_input);
+    let plan = match openai::plan(
+        prompt,
+        sampling.max_tokens,
+        sampling,
+        None,
+        &state.context(),
+    ) {
+        Ok(plan) => plan,
+        Err(error) => return native_error(error, None),
+    };
+    let format = KserveFormat {
+        head: format!(
+            "{{\"model_name\":{},\"model_version\":\"1\",",
+            json_string(state.model())
+        ),
+        model: state.model().to_owned(),
+        prompt: (options.exclude_input_in_output != Some(true)).then_some(request.text_input),
+        finish_reason: options.return_finish_reason == Some(true),
+        input_tokens: options.return_num_input_tokens == Some(true),
+        output_tokens: options.return_num_output_tokens == Some(true),
+    };
+    answer(&state, plan, format, arrival_ns, crate::seed::fnv64(&body)).await
+}
+
+/// `GET /v2/health/ready` and `/v2/health/live`.
+pub async fn kserve_health() -> StatusCode {
+    StatusCode::OK
+}
+
+/// `GET /v2/models/{model}` (its metadata) and `/v2/models/{model}/ready`.
+pub async fn kserve_model(
+    State(state): State<Arc<SimState>>,
+    Path(model): Path<String>,
+) -> Response {
+    if let Some(refused) = unknown_model(&state, &model) {
+        return refused;
+    }
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "name": model, "versions": ["1"], "platform": "redline-sim",
+            "inputs": [{"name": "text_input", "datatype": "BYTES", "shape": [-1]}],
+            "outputs": [{"name": "text_output", "datatype": "BYTES", "shape": [-1]}],
+        }),
+    )
+}
+
+/// Triton's generate answers: a response per token with the new text, then a last one
+/// with no text (and the finish reason and counts when asked for, as the vLLM backend
+/// gives them). A whole answer begins with the prompt unless
+/// `exclude_input_in_output` was set, as the vLLM backend's does.
+struct KserveFormat {
+    /// `{"model_name":…,"model_version":"1",` rendered once.
+    head: String,
+    model: String,
+    /// The prompt, when whole answers repeat it.
+    prompt: Option<String>,
+    finish_reason: bool,
+    input_tokens: bool,
+    output_tokens: bool,
+}
+
+impl KserveFormat {
+    fn asked(&self, mut answer: Value, reason: FinishReason, t: &Timeline) -> Value {
+        if self.finish_reason {
+            answer["finish_reason"] = json!(reason.as_str());
+        }
+        if self.input_tokens {
+            answer["num_input_tokens"] = json!(t.prompt_tokens);
+        }
+        if self.output_tokens {
+            answer["num_output_tokens"] = json!(t.completion_tokens);
+        }
+        answer
+    }
+}
+
+impl Format for KserveFormat {
+    fn stream_type(&self) -> &'static str {
+        "text/event-stream; charset=utf-8"
+    }
+
+    fn token(&mut self, _index: u32, delta: &str) -> Bytes {
+        Bytes::from(format!(
+            "data: {}\"text_output\":{}}}\n\n",
+            self.head,
+            json_string(delta)
+        ))
+    }
+
+    fn finish(&mut self, reason: FinishReason, timeline: &Timeline, truth: Value) -> Bytes {
+        let last = json!({"model_name": self.model, "model_version": "1", "text_output": ""});
+        let mut last = self.asked(last, reason, timeline);
+        last["redline"] = truth;
+        Bytes::from(format!("data: {last}\n\n"))
+    }
+
+    fn broken(&self) -> Bytes {
+        Bytes::from(format!(
+            "data: {}\n\n",
+            json!({"error": engine_gone().message})
+        ))
+    }
+
+    fn whole(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Response {
+        let text = match &self.prompt {
+            Some(prompt) => format!("{prompt}{text}"),
+            None => text.to_owned(),
+        };
+        let answer = json!({"model_name": self.model, "model_version": "1", "text_output": text});
+        json_response(StatusCode::OK, &self.asked(answer, reason, timeline))
     }
 }

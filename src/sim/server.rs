@@ -171,7 +171,16 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/api/chat", post(native::ollama_chat))
         .route("/api/generate", post(native::ollama_generate))
         .route("/api/tags", get(native::ollama_tags))
-        .route("/api/version", get(native::ollama_version));
+        .route("/api/version", get(native::ollama_version))
+        .route("/v2/models/{model}/generate", post(native::kserve_generate))
+        .route(
+            "/v2/models/{model}/generate_stream",
+            post(native::kserve_generate_stream),
+        )
+        .route("/v2/models/{model}", get(native::kserve_model))
+        .route("/v2/models/{model}/ready", get(native::kserve_model))
+        .route("/v2/health/ready", get(native::kserve_health))
+        .route("/v2/health/live", get(native::kserve_health));
     let (model, health) = match &state.startup {
         Some(startup) => (
             model.route_layer(axum::middleware::from_fn_with_state(

@@ -264,6 +264,9 @@ pub enum ApiKind {
     Ollama,
     /// Ollama's `/api/generate`.
     OllamaGenerate,
+    /// KServe v2's generate extension (NVIDIA Triton with TensorRT-LLM or vLLM):
+    /// `/v2/models/{model}/generate_stream`; `model` is required.
+    Kserve,
     /// Any HTTP endpoint: `payloadTemplate.request` says what to send.
     Http,
     /// `/v1/embeddings` (flows' `embed` steps).
