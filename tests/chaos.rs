@@ -282,6 +282,34 @@ async fn stream_faults_become_typed_outcomes() {
     }
 }
 
+/// The same stream faults on Ollama's newline-delimited JSON: a line is an event, the
+/// line with `"done": true` the end marker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_faults_cut_and_corrupt_ndjson_lines_too() {
+    let run_with = |fault: &'static str, name: &'static str| async move {
+        let spec = format!(
+            "  seed: 3\n  services:\n    llm: {{ url: embedded, profile: tiny, api: ollama }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 16, output_tokens: 12 }} }}\n  faults:\n    - {{ name: {name}, service: llm, {fault} }}\n  load:\n    - {{ concurrency: 4, requests: 8 }}\n"
+        );
+        let (_, records) = run_to_records(scenario(&spec), name).await;
+        assert_eq!(records.len(), 8);
+        records
+    };
+    let kind = |r: &Record| r.error.as_ref().map(|e| (e.stage, e.kind.clone()));
+    for r in run_with("cut_stream: { probability: 1, after_events: 4 }", "ndcut").await {
+        assert_eq!(kind(&r), Some((FailStage::Stream, "truncated".into())));
+        assert_eq!(r.content_events, 4, "four token lines, then the cut");
+        assert_eq!(r.faults[0].rule, "ndcut");
+    }
+    for r in run_with("corrupt_event: { probability: 1, event: 3 }", "ndcorrupt").await {
+        assert_eq!(kind(&r), Some((FailStage::Decode, "invalid_json".into())));
+    }
+    for r in run_with("drop_done: { probability: 1 }", "nddone").await {
+        // All twelve tokens came; the line that ends the answer did not.
+        assert_eq!(kind(&r), Some((FailStage::Stream, "truncated".into())));
+        assert_eq!(r.content_events, 12);
+    }
+}
+
 async fn send(
     http: &common::HttpClient,
     method: &str,

@@ -24,7 +24,7 @@ use super::BoxError;
 use super::balance::{InFlight, Pool, is_gateway_failure};
 use super::log::{FaultLog, RequestId};
 use super::rules::{AbortHow, Action, FixedFault, Rule};
-use super::shape::Shaping;
+use super::shape::{Shaping, StreamFormat};
 use crate::record::{FAULT_HEADER, InjectedFault};
 use crate::seed::{fnv64, mix_seed};
 use crate::spec::faults::DelayAt;
@@ -292,8 +292,9 @@ impl Chaos {
             .boxed_unsync())
     }
 
-    /// The body with the planned shaping: event faults only on an event stream (on
-    /// any other body they would be noise), bandwidth and slicing on any.
+    /// The body with the planned shaping: event faults only on an event stream (SSE,
+    /// or newline-delimited JSON; on any other body they would be noise), bandwidth
+    /// and slicing on any.
     fn shape(
         &self,
         plan: &mut Plan,
@@ -301,13 +302,13 @@ impl Chaos {
         parts: &mut hyper::http::response::Parts,
         body: ProxyBody,
     ) -> ProxyBody {
-        let is_event_stream = parts
+        let format = parts
             .headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
+            .and_then(StreamFormat::of);
         let mut shaping = std::mem::take(&mut plan.shaping);
-        if is_event_stream {
+        if format.is_some() {
             for (rule, fault, added_ms) in plan.event_faults.drain(..) {
                 plan.noted.push(note(&self.log, id, rule, fault, added_ms));
             }
@@ -327,7 +328,8 @@ impl Chaos {
         if shaping.is_empty() {
             body
         } else {
-            shaping.apply(body)
+            // A body that is not a stream kept no event faults: its framing is unused.
+            shaping.apply(body, format.unwrap_or(StreamFormat::Sse))
         }
     }
 

@@ -1,6 +1,7 @@
 //! Response-body faults, applied as the body streams through: event-stream faults
-//! (stall, drip, cut, corrupt, drop `[DONE]`) on whole SSE events, then bandwidth and
-//! slicing on the bytes. Nothing is buffered beyond one event, and no event beyond
+//! (stall, drip, cut, corrupt, drop the end marker) on whole SSE events or, in
+//! newline-delimited JSON streams (Ollama's), whole lines, then bandwidth and slicing
+//! on the bytes. Nothing is buffered beyond one event, and no event beyond
 //! [`MAX_HELD_EVENT`]: a longer one passes through unchanged, uncounted.
 
 use std::collections::VecDeque;
@@ -14,6 +15,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::BoxError;
+use crate::client::ndjson::LineFramer;
 use crate::client::sse::{Framed, SseFramer};
 
 /// What to do to one response body.
@@ -38,6 +40,98 @@ pub const MAX_HELD_EVENT: usize = 1 << 20;
 /// What a corrupted event carries: the start of a JSON object that never closes.
 pub const CORRUPT_EVENT: &[u8] = b"data: {\"choices\": [{\"delta\": <redline chaos: not JSON>\n\n";
 
+/// What a corrupted line of a newline-delimited stream carries.
+pub const CORRUPT_LINE: &[u8] = b"{\"message\": <redline chaos: not JSON>\n";
+
+/// How a streamed body is cut into the events the event faults work on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamFormat {
+    /// Server-sent events (`text/event-stream`).
+    Sse,
+    /// Newline-delimited JSON (`application/x-ndjson`): a line is an event, the end
+    /// marker is the line with `"done": true`.
+    Lines,
+}
+
+impl StreamFormat {
+    /// The format of a body with this `Content-Type`, if it is a stream of events.
+    pub fn of(content_type: &str) -> Option<StreamFormat> {
+        if content_type.starts_with("text/event-stream") {
+            Some(StreamFormat::Sse)
+        } else if content_type.starts_with("application/x-ndjson") {
+            Some(StreamFormat::Lines)
+        } else {
+            None
+        }
+    }
+
+    /// The end marker sent where a stream is cut with one.
+    fn end_marker(self) -> &'static [u8] {
+        match self {
+            StreamFormat::Sse => b"data: [DONE]\n\n",
+            StreamFormat::Lines => b"{\"done\":true}\n",
+        }
+    }
+
+    fn corrupt(self) -> &'static [u8] {
+        match self {
+            StreamFormat::Sse => CORRUPT_EVENT,
+            StreamFormat::Lines => CORRUPT_LINE,
+        }
+    }
+
+    fn is_end(self, event: &[u8]) -> bool {
+        match self {
+            StreamFormat::Sse => is_done(event),
+            StreamFormat::Lines => {
+                #[derive(serde::Deserialize)]
+                struct Done {
+                    #[serde(default)]
+                    done: bool,
+                }
+                serde_json::from_slice::<Done>(event).is_ok_and(|line| line.done)
+            }
+        }
+    }
+}
+
+/// Cuts a body into whole events (or lines).
+#[derive(Debug)]
+enum Framer {
+    Sse(SseFramer),
+    Lines(LineFramer),
+}
+
+impl Framer {
+    fn new(format: StreamFormat) -> Framer {
+        match format {
+            StreamFormat::Sse => Framer::Sse(SseFramer::new(MAX_HELD_EVENT)),
+            StreamFormat::Lines => Framer::Lines(LineFramer::new(MAX_HELD_EVENT)),
+        }
+    }
+
+    fn feed(&mut self, data: &[u8]) {
+        match self {
+            Framer::Sse(framer) => framer.feed(data),
+            Framer::Lines(framer) => framer.feed(data),
+        }
+    }
+
+    fn next_frame(&mut self) -> Option<Framed> {
+        match self {
+            Framer::Sse(framer) => framer.next_frame(),
+            Framer::Lines(framer) => framer.next_frame(),
+        }
+    }
+
+    fn rest(&mut self) -> Bytes {
+        match self {
+            Framer::Sse(framer) => framer.rest(),
+            Framer::Lines(framer) => framer.rest(),
+        }
+    }
+}
+
 impl Shaping {
     /// Faults that work on SSE events.
     pub fn on_events(&self) -> bool {
@@ -57,13 +151,13 @@ impl Shaping {
         self.cut.is_some() || self.corrupt.is_some() || self.drop_done
     }
 
-    /// The body with the faults applied as it streams.
-    pub fn apply<B>(self, body: B) -> UnsyncBoxBody<Bytes, BoxError>
+    /// The body, an event stream in `format`, with the faults applied as it streams.
+    pub fn apply<B>(self, body: B, format: StreamFormat) -> UnsyncBoxBody<Bytes, BoxError>
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<BoxError>,
     {
-        let state = Shaper::new(self, body);
+        let state = Shaper::new(self, body, format);
         let stream = futures_util::stream::unfold(state, |mut s| async move {
             loop {
                 if let Some((wait, chunk)) = s.queue.pop_front() {
@@ -102,7 +196,8 @@ struct Shaper<B> {
     body: B,
     shaping: Shaping,
     events: bool,
-    framer: SseFramer,
+    format: StreamFormat,
+    framer: Framer,
     sent_events: u32,
     queue: VecDeque<(Duration, Bytes)>,
     finished: bool,
@@ -110,13 +205,14 @@ struct Shaper<B> {
 }
 
 impl<B> Shaper<B> {
-    fn new(shaping: Shaping, body: B) -> Self {
+    fn new(shaping: Shaping, body: B, format: StreamFormat) -> Self {
         let rng = ChaCha8Rng::seed_from_u64(shaping.slice.map_or(0, |(_, seed)| seed));
         Shaper {
             body,
             events: shaping.on_events(),
             shaping,
-            framer: SseFramer::new(MAX_HELD_EVENT),
+            format,
+            framer: Framer::new(format),
             sent_events: 0,
             queue: VecDeque::new(),
             finished: false,
@@ -141,7 +237,7 @@ impl<B> Shaper<B> {
 
     fn event(&mut self, event: Bytes) {
         let shaping = &self.shaping;
-        if shaping.drop_done && is_done(&event) {
+        if shaping.drop_done && self.format.is_end(&event) {
             return;
         }
         if let Some((after, done)) = shaping.cut
@@ -149,7 +245,8 @@ impl<B> Shaper<B> {
         {
             self.finished = true;
             if done {
-                self.emit(Duration::ZERO, Bytes::from_static(b"data: [DONE]\n\n"));
+                let marker = self.format.end_marker();
+                self.emit(Duration::ZERO, Bytes::from_static(marker));
             }
             return;
         }
@@ -160,7 +257,7 @@ impl<B> Shaper<B> {
             wait += shaping.stall_first;
         }
         let event = if shaping.corrupt == Some(n) {
-            Bytes::from_static(CORRUPT_EVENT)
+            Bytes::from_static(self.format.corrupt())
         } else {
             event
         };
@@ -216,7 +313,7 @@ mod tests {
     }
 
     async fn shaped(shaping: Shaping) -> (Vec<Bytes>, String) {
-        let mut body = shaping.apply(upstream());
+        let mut body = shaping.apply(upstream(), StreamFormat::Sse);
         let mut writes = Vec::new();
         while let Some(frame) = body.frame().await {
             writes.push(frame.unwrap().into_data().unwrap());
@@ -275,7 +372,7 @@ mod tests {
     /// The waits the shaper plans before each write: the stream sleeps exactly these
     /// (read off the queue, so the test needs no clock).
     fn planned_waits(shaping: Shaping, chunks: &[&[u8]]) -> (Duration, usize) {
-        let mut shaper = Shaper::new(shaping, ());
+        let mut shaper = Shaper::new(shaping, (), StreamFormat::Sse);
         for chunk in chunks {
             shaper.push(Bytes::copy_from_slice(chunk));
         }

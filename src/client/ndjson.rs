@@ -2,8 +2,9 @@
 //! no IO: feed it bytes as they arrive, take whole lines out. Lines end with `\n` (a
 //! `\r` before it is dropped); blank lines are skipped. Like the SSE decoder, each byte
 //! is scanned once however the stream is chunked, and a line may not grow past a limit.
+//! [`LineFramer`] cuts the same stream into raw lines for the chaos proxy.
 
-use super::sse::SseError;
+use super::sse::{Framed, SseError};
 
 #[derive(Debug)]
 pub struct LineDecoder {
@@ -80,6 +81,62 @@ impl LineDecoder {
     }
 }
 
+/// Splits a newline-delimited stream into whole raw lines (their `\n` included)
+/// without decoding them, for a proxy that forwards lines unchanged (or changes whole
+/// lines): [`super::sse::SseFramer`]'s twin for NDJSON.
+#[derive(Debug)]
+pub struct LineFramer {
+    buffer: bytes::BytesMut,
+    /// Bytes of `buffer` already searched for `\n`.
+    scanned: usize,
+    max_line_bytes: usize,
+    /// Part of the current line already went out oversized: the rest follows it so.
+    in_oversized: bool,
+}
+
+impl LineFramer {
+    pub fn new(max_line_bytes: usize) -> Self {
+        LineFramer {
+            buffer: bytes::BytesMut::new(),
+            scanned: 0,
+            max_line_bytes,
+            in_oversized: false,
+        }
+    }
+
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.buffer.extend_from_slice(bytes);
+    }
+
+    /// The next whole line (or oversized piece) the bytes fed so far hold.
+    pub fn next_frame(&mut self) -> Option<Framed> {
+        let Some(at) = memchr::memchr(b'\n', &self.buffer[self.scanned..]) else {
+            self.scanned = self.buffer.len();
+            if self.buffer.len() <= self.max_line_bytes {
+                return None;
+            }
+            self.in_oversized = true;
+            return Some(Framed::Oversized(self.take(self.buffer.len())));
+        };
+        let line = self.take(self.scanned + at + 1);
+        Some(if std::mem::take(&mut self.in_oversized) {
+            Framed::Oversized(line)
+        } else {
+            Framed::Event(line)
+        })
+    }
+
+    /// What is left when the stream ends: an unfinished line, or nothing.
+    pub fn rest(&mut self) -> bytes::Bytes {
+        self.take(self.buffer.len())
+    }
+
+    fn take(&mut self, end: usize) -> bytes::Bytes {
+        self.scanned = 0;
+        self.buffer.split_to(end).freeze()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +182,36 @@ mod tests {
             Some(Err(SseError::TooLarge { limit: 8 }))
         );
         assert_eq!(lines(&[b"\xff\xfe\n"], 8), vec![Err(SseError::NotUtf8)]);
+    }
+
+    #[test]
+    fn the_framer_passes_every_byte_as_whole_lines_or_bounded_pieces() {
+        let mut framer = LineFramer::new(16);
+        let mut out = Vec::new();
+        for chunk in [
+            &b"{\"a\":1}\n{\"b\""[..],
+            b":2}\n",
+            b"0123456789abcdefXYZ",
+            b"\n{\"c\"",
+        ] {
+            framer.feed(chunk);
+            while let Some(frame) = framer.next_frame() {
+                out.push(frame);
+            }
+        }
+        out.push(Framed::Event(framer.rest()));
+        let whole = |s: &'static [u8]| Framed::Event(bytes::Bytes::from_static(s));
+        let over = |s: &'static [u8]| Framed::Oversized(bytes::Bytes::from_static(s));
+        assert_eq!(
+            out,
+            vec![
+                whole(b"{\"a\":1}\n"),
+                whole(b"{\"b\":2}\n"),
+                over(b"0123456789abcdefXYZ"),
+                over(b"\n"),
+                whole(b"{\"c\""),
+            ]
+        );
     }
 
     #[test]
