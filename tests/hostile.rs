@@ -92,9 +92,18 @@ async fn headers_one_byte_at_a_time_time_out_at_the_first_byte() {
 
 /// Streams `data: xxxx…` with no newline, 64 KiB at a time, until the client hangs up
 /// (at most 1 GiB).
-async fn endless_line(mut tcp: TcpStream) {
+async fn endless_line(tcp: TcpStream) {
+    endless(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: ",
+        tcp,
+    )
+    .await;
+}
+
+/// Sends `head`, then `x` with no newline, 64 KiB at a time, until the client hangs up
+/// (at most 1 GiB).
+async fn endless(head: &str, mut tcp: TcpStream) {
     read_request(&mut tcp).await;
-    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: ";
     tcp.write_all(head.as_bytes()).await.unwrap();
     let block = vec![b'x'; 64 << 10];
     for _ in 0..(1 << 14) {
@@ -108,6 +117,26 @@ async fn endless_line(mut tcp: TcpStream) {
 async fn a_line_that_never_ends_stops_at_the_answer_limit() {
     let base = serve_once(endless_line).await;
     let r = call(&base, true).await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Error, FailStage::Stream, "too_large".into())
+    );
+}
+
+/// The same flood as one newline-delimited JSON line (Ollama's streams): the line
+/// splitter stops at the limit too, each byte scanned once.
+#[tokio::test]
+async fn an_ndjson_line_that_never_ends_stops_at_the_answer_limit() {
+    let base = serve_once(|tcp| {
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\n\r\n{\"message\":{\"content\":\"";
+        endless(head, tcp)
+    })
+    .await;
+    let started = Instant::now();
+    let mut target = llm::target(&base, true);
+    target.api = redline::client::dialect::LlmApi::Ollama;
+    let r = llm::call_once(&target, "hello", false).await;
+    assert!(started.elapsed() < BOUND, "took {:?}", started.elapsed());
     assert_eq!(
         failure(&r),
         (Outcome::Error, FailStage::Stream, "too_large".into())

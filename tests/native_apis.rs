@@ -142,3 +142,76 @@ async fn whole_native_answers_carry_the_servers_own_timings() {
         }
     }
 }
+
+/// `GET /redline/endpoints` names what each API needs, and what it names answers: the
+/// same prompt at temperature 0 gives the same text by every generating API.
+#[tokio::test]
+async fn the_endpoints_listed_answer_the_same_text_by_every_api() {
+    use crate::common::{client, get_text, post, sim};
+    use serde_json::{Value, json};
+    let sim = sim(redline::sim::Profile::tiny()).await;
+    let (base, http) = (sim.base_url(), client());
+    let listed: Value =
+        serde_json::from_str(&get_text(&http, format!("{base}/redline/endpoints")).await).unwrap();
+    let model = listed["model"].as_str().unwrap();
+    let embedded = post(
+        &http,
+        format!("{base}/v1/embeddings"),
+        json!({"input": "a", "encoding_format": "float"}),
+    )
+    .await;
+    let dim = embedded.body["data"][0]["embedding"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(
+        listed["embedding_dim"], dim,
+        "the dimension listed is served"
+    );
+    let prompt = "Describe a queue.";
+    let answers = [
+        (
+            listed["apis"]["tgi"][0].as_str().unwrap().to_owned(),
+            json!({"inputs": prompt, "parameters": {"max_new_tokens": 6}}),
+            "/generated_text",
+        ),
+        (
+            listed["apis"]["ollama"][1].as_str().unwrap().to_owned(),
+            json!({"model": model, "prompt": prompt, "stream": false, "options": {"num_predict": 6, "temperature": 0}}),
+            "/response",
+        ),
+        (
+            listed["apis"]["kserve"][0].as_str().unwrap().to_owned(),
+            json!({"text_input": prompt, "max_tokens": 6, "temperature": 0, "exclude_input_in_output": true}),
+            "/text_output",
+        ),
+        (
+            listed["apis"]["openai"][1].as_str().unwrap().to_owned(),
+            json!({"model": model, "prompt": prompt, "max_tokens": 6, "temperature": 0}),
+            "/choices/0/text",
+        ),
+    ];
+    let mut texts = Vec::new();
+    for (path, body, pointer) in answers {
+        let answer = post(&http, format!("{base}{path}"), body).await;
+        assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+        assert_eq!(
+            answer.header_u64("x-redline-completion-tokens"),
+            6,
+            "{path}"
+        );
+        texts.push(
+            answer
+                .body
+                .pointer(pointer)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    assert!(
+        texts.windows(2).all(|pair| pair[0] == pair[1]),
+        "one engine behind every API: {texts:?}"
+    );
+}

@@ -199,6 +199,7 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/redline/stall", post(stall))
         .route("/redline/truth", get(truth).delete(reset_truth))
         .route("/redline/script", get(script_requests))
+        .route("/redline/endpoints", get(endpoints))
         .with_state(state)
         .merge(tiers)
         .merge(health)
@@ -782,6 +783,35 @@ async fn script_requests(State(state): State<Arc<SimState>>) -> Response {
         .map(|s| s.requests())
         .unwrap_or_default();
     json_response(StatusCode::OK, &requests)
+}
+
+/// `GET /redline/endpoints`: what a client needs to know to call this server by each
+/// API it speaks, without guessing.
+async fn endpoints(State(state): State<Arc<SimState>>) -> Response {
+    let model = &state.model;
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "model": model,
+            "embedding_dim": state.profile.embedding_dim,
+            "max_model_len": state.profile.max_model_len,
+            "apis": {
+                "openai": ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models"],
+                "tgi": ["/generate", "/generate_stream", "/", "/info"],
+                "ollama": ["/api/chat", "/api/generate", "/api/tags", "/api/version"],
+                "kserve": [
+                    format!("/v2/models/{model}/generate"),
+                    format!("/v2/models/{model}/generate_stream"),
+                    "/v2/health/ready".to_owned(),
+                ],
+                "qdrant": ["/collections/{collection}/points/search", "/collections/{collection}/points/query"],
+                "tools": ["/tools/{name}"],
+            },
+            // Every collection name answers from the same corpus.
+            "search": {"any_collection": true, "documents": state.tiers.config.corpus_size},
+            "ground_truth": ["/redline/truth", "/metrics"],
+        }),
+    )
 }
 
 async fn truth(State(state): State<Arc<SimState>>) -> Response {
