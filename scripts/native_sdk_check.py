@@ -50,6 +50,25 @@ again = client.generate(model=model, prompt="Name a colour.", options={"num_pred
 check(first.done and first.eval_count == 6, f"a whole generate: {first}")
 check(first.response == again.response and first.response, "temperature 0 is deterministic")
 
+weather = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}}
+called = client.chat(model=model, tools=[weather], messages=[{"role": "user", "content": "Use get_weather for Paris."}])
+calls = called.message.tool_calls or []
+check(len(calls) == 1 and calls[0].function.name == "get_weather", f"a tool call: {called.message}")
+check(isinstance(calls[0].function.arguments, dict) and "city" in calls[0].function.arguments, "arguments are an object")
+streamed = [part for part in client.chat(model=model, tools=[weather], stream=True,
+                                         messages=[{"role": "user", "content": "Use get_weather for Paris."}])
+            if part.message.tool_calls]
+check(len(streamed) == 1, f"a streamed tool call comes whole, once: {streamed}")
+answered = client.chat(model=model, tools=[weather], messages=[
+    {"role": "user", "content": "Use get_weather for Paris."},
+    {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+    {"role": "tool", "content": "sunny"},
+])
+check(not answered.message.tool_calls and answered.message.content, "after the tool's answer, text")
+
 try:
     client.chat(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
     check(False, "a missing model is an error")

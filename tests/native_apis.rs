@@ -64,6 +64,7 @@ fn counts_agree(api: &str, r: &Record) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_native_answers_time_and_count_as_the_engine_did() {
+    let _serial = crate::common::CLIENT_TIMING.lock().await;
     // KServe sends no counts: its are the content events, settled after the run.
     for api in ["tgi", "ollama", "ollama_generate", "kserve"] {
         let records = run_api(api, true, 120).await;

@@ -10,8 +10,7 @@ use redline::record::{Outcome, Record};
 use redline::scenario::Scenario;
 use redline::schedule::SweepRole;
 
-/// Timing tests take this lock so they do not compete for the two cores.
-static TIMING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+use crate::common::CLIENT_TIMING as TIMING;
 
 fn percentile(values: &mut [f64], q: f64) -> f64 {
     values.sort_by(f64::total_cmp);

@@ -17,10 +17,10 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::openai::{self, ApiError, Message, Plan, Sampling, Stop};
+use super::openai::{self, ApiError, ChatRequest, Message, Plan, Sampling, Stop, Tool};
 use super::scheduler::Timeline;
 use super::server::{Format, SimState, answer, engine_gone, json_response, json_string};
-use super::text::FinishReason;
+use super::text::{FinishReason, ToolCall};
 use crate::tokenizer::sim as sim_tokenizer;
 
 /// An error as TGI and Ollama write it: `{"error": "…"}` (TGI adds `error_type`).
@@ -199,14 +199,14 @@ impl Format for TgiFormat {
         "text/event-stream"
     }
 
-    fn token(&mut self, index: u32, delta: &str) -> Bytes {
+    fn token(&mut self, index: u32, delta: &str) -> Option<Bytes> {
         self.text.push_str(delta);
-        Bytes::from(format!(
+        Some(Bytes::from(format!(
             "data:{{\"index\":{},\"token\":{{\"id\":{},\"text\":{},\"logprob\":-0.25,\"special\":false}},\"generated_text\":null,\"details\":null}}\n\n",
             index + 1,
             sim_tokenizer::piece_id(delta),
             json_string(delta)
-        ))
+        )))
     }
 
     fn finish(&mut self, reason: FinishReason, timeline: &Timeline, truth: Value) -> Bytes {
@@ -288,7 +288,8 @@ impl OllamaOptions {
     }
 }
 
-/// `POST /api/chat`. Tools are accepted and not called: the answer is text.
+/// `POST /api/chat`. With `tools`, the model calls the one the last user message
+/// names (OpenAI's `auto`), and answers in text after a `tool` message.
 #[derive(Debug, Deserialize)]
 struct OllamaChat {
     model: String,
@@ -297,6 +298,7 @@ struct OllamaChat {
     stream: bool,
     #[serde(default)]
     options: OllamaOptions,
+    tools: Option<Vec<Tool>>,
 }
 
 /// `POST /api/generate`.
@@ -319,17 +321,17 @@ enum OllamaRoute {
 }
 
 fn ollama_plan(state: &SimState, body: &[u8], route: OllamaRoute) -> Result<Plan, ApiError> {
-    let (prompt, sampling) = match route {
+    let planned = match route {
         OllamaRoute::Chat => {
             let request: OllamaChat = openai::parse(body)?;
-            if request.messages.is_empty() {
-                return Err(ApiError::bad_request("messages must not be empty"));
-            }
-            let prompt = openai::render_chat(&request.messages);
-            (
-                prompt,
-                request.options.sampling(request.model, request.stream),
-            )
+            // A chat request as OpenAI's API has it: the same template and tools.
+            let chat = ChatRequest {
+                messages: request.messages,
+                sampling: request.options.sampling(request.model, request.stream),
+                tools: request.tools,
+                tool_choice: None,
+            };
+            openai::plan_chat(chat, &state.context())
         }
         OllamaRoute::Generate => {
             let request: OllamaGenerate = openai::parse(body)?;
@@ -337,21 +339,18 @@ fn ollama_plan(state: &SimState, body: &[u8], route: OllamaRoute) -> Result<Plan
                 Some(system) => format!("{system}\n{}", request.prompt),
                 None => request.prompt,
             };
-            (
+            let sampling = request.options.sampling(request.model, request.stream);
+            let prompt = sim_tokenizer::encode(&prompt);
+            openai::plan(
                 prompt,
-                request.options.sampling(request.model, request.stream),
+                sampling.max_tokens,
+                sampling,
+                None,
+                &state.context(),
             )
         }
     };
-    let prompt = sim_tokenizer::encode(&prompt);
-    openai::plan(
-        prompt,
-        sampling.max_tokens,
-        sampling,
-        None,
-        &state.context(),
-    )
-    .map_err(|e| {
+    planned.map_err(|e| {
         if e.status == 404 {
             let model = state.model();
             ApiError {
@@ -391,6 +390,7 @@ async fn ollama(state: Arc<SimState>, body: Bytes, route: OllamaRoute) -> Respon
                 model: state.model().to_owned(),
                 created_at,
                 head,
+                tool_call: plan.tool_call.clone(),
             };
             answer(&state, plan, format, arrival_ns, crate::seed::fnv64(&body)).await
         }
@@ -422,7 +422,9 @@ pub async fn ollama_version() -> Response {
 
 /// Ollama's answer: a JSON line per token, then a last line with `done`, the counts and
 /// the durations (nanoseconds) from the timeline: prompt evaluation from admission to
-/// the first token, evaluation from there to the end.
+/// the first token, evaluation from there to the end. A tool call comes whole, as
+/// Ollama sends one once it has parsed it: one line when the answer is complete, its
+/// arguments an object.
 struct OllamaFormat {
     route: OllamaRoute,
     model: String,
@@ -430,6 +432,7 @@ struct OllamaFormat {
     created_at: String,
     /// `{"model":…,"created_at":…,` rendered once.
     head: String,
+    tool_call: Option<ToolCall>,
 }
 
 impl OllamaFormat {
@@ -452,6 +455,15 @@ impl OllamaFormat {
         }
         last
     }
+
+    /// A message with the tool call, in Ollama's shape.
+    fn tool_message(call: &ToolCall) -> Value {
+        let arguments: Value = serde_json::from_str(&call.arguments)
+            .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+        json!({"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"name": call.name, "arguments": arguments}}
+        ]})
+    }
 }
 
 impl Format for OllamaFormat {
@@ -459,7 +471,10 @@ impl Format for OllamaFormat {
         "application/x-ndjson"
     }
 
-    fn token(&mut self, _index: u32, delta: &str) -> Bytes {
+    fn token(&mut self, _index: u32, delta: &str) -> Option<Bytes> {
+        if self.tool_call.is_some() {
+            return None;
+        }
         let delta = json_string(delta);
         let line = match self.route {
             OllamaRoute::Chat => format!(
@@ -470,13 +485,22 @@ impl Format for OllamaFormat {
                 format!("{}\"response\":{delta},\"done\":false}}\n", self.head)
             }
         };
-        Bytes::from(line)
+        Some(Bytes::from(line))
     }
 
     fn finish(&mut self, reason: FinishReason, timeline: &Timeline, truth: Value) -> Bytes {
+        let mut out = String::new();
+        if let Some(call) = &self.tool_call {
+            let line = json!({
+                "model": self.model, "created_at": self.created_at,
+                "message": Self::tool_message(call), "done": false,
+            });
+            out.push_str(&format!("{line}\n"));
+        }
         let mut last = self.last("", reason, timeline);
         last["redline"] = truth;
-        Bytes::from(format!("{last}\n"))
+        out.push_str(&format!("{last}\n"));
+        Bytes::from(out)
     }
 
     fn broken(&self) -> Bytes {
@@ -484,7 +508,11 @@ impl Format for OllamaFormat {
     }
 
     fn whole(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Response {
-        json_response(StatusCode::OK, &self.last(text, reason, timeline))
+        let mut last = self.last(text, reason, timeline);
+        if let Some(call) = &self.tool_call {
+            last["message"] = Self::tool_message(call);
+        }
+        json_response(StatusCode::OK, &last)
     }
 }
 
@@ -661,12 +689,12 @@ impl Format for KserveFormat {
         "text/event-stream; charset=utf-8"
     }
 
-    fn token(&mut self, _index: u32, delta: &str) -> Bytes {
-        Bytes::from(format!(
+    fn token(&mut self, _index: u32, delta: &str) -> Option<Bytes> {
+        Some(Bytes::from(format!(
             "data: {}\"text_output\":{}}}\n\n",
             self.head,
             json_string(delta)
-        ))
+        )))
     }
 
     fn finish(&mut self, reason: FinishReason, timeline: &Timeline, truth: Value) -> Bytes {

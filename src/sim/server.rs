@@ -394,8 +394,9 @@ async fn openai_answer(
 pub(super) trait Format: Send + 'static {
     /// The `Content-Type` of a streamed answer.
     fn stream_type(&self) -> &'static str;
-    /// The event carrying one token.
-    fn token(&mut self, index: u32, delta: &str) -> Bytes;
+    /// The event carrying one token; `None` when the API holds tokens back (Ollama's
+    /// tool calls come whole).
+    fn token(&mut self, index: u32, delta: &str) -> Option<Bytes>;
     /// The last events: finish reason, counts, and the ground truth `truth`.
     fn finish(&mut self, reason: FinishReason, timeline: &Timeline, truth: Value) -> Bytes;
     /// An in-band error for an engine that stopped mid-stream.
@@ -518,19 +519,23 @@ fn stream_answer<F: Format>(
     let start: Option<(UnboundedReceiver<Event>, F, Option<u64>)> = Some((events, format, None));
     futures_util::stream::unfold(start, move |state| async move {
         let (mut events, mut format, mut first_token_sent_ns) = state?;
-        match events.recv().await {
-            Some(Event::Token { index, delta }) => {
-                let bytes = format.token(index, &delta);
-                // The connection writes what this stream yields when it polls it: the
-                // first token's event leaves the server about now.
-                first_token_sent_ns.get_or_insert_with(|| clock.now_ns());
-                Some((Ok(bytes), Some((events, format, first_token_sent_ns))))
+        loop {
+            match events.recv().await {
+                Some(Event::Token { index, delta }) => {
+                    let Some(bytes) = format.token(index, &delta) else {
+                        continue;
+                    };
+                    // The connection writes what this stream yields when it polls it:
+                    // the first token's event leaves the server about now.
+                    first_token_sent_ns.get_or_insert_with(|| clock.now_ns());
+                    return Some((Ok(bytes), Some((events, format, first_token_sent_ns))));
+                }
+                Some(Event::Finished { reason, timeline }) => {
+                    let truth = truth_json(&timeline, request_hash, first_token_sent_ns);
+                    return Some((Ok(format.finish(reason, &timeline, truth)), None));
+                }
+                None => return Some((Ok(format.broken()), None)),
             }
-            Some(Event::Finished { reason, timeline }) => {
-                let truth = truth_json(&timeline, request_hash, first_token_sent_ns);
-                Some((Ok(format.finish(reason, &timeline, truth)), None))
-            }
-            None => Some((Ok(format.broken()), None)),
         }
     })
 }
@@ -621,7 +626,7 @@ impl Format for Chunks {
         "text/event-stream; charset=utf-8"
     }
 
-    fn token(&mut self, index: u32, delta: &str) -> Bytes {
+    fn token(&mut self, index: u32, delta: &str) -> Option<Bytes> {
         let escaped = json_string(delta);
         let mut out = String::with_capacity(self.head.len() + escaped.len() + 160);
         if index == 0 && self.api == OpenAiApi::Chat {
@@ -658,7 +663,7 @@ impl Format for Chunks {
                 );
             }
         }
-        Bytes::from(out)
+        Some(Bytes::from(out))
     }
 
     /// The finishing chunk, the usage chunk when asked for, ground truth on the last

@@ -25,6 +25,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use redline::sim::{EmbeddedSim, Profile, SimConfig};
 
+/// Tests that time redline's client against the simulator's truth take this lock, so
+/// they do not compete with one another for the two cores.
+pub static CLIENT_TIMING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
 pub fn client() -> HttpClient {
