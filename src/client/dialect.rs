@@ -2,7 +2,7 @@
 //! and how an answer reads. OpenAI-compatible chat and completions, Hugging Face TGI's
 //! native `/generate`, Ollama's `/api/chat` and `/api/generate`, and the KServe v2
 //! generate extension (NVIDIA Triton with TensorRT-LLM or vLLM). Every answer, streamed
-//! or whole, is read into the same [`Piece`]s, so timing, token counting and failures
+//! or whole, is read into the same `Piece`s, so timing, token counting and failures
 //! stay one code path (the reader in [`super::openai`]).
 
 use std::borrow::Cow;
