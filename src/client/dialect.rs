@@ -63,6 +63,27 @@ impl LlmApi {
         self == LlmApi::Kserve
     }
 
+    /// The server's own timings where the API puts them in response headers: TGI's
+    /// whole answers (`x-total-time`, `x-queue-time`, `x-inference-time`,
+    /// `x-time-per-token` in milliseconds, and the token counts).
+    pub fn reported_in_headers(self, headers: &hyper::HeaderMap) -> Option<ServerReported> {
+        if self != LlmApi::Tgi {
+            return None;
+        }
+        let get = |name: &str| -> Option<u64> { headers.get(name)?.to_str().ok()?.parse().ok() };
+        let ms = |name: &str| get(name).map(|ms| ms * 1_000);
+        let reported = ServerReported {
+            total_us: ms("x-total-time"),
+            queue_us: ms("x-queue-time"),
+            decode_us: ms("x-inference-time"),
+            time_per_token_us: ms("x-time-per-token"),
+            prompt_tokens: get("x-prompt-tokens").map(|n| n as u32),
+            output_tokens: get("x-generated-tokens").map(|n| n as u32),
+            ..ServerReported::default()
+        };
+        (reported != ServerReported::default()).then_some(reported)
+    }
+
     /// Whether a streamed answer is newline-delimited JSON rather than SSE.
     pub fn streams_lines(self) -> bool {
         matches!(self, LlmApi::Ollama | LlmApi::OllamaGenerate)

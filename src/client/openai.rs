@@ -1,5 +1,5 @@
-//! The LLM client: OpenAI-compatible chat and text completions, TGI's and Ollama's
-//! native APIs ([`super::dialect`] says how each differs), streamed (SSE or
+//! The LLM client: OpenAI-compatible chat and text completions, TGI's, Ollama's and
+//! KServe v2's native APIs ([`super::dialect`] says how each differs), streamed (SSE or
 //! newline-delimited JSON) or not, over a keep-alive hyper pool. Fills a [`Record`]
 //! with timing marks and a typed outcome; never panics on what a server sends.
 
@@ -17,9 +17,7 @@ use super::ndjson::LineDecoder;
 use super::sse::{SseDecoder, SseError};
 use super::{HttpClient, RunClock, Timeouts};
 
-use crate::record::{
-    Exchange, FailStage, Outcome, Record, ServerReported, ServerTruth, TokenSource,
-};
+use crate::record::{Exchange, FailStage, Outcome, Record, ServerTruth, TokenSource};
 use crate::tokenizer::TokenCounting;
 use crate::workload::payload::Payload;
 
@@ -93,8 +91,8 @@ pub async fn call(
     let timeout = "no response headers before the deadline";
     let response = super::send_until(http, request, first_deadline, timeout, clock, record).await?;
     read_truth_headers(&response, record);
-    if target.api == LlmApi::Tgi {
-        read_tgi_timings(&response, record);
+    if let Some(reported) = target.api.reported_in_headers(response.headers()) {
+        record.server_reported = Some(reported);
     }
     let mut reader = Reader {
         target,
@@ -576,26 +574,6 @@ impl Frames {
             Frames::Sse(decoder) => decoder.has_partial(),
             Frames::Lines(decoder) => decoder.has_partial(),
         }
-    }
-}
-
-/// TGI's own timings, in headers of a whole answer: `x-total-time`, `x-queue-time`,
-/// `x-inference-time` and `x-time-per-token` in milliseconds, and the token counts.
-fn read_tgi_timings(response: &Response<Incoming>, record: &mut Record) {
-    let get =
-        |name: &str| -> Option<u64> { response.headers().get(name)?.to_str().ok()?.parse().ok() };
-    let ms = |name: &str| get(name).map(|ms| ms * 1_000);
-    let reported = ServerReported {
-        total_us: ms("x-total-time"),
-        queue_us: ms("x-queue-time"),
-        decode_us: ms("x-inference-time"),
-        time_per_token_us: ms("x-time-per-token"),
-        prompt_tokens: get("x-prompt-tokens").map(|n| n as u32),
-        output_tokens: get("x-generated-tokens").map(|n| n as u32),
-        ..ServerReported::default()
-    };
-    if reported != ServerReported::default() {
-        record.server_reported = Some(reported);
     }
 }
 
