@@ -7,6 +7,8 @@
 //! path against this order).
 //! - [`seed`]: seeded mixing and FNV-1a, which every seeded part draws from.
 //! - [`vector`]: cosine similarity and normalisation of embeddings.
+//! - [`grpc`]: gRPC on the wire: Qdrant's messages, message framing, the one
+//!   rewrite inside a message the chaos proxy makes.
 //! - [`pagecache`]: a file's residency in the page cache, and dropping it (cold
 //!   starts).
 //! - [`spec`]: the spec file's types (serde), parsed strictly with located errors, and
@@ -52,6 +54,7 @@
 pub mod seed;
 pub mod segment;
 pub mod vector;
+pub mod grpc;
 pub mod pagecache;
 pub mod spec;
 pub mod tokenizer;

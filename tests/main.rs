@@ -17,6 +17,7 @@ mod collect;
 mod durability;
 mod explain;
 mod flows;
+mod grpc;
 mod heal;
 mod layers;
 mod merge;

@@ -17,6 +17,7 @@
 
 pub mod admin;
 pub mod balance;
+pub mod grpc;
 pub mod log;
 pub mod proxy;
 pub mod rules;

@@ -11,7 +11,8 @@ use crate::client::lane::Lane;
 use crate::client::tls::{Alpn, Connector};
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Either, Full};
+use http_body_util::{BodyExt, Either, Full, StreamBody};
+use hyper::body::Frame;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::http::request::Parts;
@@ -23,7 +24,7 @@ use serde_json::Value;
 use super::BoxError;
 use super::balance::{InFlight, Pool, is_gateway_failure};
 use super::log::{FaultLog, RequestId};
-use super::rules::{AbortHow, Action, FixedFault, Rule};
+use super::rules::{AbortHow, Action, EmptyTarget, FixedFault, Rule};
 use super::shape::{Shaping, StreamFormat};
 use crate::record::{FAULT_HEADER, InjectedFault};
 use crate::seed::{fnv64, mix_seed};
@@ -175,10 +176,12 @@ impl Chaos {
     pub async fn handle(self: Arc<Self>, lanes: Arc<Lanes>, request: Request<Incoming>) -> Answer {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let (mut head, body) = request.into_parts();
+        let grpc = super::grpc::is_call(&head);
         let (mut plan, named) = match self.decide(&mut head) {
             Ok(decided) => decided,
-            Err(message) => return Ok(proxy_error(StatusCode::BAD_REQUEST, &message)),
+            Err(message) => return Ok(proxy_error(grpc, StatusCode::BAD_REQUEST, &message)),
         };
+        plan.grpc = grpc;
         let id = named.id();
         if let Some(answer) = plan.before_upstream().await {
             return answer;
@@ -192,6 +195,7 @@ impl Chaos {
                     .upstream_errors
                     .fetch_add(1, Ordering::Relaxed);
                 return Ok(proxy_error(
+                    grpc,
                     StatusCode::BAD_GATEWAY,
                     &format!("the upstream did not answer: {error}"),
                 ));
@@ -210,9 +214,9 @@ impl Chaos {
                 frame
             })
             .boxed_unsync();
-        if let Some((rule, path)) = plan.empty_result.take() {
+        if let Some((rule, target)) = plan.empty_result.take() {
             body = match self
-                .empty_result(&mut plan, &id, (rule, path), &mut parts, body)
+                .empty_result(&mut plan, &id, (rule, target), &mut parts, body)
                 .await
             {
                 Ok(body) => body,
@@ -256,30 +260,39 @@ impl Chaos {
         Ok((plan, named))
     }
 
-    /// `empty_result`: the whole answer read (bounded) and its list emptied. `Err` is
-    /// the answer to give instead (the body broke, or is too large to rewrite).
+    /// `empty_result`: the whole answer read (bounded) and its list emptied: the JSON
+    /// list at the rule's path, or in a gRPC answer the repeated field of each message
+    /// (its trailers, which carry the status, kept). `Err` is the answer to give
+    /// instead (the body broke, or is too large to rewrite).
     async fn empty_result(
         &self,
         plan: &mut Plan,
         id: &RequestId<'_>,
-        (rule, path): (String, Vec<String>),
+        (rule, target): (String, EmptyTarget),
         parts: &mut hyper::http::response::Parts,
         mut body: ProxyBody,
     ) -> Result<ProxyBody, Answer> {
         let mut whole = bytes::BytesMut::new();
+        let mut trailers = None;
         while let Some(frame) = body.frame().await {
-            if let Ok(data) = frame.map_err(Err)?.into_data() {
-                whole.extend_from_slice(&data);
+            match frame.map_err(Err)?.into_data() {
+                Ok(data) => whole.extend_from_slice(&data),
+                Err(frame) => trailers = frame.into_trailers().ok().or(trailers),
             }
             if whole.len() > MAX_REWRITE_BYTES {
                 return Err(Ok(proxy_error(
+                    plan.grpc,
                     StatusCode::BAD_GATEWAY,
                     "the answer is too large for `empty_result` to rewrite",
                 )));
             }
         }
         let bytes = whole.freeze();
-        let rewritten = empty_list(&bytes, &path);
+        let rewritten = if plan.grpc {
+            crate::grpc::body_without_field(&bytes, target.grpc_field)
+        } else {
+            empty_list(&bytes, &target.json_path)
+        };
         if rewritten.is_some() {
             plan.noted
                 .push(note(&self.log, id, rule, "empty_result", None));
@@ -287,9 +300,12 @@ impl Chaos {
         } else {
             self.unapplied(&rule);
         }
-        Ok(Full::new(rewritten.unwrap_or(bytes))
-            .map_err(|never| match never {})
-            .boxed_unsync())
+        let frames = [
+            Some(Frame::data(rewritten.unwrap_or(bytes))),
+            trailers.map(Frame::trailers),
+        ];
+        let frames = frames.into_iter().flatten().map(Ok::<_, BoxError>);
+        Ok(StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync())
     }
 
     /// The body with the planned shaping: event faults only on an event stream (SSE,
@@ -511,9 +527,10 @@ impl Chaos {
                         }
                     },
                 })),
-                "empty-result" => Action::Fixed(FixedFault::EmptyResult(
-                    value.split('.').map(str::to_owned).collect(),
-                )),
+                "empty-result" => Action::Fixed(FixedFault::EmptyResult(EmptyTarget {
+                    json_path: value.split('.').map(str::to_owned).collect(),
+                    grpc_field: value.parse().unwrap_or(crate::grpc::qdrant::RESULT_FIELD),
+                })),
                 "stall-first-token-ms" => {
                     let hold = Duration::from_secs_f64(number(&fault, &value)? / 1e3);
                     Action::Fixed(FixedFault::StallFirstToken(hold))
@@ -585,8 +602,10 @@ struct Plan {
     abort: Option<AbortHow>,
     request_delay: Duration,
     response_delay: Duration,
-    empty_result: Option<(String, Vec<String>)>,
+    empty_result: Option<(String, EmptyTarget)>,
     shaping: Shaping,
+    /// The request is a gRPC call: the proxy's own answers are gRPC statuses.
+    grpc: bool,
     /// Event faults, noted only when the response turns out to be an event stream.
     event_faults: Vec<(String, &'static str, Option<f64>)>,
     /// Faults noted so far (for the response header).
@@ -596,6 +615,7 @@ struct Plan {
 /// A status the proxy answers with itself.
 enum StatusAnswer {
     Abort(u16, Option<String>),
+    Grpc(tonic::Code, Option<String>),
     RateLimited(u64),
 }
 
@@ -608,6 +628,7 @@ impl Plan {
                 status,
                 &rule,
                 std::mem::take(&mut self.noted),
+                self.grpc,
             )));
         }
         match self.abort {
@@ -616,7 +637,7 @@ impl Plan {
                 tokio::time::sleep(LONGEST_HANG).await;
                 return Some(Err("held past the longest hang".into()));
             }
-            Some(AbortHow::Status(..)) | None => {}
+            Some(AbortHow::Status(..) | AbortHow::Grpc(..)) | None => {}
         }
         if !self.request_delay.is_zero() {
             tokio::time::sleep(self.request_delay).await;
@@ -643,6 +664,9 @@ impl Plan {
                 match how {
                     AbortHow::Status(status, body) => {
                         self.answer = Some((rule, StatusAnswer::Abort(status, body)));
+                    }
+                    AbortHow::Grpc(code, message) => {
+                        self.answer = Some((rule, StatusAnswer::Grpc(code, message)));
                     }
                     how => self.abort = Some(how),
                 }
@@ -749,12 +773,33 @@ fn fault_header(noted: &[InjectedFault]) -> Option<HeaderValue> {
     HeaderValue::try_from(text).ok()
 }
 
+/// The answer in the upstream's place: a gRPC status to a gRPC call, else an HTTP
+/// status with a JSON error.
 fn fault_response(
     answer: StatusAnswer,
     rule: &str,
     noted: Vec<InjectedFault>,
+    grpc: bool,
 ) -> Response<ProxyBody> {
+    if grpc {
+        let (code, message) = match answer {
+            StatusAnswer::Abort(status, _) => (crate::grpc::code_of_http(status), None),
+            StatusAnswer::Grpc(code, message) => (code, message),
+            StatusAnswer::RateLimited(_) => (tonic::Code::ResourceExhausted, None),
+        };
+        let message = message.unwrap_or_else(|| format!("injected by chaos rule `{rule}`"));
+        let mut response = super::grpc::trailers_only(code, &message);
+        if let Some(value) = fault_header(&noted) {
+            response.headers_mut().insert(FAULT_HEADER, value);
+        }
+        return response;
+    }
     let (status, body, retry_after) = match answer {
+        StatusAnswer::Grpc(code, message) => {
+            let status = crate::grpc::http_of_code(code);
+            let message = message.unwrap_or_else(|| format!("injected by chaos rule `{rule}`"));
+            (status, error_json(&message, "chaos_abort", status), None)
+        }
         StatusAnswer::Abort(status, Some(body)) => (status, body, None),
         StatusAnswer::Abort(status, None) => (
             status,
@@ -793,8 +838,19 @@ fn fault_response(
         .expect("status and headers are valid")
 }
 
-/// The proxy's own failure (not an injected fault), in OpenAI's error shape.
-fn proxy_error(status: StatusCode, message: &str) -> Response<ProxyBody> {
+/// The proxy's own failure (not an injected fault): to a gRPC call, the code its
+/// status maps to; else in OpenAI's error shape.
+fn proxy_error(grpc: bool, status: StatusCode, message: &str) -> Response<ProxyBody> {
+    if grpc {
+        let code = match status {
+            StatusCode::BAD_REQUEST => tonic::Code::InvalidArgument,
+            status => crate::grpc::code_of_http(status.as_u16()),
+        };
+        let mut response = super::grpc::trailers_only(code, message);
+        let headers = response.headers_mut();
+        headers.insert("x-redline-proxy-error", HeaderValue::from_static("1"));
+        return response;
+    }
     Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, "application/json")

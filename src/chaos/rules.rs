@@ -41,9 +41,19 @@ impl DelayDist {
 #[derive(Debug, Clone, PartialEq)]
 pub enum AbortHow {
     Status(u16, Option<String>),
+    /// A gRPC status and its message.
+    Grpc(tonic::Code, Option<String>),
     Reset,
     /// Never answer.
     Hang,
+}
+
+/// What `empty_result` empties: the list at a JSON path, or a repeated field of each
+/// gRPC message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmptyTarget {
+    pub json_path: Vec<String>,
+    pub grpc_field: u32,
 }
 
 /// The fault a rule injects.
@@ -65,7 +75,7 @@ pub enum Fault {
 #[derive(Debug, Clone, PartialEq)]
 pub enum FixedFault {
     Abort(AbortHow),
-    EmptyResult(Vec<String>),
+    EmptyResult(EmptyTarget),
     StallFirstToken(Duration),
     TokenDrip(Duration),
     CutStream { after: u32, done: bool },
@@ -328,11 +338,21 @@ fn stream_fault(spec: &FaultRuleSpec, problems: &mut RuleCheck) -> Option<(f64, 
                 Some("name the list's key, e.g. `result` or `hits.hits`"),
             );
         }
-        let path = f.json_path.split('.').map(str::to_owned).collect();
+        if f.grpc_field == Some(0) {
+            problems.add(
+                "empty_result.grpc_field",
+                "0 is not a protobuf field number".into(),
+                Some("field numbers start at 1; Qdrant's `result` is 1"),
+            );
+        }
+        let target = EmptyTarget {
+            json_path: f.json_path.split('.').map(str::to_owned).collect(),
+            grpc_field: f.grpc_field.unwrap_or(crate::grpc::qdrant::RESULT_FIELD),
+        };
         (
             "empty_result",
             f.probability,
-            Fault::Fixed(FixedFault::EmptyResult(path)),
+            Fault::Fixed(FixedFault::EmptyResult(target)),
         )
     } else if let Some(f) = &spec.stall_first_token {
         check_ms(problems, "stall_first_token", f.ms);
@@ -614,6 +634,36 @@ fn delay_dist(delay: &DelaySpec, problems: &mut RuleCheck) -> Option<DelayDist> 
 }
 
 fn abort_how(abort: &AbortSpec, problems: &mut RuleCheck) -> Option<AbortHow> {
+    if let Some(code) = &abort.grpc_status {
+        let alone = abort.status.is_none() && !abort.reset && !abort.timeout;
+        return match crate::grpc::code_from(code) {
+            Some(code) if alone => Some(AbortHow::Grpc(code, abort.grpc_message.clone())),
+            Some(_) => {
+                problems.add(
+                    "abort",
+                    "an abort is exactly one of `status`, `grpc_status`, `reset: true` or `timeout: true`".into(),
+                    Some("write e.g. `abort: { probability: 0.01, grpc_status: unavailable }`"),
+                );
+                None
+            }
+            None => {
+                problems.add(
+                    "abort.grpc_status",
+                    format!("`{code}` is not a gRPC status"),
+                    Some("write a code's name or number, e.g. `unavailable` or `14`"),
+                );
+                None
+            }
+        };
+    }
+    if abort.grpc_message.is_some() {
+        problems.add(
+            "abort.grpc_message",
+            "`grpc_message` goes with `grpc_status`".into(),
+            Some("add `grpc_status: unavailable` (or remove `grpc_message`)"),
+        );
+        return None;
+    }
     match (abort.status, abort.reset, abort.timeout) {
         (Some(status), false, false) if (100..=599).contains(&status) => {
             Some(AbortHow::Status(status, abort.body.clone()))

@@ -394,6 +394,10 @@ pub struct SimArgs {
     /// Address to listen on. Loopback by default; anything else needs --allow-remote.
     #[arg(long, default_value = "127.0.0.1:8000")]
     pub addr: SocketAddr,
+    /// Port of Qdrant's gRPC API, on the address's host (0: a free one, named in the
+    /// start-up line and in `GET /redline/endpoints`).
+    #[arg(long, default_value_t = 0)]
+    pub qdrant_grpc_port: u16,
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     pub allow_remote: bool,

@@ -64,12 +64,17 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
+    let grpc_addr = SocketAddr::new(args.addr.ip(), args.qdrant_grpc_port);
+    let grpc = tokio::net::TcpListener::bind(grpc_addr)
+        .await
+        .with_context(|| format!("cannot listen on {grpc_addr} (Qdrant's gRPC API)"))?;
     let model = args.model.clone().unwrap_or_else(|| profile.model.clone());
+    let scheme = if tls.is_some() { "https" } else { "http" };
     errln!(
-        "redline sim: serving `{model}` (profile {}) on {}://{}/v1 — Ctrl-C to stop",
+        "redline sim: serving `{model}` (profile {}) on {scheme}://{}/v1, Qdrant gRPC on {scheme}://{} — Ctrl-C to stop",
         profile.name,
-        if tls.is_some() { "https" } else { "http" },
-        listener.local_addr()?
+        listener.local_addr()?,
+        grpc.local_addr()?
     );
     let config = SimConfig {
         profile,
@@ -92,7 +97,7 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
         script,
         startup: args.startup.model(),
     };
-    crate::sim::server::serve(listener, tls, config, async {
+    crate::sim::server::serve(listener, Some(grpc), tls, config, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await?;

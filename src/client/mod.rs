@@ -2,6 +2,7 @@
 //! marks and a typed outcome.
 
 pub mod dialect;
+pub mod grpc;
 pub mod http;
 pub mod json;
 pub mod lane;
@@ -424,6 +425,18 @@ pub fn chain_message(error: &(dyn std::error::Error + 'static)) -> String {
         .join(": ")
 }
 
+/// An HTTP/2 protocol violation this client's own h2 detected in what it read.
+fn h2_protocol_error<'e>(error: &'e (dyn std::error::Error + 'static)) -> Option<&'e h2::Error> {
+    use h2::Reason;
+    let h2 = error.downcast_ref::<h2::Error>()?;
+    let broken = [
+        Reason::PROTOCOL_ERROR,
+        Reason::FRAME_SIZE_ERROR,
+        Reason::COMPRESSION_ERROR,
+    ];
+    (h2.is_library() && h2.reason().is_some_and(|r| broken.contains(&r))).then_some(h2)
+}
+
 /// Names a pool's or a connection's error by what its chain holds; `connecting` when
 /// no connection was made.
 fn classify_chain(
@@ -435,6 +448,14 @@ fn classify_chain(
         .find(|e| e.is_parse() || e.is_parse_too_large() || e.is_parse_status());
     if let Some(parse) = invalid {
         let message = format!("the answer is not valid HTTP: {parse}");
+        return (FailStage::FirstByte, "invalid_http", message);
+    }
+    if let Some(broken) = chain(error).find_map(h2_protocol_error) {
+        // An HTTP/1.1 server's answer to the HTTP/2 preface reads as a frame of an
+        // impossible size: the usual cause.
+        let message = format!(
+            "the answer is not valid HTTP/2 (a server that speaks only HTTP/1.1?): {broken}"
+        );
         return (FailStage::FirstByte, "invalid_http", message);
     }
     let io_kind = chain(error)

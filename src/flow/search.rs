@@ -1,5 +1,6 @@
-//! Vector search backends: Qdrant's REST API (`points/search`) and PostgreSQL with
-//! pgvector over a pooled connection (`<=>` cosine distance or `<->` L2).
+//! Vector search backends: Qdrant's REST API (`points/search`) and gRPC API
+//! (`qdrant.Points/Search`), and PostgreSQL with pgvector over a pooled connection
+//! (`<=>` cosine distance or `<->` L2).
 
 use std::time::{Duration, Instant};
 
@@ -8,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::recall::id_text;
 use crate::client::RunClock;
+use crate::grpc::qdrant;
 use crate::record::{FailStage, Outcome, Record};
 use crate::spec::{Distance, PgvectorSpec};
 
@@ -47,6 +49,50 @@ pub fn qdrant_hits(answer: &Value) -> Result<Vec<Hit>, String> {
                 score: point["score"].as_f64().unwrap_or(f64::NAN),
                 text,
             })
+        })
+        .collect()
+}
+
+/// Qdrant's gRPC `Search` request, payloads asked for (the passages a flow passes on).
+pub fn qdrant_grpc_request(collection: &str, vector: &[f32], top_k: u32) -> qdrant::SearchPoints {
+    qdrant::SearchPoints {
+        collection_name: collection.to_owned(),
+        vector: vector.to_vec(),
+        limit: u64::from(top_k),
+        with_payload: Some(qdrant::WithPayloadSelector { enable: Some(true) }),
+        ..qdrant::SearchPoints::default()
+    }
+}
+
+/// The hits of a gRPC answer, read as [`qdrant_hits`] reads a REST one.
+pub fn qdrant_grpc_hits(answer: &qdrant::PointsResponse) -> Vec<Hit> {
+    answer
+        .result
+        .iter()
+        .map(|point| {
+            let text = ["text", "content", "document"]
+                .iter()
+                .find_map(|k| match &point.payload.get(*k)?.kind {
+                    Some(qdrant::value::Kind::StringValue(text)) => Some(text.clone()),
+                    _ => None,
+                })
+                .unwrap_or_else(|| {
+                    let payload: serde_json::Map<String, Value> = point
+                        .payload
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.to_json()))
+                        .collect();
+                    Value::Object(payload).to_string()
+                });
+            Hit {
+                id: point
+                    .id
+                    .as_ref()
+                    .map(qdrant::PointId::text)
+                    .unwrap_or_default(),
+                score: f64::from(point.score),
+                text,
+            }
         })
         .collect()
 }

@@ -14,10 +14,14 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::client::Timeouts;
+use crate::client::grpc::{self as grpc_client, GrpcTarget};
 use crate::client::json::{self as json_client, JsonAnswer};
 use crate::client::openai::Answer;
 use crate::flow::assert::{Output, lexical_similarity, similarity_verdict};
-use crate::flow::search::{Hit, PgTable, qdrant_body, qdrant_hits};
+use crate::flow::search::{
+    Hit, PgTable, qdrant_body, qdrant_grpc_hits, qdrant_grpc_request, qdrant_hits,
+};
+use crate::grpc::qdrant;
 use crate::record::{FallbackReason, SessionEnd, SessionOutcome, StepMark};
 use crate::scenario::flow::{ChatPlan, FlowPlan, HttpPlan, SearchPlan, Step, StepKind, ToolPlan};
 use crate::spec::ApiKind;
@@ -34,6 +38,8 @@ pub(super) struct FlowRuntime {
     /// One target per chat step.
     chats: BTreeMap<String, LlmTarget>,
     tables: BTreeMap<String, PgTable>,
+    /// Services reached over gRPC.
+    grpc: BTreeMap<String, GrpcTarget>,
     /// A keep-alive pool per service: its own HTTP version and TLS.
     clients: BTreeMap<String, HttpClient>,
     timeouts: Timeouts,
@@ -96,11 +102,29 @@ impl FlowRuntime {
             })
             .collect();
         let mut tables = BTreeMap::new();
+        let mut grpc = BTreeMap::new();
         for (name, service) in &plan.services {
             if let (ApiKind::Pgvector, Some(spec)) = (service.api, &service.pgvector) {
                 let table = PgTable::new(&urls[name], spec)
                     .map_err(|e| anyhow::anyhow!("service `{name}`: {e}"))?;
                 tables.insert(name.clone(), table);
+            }
+            if service.api == ApiKind::QdrantGrpc {
+                let service = &scenario.services[name];
+                let headers = service
+                    .api_key
+                    .iter()
+                    .map(|key| (AUTHORIZATION, key.clone()));
+                let target = GrpcTarget {
+                    base: urls[name].clone(),
+                    headers: headers
+                        .chain(service.headers.iter().cloned())
+                        .chain([(BAGGAGE.clone(), baggage.clone())])
+                        .collect(),
+                    timeouts: scenario.timeouts,
+                    max_message_bytes: MAX_JSON_BYTES,
+                };
+                grpc.insert(name.clone(), target);
             }
         }
         Ok(FlowRuntime {
@@ -109,6 +133,7 @@ impl FlowRuntime {
             models,
             chats,
             tables,
+            grpc,
             clients,
             timeouts: scenario.timeouts,
             baggage,
@@ -644,7 +669,24 @@ async fn search(session: &mut Session<'_>, step: &Step, plan: &SearchPlan) -> We
     let vector = session.vectors.get(embedding).cloned().unwrap_or_default();
     let runtime = session.runtime;
     let timeout = runtime.timeouts.total;
+    let collection = &runtime.plan.services[&step.service].collection;
     let hits: Option<Vec<Hit>> = match runtime.tables.get(&step.service) {
+        None if runtime.grpc.contains_key(&step.service) => {
+            let request = qdrant_grpc_request(collection, &vector, *top_k);
+            let call = grpc_client::unary::<_, qdrant::PointsResponse>(
+                runtime.client(&step.service),
+                &runtime.grpc[&step.service],
+                qdrant::SEARCH,
+                &request,
+                &slot.traceparent,
+                session.shared.clock,
+                &mut slot.record,
+            );
+            Session::guarded(&session.shared.abort, call)
+                .await
+                .unwrap_or_else(|| Session::cancelled(&mut slot.record))
+                .map(|answer| qdrant_grpc_hits(&answer))
+        }
         Some(table) => {
             let search = table.search(
                 &vector,
@@ -658,7 +700,6 @@ async fn search(session: &mut Session<'_>, step: &Step, plan: &SearchPlan) -> We
                 .unwrap_or_else(|| Session::cancelled(&mut slot.record))
         }
         None => {
-            let collection = &runtime.plan.services[&step.service].collection;
             let path = format!("/collections/{collection}/points/search");
             let body = qdrant_body(&vector, *top_k).to_string().into_bytes();
             let answer = session

@@ -283,7 +283,7 @@ impl Planner<'_> {
         let (kind, service) = (kind_of(step), service_of(step));
         let wanted: &[ApiKind] = match step {
             FlowStep::Embed(_) => &[ApiKind::Embeddings, ApiKind::Chat, ApiKind::Completions],
-            FlowStep::Search(_) => &[ApiKind::Qdrant, ApiKind::Pgvector],
+            FlowStep::Search(_) => &[ApiKind::Qdrant, ApiKind::QdrantGrpc, ApiKind::Pgvector],
             FlowStep::Chat(_) => &[ApiKind::Chat],
             FlowStep::Tool(_) => &[ApiKind::Tools, ApiKind::Http],
             FlowStep::Http(_) => &[
@@ -660,6 +660,7 @@ pub fn api_name(api: ApiKind) -> &'static str {
         ApiKind::Http => "http",
         ApiKind::Embeddings => "embeddings",
         ApiKind::Qdrant => "qdrant",
+        ApiKind::QdrantGrpc => "qdrant_grpc",
         ApiKind::Pgvector => "pgvector",
         ApiKind::Tools => "tools",
     }

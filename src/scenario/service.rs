@@ -64,7 +64,9 @@ pub(super) fn service_from_spec(
         model: s.model.clone(),
         api_key,
         headers,
-        http2: s.http2,
+        // gRPC is HTTP/2 only.
+        http2: s.http2 || s.api == ApiKind::QdrantGrpc,
+        grpc: s.api == ApiKind::QdrantGrpc,
         tls: tls?,
     })
 }
@@ -324,7 +326,7 @@ pub(super) fn embedded_tiers(
             continue;
         }
         match spec.api {
-            ApiKind::Qdrant => {
+            ApiKind::Qdrant | ApiKind::QdrantGrpc => {
                 tiers.warm_corpus = true;
                 if let Some(latency) = spec.latency {
                     tiers.search_latency = latency;

@@ -7,6 +7,7 @@
 
 pub mod embed;
 pub mod engine;
+pub mod grpc;
 pub mod kv;
 pub mod metrics;
 pub mod native;

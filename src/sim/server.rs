@@ -78,6 +78,8 @@ pub struct SimState {
     tiers: Arc<Tiers>,
     script: Option<Arc<Script>>,
     startup: Option<Arc<Startup>>,
+    /// The gRPC listener's port, once [`serve`] has one.
+    qdrant_grpc_port: std::sync::OnceLock<u16>,
 }
 
 impl SimState {
@@ -114,6 +116,7 @@ impl SimState {
             startup: config
                 .startup
                 .map(|model| Startup::begin(model, config.seed)),
+            qdrant_grpc_port: std::sync::OnceLock::new(),
         })
     }
 
@@ -210,15 +213,49 @@ pub fn app(state: Arc<SimState>) -> Router {
 /// streams over one connection, still a bound.
 const MAX_STREAMS_PER_CONNECTION: u32 = 16_384;
 
-/// Serves HTTP/1.1 and HTTP/2 (prior knowledge, or ALPN over TLS) on a bound listener
-/// until `shutdown` completes, then lets open connections finish.
+/// Serves HTTP/1.1 and HTTP/2 (prior knowledge, or ALPN over TLS) on a bound listener,
+/// and Qdrant's gRPC API on `qdrant_grpc` when given, until `shutdown` completes, then
+/// lets open connections finish.
 pub async fn serve(
     listener: TcpListener,
+    qdrant_grpc: Option<TcpListener>,
     tls: Option<crate::net::ServerTls>,
     config: SimConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = app(SimState::new(config));
+    let state = SimState::new(config);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let grpc = match qdrant_grpc {
+        Some(listener) => {
+            let _ = state.qdrant_grpc_port.set(listener.local_addr()?.port());
+            let router = super::grpc::router(state.tiers.clone());
+            Some(tokio::spawn(serve_router(
+                listener,
+                tls.clone(),
+                router,
+                stop.clone().cancelled_owned(),
+            )))
+        }
+        None => None,
+    };
+    let stopping = stop.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        stopping.cancel();
+    });
+    serve_router(listener, tls, app(state), stop.cancelled_owned()).await;
+    if let Some(grpc) = grpc {
+        let _ = grpc.await;
+    }
+    Ok(())
+}
+
+async fn serve_router(
+    listener: TcpListener,
+    tls: Option<crate::net::ServerTls>,
+    router: Router,
+    shutdown: impl Future<Output = ()>,
+) {
     let mut builder = ConnectionBuilder::new(TokioExecutor::new());
     // hyper's default of 200 streams per connection would queue a large benchmark's
     // streams behind each other on one HTTP/2 connection.
@@ -229,18 +266,19 @@ pub async fn serve(
         listener,
         tls,
         builder,
-        || TowerToHyperService::new(app.clone()),
+        || TowerToHyperService::new(router.clone()),
         shutdown,
         None,
     )
     .await;
-    Ok(())
 }
 
 /// A simulator running in this process on an ephemeral loopback port (a spec's
 /// `url: embedded`). Stops when dropped.
 pub struct EmbeddedSim {
     pub addr: std::net::SocketAddr,
+    /// Qdrant's gRPC API.
+    pub qdrant_grpc_addr: std::net::SocketAddr,
     https: bool,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -257,13 +295,16 @@ impl EmbeddedSim {
     ) -> std::io::Result<EmbeddedSim> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
+        let grpc = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let qdrant_grpc_addr = grpc.local_addr()?;
         let https = tls.is_some();
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        tokio::spawn(serve(listener, tls, config, async {
+        tokio::spawn(serve(listener, Some(grpc), tls, config, async {
             let _ = stopped.await;
         }));
         Ok(EmbeddedSim {
             addr,
+            qdrant_grpc_addr,
             https,
             stop: Some(stop),
         })
@@ -272,6 +313,12 @@ impl EmbeddedSim {
     pub fn base_url(&self) -> String {
         let scheme = if self.https { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// Where Qdrant's gRPC clients connect.
+    pub fn qdrant_grpc_url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.qdrant_grpc_addr)
     }
 }
 
@@ -814,6 +861,8 @@ async fn endpoints(State(state): State<Arc<SimState>>) -> Response {
             },
             // Every collection name answers from the same corpus.
             "search": {"any_collection": true, "documents": state.tiers.config.corpus_size},
+            "qdrant_grpc_port": state.qdrant_grpc_port.get(),
+            "grpc": {"qdrant": [crate::grpc::qdrant::SEARCH, crate::grpc::qdrant::QUERY, crate::grpc::qdrant::HEALTH_CHECK]},
             "ground_truth": ["/redline/truth", "/metrics"],
         }),
     )

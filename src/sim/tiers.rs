@@ -211,6 +211,27 @@ impl Tiers {
             .get_or_init(|| Corpus::generate(self.seed, self.config.corpus_size, self.dim))
     }
 
+    /// A search as every protocol answers it: counted, the `limit` nearest documents,
+    /// ready no sooner than the configured latency after `started`.
+    pub async fn nearest(
+        &self,
+        vector: &[f32],
+        limit: usize,
+        started: std::time::Instant,
+    ) -> Vec<(u64, f32)> {
+        self.searches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let hits = self.corpus().search(vector, limit);
+        let delay = self.config.search_latency.sample(&mut self.rng());
+        tokio::time::sleep(delay.saturating_sub(started.elapsed())).await;
+        hits
+    }
+
+    /// The embedding dimension of the corpus's vectors.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
     fn rng(&self) -> ChaCha8Rng {
         let n = self
             .calls
@@ -250,9 +271,6 @@ pub async fn search(
     body: Bytes,
 ) -> Response {
     let started = std::time::Instant::now();
-    tiers
-        .searches
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let request: SearchRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
@@ -268,9 +286,7 @@ pub async fn search(
             "no `vector` (search) or `query` (query)",
         );
     };
-    let hits = tiers.corpus().search(&vector, request.limit);
-    let delay = tiers.config.search_latency.sample(&mut tiers.rng());
-    tokio::time::sleep(delay.saturating_sub(started.elapsed())).await;
+    let hits = tiers.nearest(&vector, request.limit, started).await;
     let points: Vec<Value> = hits
         .iter()
         .map(|(id, score)| {

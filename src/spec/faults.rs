@@ -142,12 +142,21 @@ pub struct DelaySpec {
 pub struct AbortSpec {
     /// Chance per matching request, 0 to 1.
     pub probability: f64,
-    /// Answer with this status instead of forwarding.
+    /// Answer with this status instead of forwarding (a gRPC call gets the code gRPC
+    /// maps it to: 503 → `UNAVAILABLE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     /// The answer's body (default: an OpenAI-shaped JSON error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
+    /// Answer a gRPC call with this status, by name or number (`unavailable`, `14`),
+    /// in a trailers-only response (a plain HTTP request gets the HTTP status the code
+    /// maps to: `UNAVAILABLE` → 503).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_status: Option<String>,
+    /// The `grpc-message` with `grpc_status` (default: names the rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_message: Option<String>,
     /// Close the connection without an answer.
     #[serde(default)]
     pub reset: bool,
@@ -166,14 +175,24 @@ pub struct RateLimitSpec {
     pub burst: Option<f64>,
 }
 
-/// Empty a list in a JSON answer.
+/// Empty a list in a JSON answer, or a repeated field in a gRPC answer's messages.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EmptyResultSpec {
     /// Chance per matching request, 0 to 1.
     pub probability: f64,
-    /// Dotted path of the list: `result` (Qdrant), `data` (embeddings), `hits.hits`.
+    /// Dotted path of the list in a JSON answer: `result` (Qdrant, the default),
+    /// `data` (embeddings), `hits.hits`.
+    #[serde(default = "qdrant_result")]
     pub json_path: String,
+    /// Field number of the repeated field in a gRPC answer's messages (default 1:
+    /// `result` of Qdrant's `SearchResponse` and `QueryResponse`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_field: Option<u32>,
+}
+
+fn qdrant_result() -> String {
+    "result".into()
 }
 
 /// Hold for `ms` milliseconds.

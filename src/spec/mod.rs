@@ -273,6 +273,10 @@ pub enum ApiKind {
     Embeddings,
     /// Qdrant's REST API (flows' `search` steps); `collection` names the collection.
     Qdrant,
+    /// Qdrant's gRPC API (`qdrant.Points/Search`; flows' `search` steps): `url` is the
+    /// gRPC port's (`http://host:6334`), always HTTP/2.
+    #[serde(alias = "qdrant-grpc")]
+    QdrantGrpc,
     /// PostgreSQL with pgvector (flows' `search` steps): `url` is the connection
     /// string (`postgresql://user@127.0.0.1:5432/db`), `pgvector` the table.
     Pgvector,
