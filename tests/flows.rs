@@ -238,6 +238,16 @@ async fn per_step_latency_agrees_with_each_tiers_configured_latency() {
 /// fault: those count as recall 0, not as missing samples.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recall_counts_empty_answers_as_zero() {
+    recall_over("qdrant").await;
+}
+
+/// The same over Qdrant's gRPC API: the proxy empties the protobuf answer's points.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_over_grpc_counts_empty_answers_as_zero() {
+    recall_over("qdrant_grpc").await;
+}
+
+async fn recall_over(api: &str) {
     let _serial = TIMING.lock().await;
     let seed = 7;
     let sim = sim_with(Profile::tiny(), TierConfig::default(), seed).await;
@@ -250,13 +260,22 @@ async fn recall_counts_empty_answers_as_zero() {
         .collect();
     std::fs::write(&truth, lines.join("\n")).unwrap();
     let url = sim.base_url();
+    let search_url = match api {
+        "qdrant_grpc" => sim.qdrant_grpc_url(),
+        _ => url.clone(),
+    };
     let spec = format!(
-        "  seed: 1\n  services:\n    embed: {{ url: \"{url}\", api: embeddings, model: sim-tiny }}\n    vectors: {{ url: \"{url}\", api: qdrant }}\n  payloadTemplate:\n    prompts: {{ dataset: {{ file: \"{0}\", order: sequential }} }}\n    flow:\n      - embed: {{ service: embed }}\n      - search: {{ service: vectors, top_k: 5, ground_truth: \"{0}\", recall_threshold: 0.5 }}\n  faults:\n    - {{ name: empty, service: vectors, empty_result: {{ probability: 0.5, json_path: result }} }}\n  load:\n    - {{ concurrency: 4, requests: 40 }}\n",
+        "  seed: 1\n  services:\n    embed: {{ url: \"{url}\", api: embeddings, model: sim-tiny }}\n    vectors: {{ url: \"{search_url}\", api: {api} }}\n  payloadTemplate:\n    prompts: {{ dataset: {{ file: \"{0}\", order: sequential }} }}\n    flow:\n      - embed: {{ service: embed }}\n      - search: {{ service: vectors, top_k: 5, ground_truth: \"{0}\", recall_threshold: 0.5 }}\n  faults:\n    - {{ name: empty, service: vectors, empty_result: {{ probability: 0.5, json_path: result }} }}\n  load:\n    - {{ concurrency: 4, requests: 40 }}\n",
         truth.display()
     );
-    let (result, records) = run_to_records(scenario(&spec), "flow-recall-run").await;
+    let (result, records) = run_to_records(scenario(&spec), &format!("flow-recall-{api}")).await;
     let searches = of_step(&records, "search");
     assert_eq!(searches.len(), 40);
+    assert_eq!(
+        tier_counts(&sim).await["searches"],
+        40,
+        "every search reached the tier"
+    );
     let emptied: Vec<_> = searches.iter().filter(|r| !r.faults.is_empty()).collect();
     assert!(
         (10..=30).contains(&emptied.len()),

@@ -498,3 +498,75 @@ async fn grpc_aborts_and_rate_limits_reach_the_client_as_statuses() {
     assert_eq!(second.error.unwrap().kind, "grpc_resource_exhausted");
     assert_eq!(second.faults[0].fault, "rate_limit");
 }
+
+/// gRPC over TLS with a private CA: the same connector as https, so the same checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_search_over_tls_trusts_the_private_ca_and_refuses_others() {
+    use redline::client::tls::{TlsOptions, TlsSettings};
+    use redline::net::tls::{Ca, Validity};
+    let ca = Ca::new("grpc test CA").unwrap();
+    let leaf = ca
+        .issue(&["localhost", "127.0.0.1"], Validity::Current)
+        .unwrap();
+    let tls = redline::net::ServerTls::from_pem(&leaf.cert_pem, &leaf.key_pem, None).unwrap();
+    let sim = EmbeddedSim::start_with(
+        SimConfig {
+            profile: Profile::tiny(),
+            tiers: TierConfig {
+                corpus_size: 20,
+                ..TierConfig::default()
+            },
+            ..SimConfig::default()
+        },
+        Some(tls),
+    )
+    .await
+    .unwrap();
+    let url = sim.qdrant_grpc_url();
+    assert!(url.starts_with("https://"), "{url}");
+    let dir = common::temp_dir("grpc-tls");
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, ca.cert_pem()).unwrap();
+    let settings = TlsSettings::load(&TlsOptions {
+        ca_cert: Some(ca_file),
+        ..TlsOptions::default()
+    })
+    .unwrap();
+    let http = redline::client::http_client_with(&Timeouts::default(), true, Some(&settings));
+    let vector = redline::sim::embed::embed("kalo", DIM);
+    let (record, answer) = call::<_, PointsResponse>(
+        &http,
+        &target(&url),
+        qdrant::SEARCH,
+        &search(vector.clone(), 2),
+        0,
+    )
+    .await;
+    assert_eq!(
+        answer.map(|a| a.result.len()),
+        Some(2),
+        "{:?}",
+        record.error
+    );
+    assert!(record.tls_us.is_some(), "the handshake is timed");
+
+    let other = Ca::new("someone else").unwrap();
+    let other_file = dir.join("other.pem");
+    std::fs::write(&other_file, other.cert_pem()).unwrap();
+    let settings = TlsSettings::load(&TlsOptions {
+        ca_cert: Some(other_file),
+        ..TlsOptions::default()
+    })
+    .unwrap();
+    let http = redline::client::http_client_with(&Timeouts::default(), true, Some(&settings));
+    let (record, _) =
+        call::<_, PointsResponse>(&http, &target(&url), qdrant::SEARCH, &search(vector, 2), 1)
+            .await;
+    let error = record.error.unwrap();
+    assert_eq!(
+        (error.stage, error.kind.as_str()),
+        (FailStage::Connect, "tls"),
+        "{}",
+        error.message
+    );
+}
