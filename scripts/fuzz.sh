@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The parsers under coverage-guided fuzzing (cargo-fuzz, libFuzzer):
-# the SSE decoder and the proxy's framer, the spec and chaos-rules parsers, the OTLP
+# the SSE decoder and the proxy's framer (and gRPC message framing and the proxy's
+# protobuf field drop), the spec and chaos-rules parsers, the OTLP
 # decoders of `redline collect`, the records reader and the dataset/trace readers.
 # Each target runs SECONDS (default 60) from its committed corpus in fuzz/corpus/; new
 # inputs go to a scratch folder, so the committed corpus changes only by hand

@@ -1,7 +1,9 @@
 //! The SSE decoder, the proxy's framer and the NDJSON line splitter (Ollama's streams),
 //! on any bytes cut into any chunks: no panic, and the same events however the stream
 //! is chunked (each decoder against itself fed whole; the framer's pieces joined give
-//! back every byte fed).
+//! back every byte fed). The same bytes as a gRPC body: split into messages, and the
+//! proxy's `empty_result` field drop, which keeps the message count and, done twice,
+//! changes nothing more.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -106,4 +108,14 @@ fuzz_target!(|input: &[u8]| {
         stream.starts_with(&out),
         "the framer forwarded bytes it was not fed"
     );
+
+    if let (Ok(messages), Some(once)) = (
+        redline::grpc::messages(stream),
+        redline::grpc::body_without_field(stream, 1),
+    ) {
+        let count = redline::grpc::messages(&once).map(|m| m.len());
+        assert_eq!(count, Ok(messages.len()), "the rewrite kept every message");
+        let twice = redline::grpc::body_without_field(&once, 1);
+        assert_eq!(twice.as_deref(), Some(&once[..]), "a second drop changed more");
+    }
 });

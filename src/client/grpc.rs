@@ -48,7 +48,11 @@ pub async fn unary<M: Message, R: Message + Default>(
     clock: RunClock,
     record: &mut Record,
 ) -> Option<R> {
-    let mut answers = Vec::with_capacity(1);
+    let mut answer = None;
+    let only_one = |m| match answer.replace(m) {
+        None => Ok(()),
+        Some(_) => Err(format!("{method} is unary, and a second answer came")),
+    };
     call(
         http,
         target,
@@ -57,15 +61,15 @@ pub async fn unary<M: Message, R: Message + Default>(
         traceparent,
         clock,
         record,
-        |m| answers.push(m),
+        only_one,
     )
     .await?;
     let fail = |record: &mut Record, kind: &str, message: String| {
         record.fail(Outcome::Error, FailStage::Decode, kind, message);
         None
     };
-    match answers.as_slice() {
-        [one] => match R::decode(one.clone()) {
+    match answer {
+        Some(bytes) => match R::decode(bytes) {
             Ok(answer) => Some(answer),
             Err(e) => fail(
                 record,
@@ -73,21 +77,18 @@ pub async fn unary<M: Message, R: Message + Default>(
                 format!("the answer to {method} is not its message: {e}"),
             ),
         },
-        [] => fail(
+        None => fail(
             record,
             "no_message",
             format!("{method} ended with status OK and no answer"),
-        ),
-        more => fail(
-            record,
-            "invalid_grpc",
-            format!("{method} is unary, and {} answers came", more.len()),
         ),
     }
 }
 
 /// Sends one request message and reads the answer messages until the status; each
-/// message goes to `on_message` as it completes. `None` when the record failed.
+/// message goes to `on_message` as it completes, which may refuse it (the call then
+/// fails as `invalid_grpc` with its reason, unread further). `None` when the record
+/// failed.
 #[allow(clippy::too_many_arguments)]
 pub async fn call<M: Message>(
     http: &HttpClient,
@@ -97,7 +98,7 @@ pub async fn call<M: Message>(
     traceparent: &str,
     clock: RunClock,
     record: &mut Record,
-    on_message: impl FnMut(Bytes),
+    on_message: impl FnMut(Bytes) -> Result<(), String>,
 ) -> Option<()> {
     let sent = Instant::now();
     record.sent_us = Some(clock.us(sent));
@@ -204,7 +205,7 @@ impl Reader {
     async fn messages(
         mut self,
         record: &mut Record,
-        mut on_message: impl FnMut(Bytes),
+        mut on_message: impl FnMut(Bytes) -> Result<(), String>,
     ) -> Option<()> {
         let mut buffer = BytesMut::new();
         loop {
@@ -269,7 +270,7 @@ impl Reader {
     fn take(
         &mut self,
         buffer: &mut BytesMut,
-        on_message: &mut impl FnMut(Bytes),
+        on_message: &mut impl FnMut(Bytes) -> Result<(), String>,
     ) -> Result<(), (&'static str, String)> {
         while buffer.len() >= 5 {
             if buffer[0] != 0 {
@@ -285,7 +286,7 @@ impl Reader {
                 break;
             }
             buffer.advance(5);
-            on_message(buffer.split_to(len).freeze());
+            on_message(buffer.split_to(len).freeze()).map_err(|why| ("invalid_grpc", why))?;
         }
         Ok(())
     }
