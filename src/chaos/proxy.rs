@@ -788,7 +788,7 @@ fn fault_response(
             StatusAnswer::RateLimited(_) => (tonic::Code::ResourceExhausted, None),
         };
         let message = message.unwrap_or_else(|| format!("injected by chaos rule `{rule}`"));
-        let mut response = super::grpc::trailers_only(code, &message);
+        let mut response = crate::grpc::trailers_only::<ProxyBody>(code, &message);
         if let Some(value) = fault_header(&noted) {
             response.headers_mut().insert(FAULT_HEADER, value);
         }
@@ -846,7 +846,7 @@ fn proxy_error(grpc: bool, status: StatusCode, message: &str) -> Response<ProxyB
             StatusCode::BAD_REQUEST => tonic::Code::InvalidArgument,
             status => crate::grpc::code_of_http(status.as_u16()),
         };
-        let mut response = super::grpc::trailers_only(code, message);
+        let mut response = crate::grpc::trailers_only::<ProxyBody>(code, message);
         let headers = response.headers_mut();
         headers.insert("x-redline-proxy-error", HeaderValue::from_static("1"));
         return response;

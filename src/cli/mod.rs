@@ -398,6 +398,9 @@ pub struct SimArgs {
     /// start-up line and in `GET /redline/endpoints`).
     #[arg(long, default_value_t = 0)]
     pub qdrant_grpc_port: u16,
+    /// Port of KServe v2's gRPC API (Triton's), likewise.
+    #[arg(long, default_value_t = 0)]
+    pub kserve_grpc_port: u16,
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     pub allow_remote: bool,

@@ -64,18 +64,27 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
-    let grpc_addr = SocketAddr::new(args.addr.ip(), args.qdrant_grpc_port);
-    let grpc = tokio::net::TcpListener::bind(grpc_addr)
-        .await
-        .with_context(|| format!("cannot listen on {grpc_addr} (Qdrant's gRPC API)"))?;
+    let bind = |port: u16, what: &'static str| async move {
+        let addr = SocketAddr::new(args.addr.ip(), port);
+        tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} ({what})"))
+    };
+    let qdrant = bind(args.qdrant_grpc_port, "Qdrant's gRPC API").await?;
+    let kserve = bind(args.kserve_grpc_port, "KServe's gRPC API").await?;
     let model = args.model.clone().unwrap_or_else(|| profile.model.clone());
     let scheme = if tls.is_some() { "https" } else { "http" };
     errln!(
-        "redline sim: serving `{model}` (profile {}) on {scheme}://{}/v1, Qdrant gRPC on {scheme}://{} — Ctrl-C to stop",
+        "redline sim: serving `{model}` (profile {}) on {scheme}://{}/v1, Qdrant gRPC on {scheme}://{}, KServe gRPC on {scheme}://{} — Ctrl-C to stop",
         profile.name,
         listener.local_addr()?,
-        grpc.local_addr()?
+        qdrant.local_addr()?,
+        kserve.local_addr()?
     );
+    let grpc = crate::sim::server::GrpcListeners {
+        qdrant: Some(qdrant),
+        kserve: Some(kserve),
+    };
     let config = SimConfig {
         profile,
         model: args.model,
@@ -97,7 +106,7 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
         script,
         startup: args.startup.model(),
     };
-    crate::sim::server::serve(listener, Some(grpc), tls, config, async {
+    crate::sim::server::serve(listener, grpc, tls, config, async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await?;

@@ -4,6 +4,7 @@
 //! servers are the client's and the simulator's; tonic carries the framing rules and
 //! statuses both sides share.
 
+pub mod kserve;
 pub mod qdrant;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -78,6 +79,30 @@ pub fn body_without_field(body: &[u8], tag: u32) -> Option<Bytes> {
         out.extend_from_slice(&kept);
     }
     Some(out.freeze())
+}
+
+/// A trailers-only answer (HTTP 200, the status in the head), as a gRPC server
+/// refuses a call before any message.
+pub fn trailers_only<B: Default>(code: tonic::Code, message: &str) -> hyper::Response<B> {
+    use hyper::header::{CONTENT_TYPE, HeaderValue};
+    let mut response = hyper::Response::new(B::default());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    // `add_header` percent-encodes the message; it fails only on a message it cannot.
+    if tonic::Status::new(code, message)
+        .add_header(headers)
+        .is_err()
+    {
+        let _ = tonic::Status::new(code, "").add_header(headers);
+    }
+    response
+}
+
+/// The trailers of a call that ended well.
+pub fn ok_trailers() -> hyper::HeaderMap {
+    let mut trailers = hyper::HeaderMap::new();
+    trailers.insert("grpc-status", hyper::header::HeaderValue::from_static("0"));
+    trailers
 }
 
 /// A status code's name as records and reports spell outcome kinds (`unavailable`,

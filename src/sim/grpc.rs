@@ -141,7 +141,7 @@ async fn health_check(request: Request) -> Response {
     grpc.unary(service, request).await.into_response()
 }
 
-async fn unimplemented(request: Request) -> Response {
+pub(super) async fn unimplemented(request: Request) -> Response {
     Status::unimplemented(format!("no method {}", request.uri().path()))
         .into_http::<axum::body::Body>()
 }

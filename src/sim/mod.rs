@@ -8,6 +8,7 @@
 pub mod embed;
 pub mod engine;
 pub mod grpc;
+pub mod kserve_grpc;
 pub mod kv;
 pub mod metrics;
 pub mod native;

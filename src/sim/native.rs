@@ -528,20 +528,21 @@ struct KserveRequest {
     parameters: KserveOptions,
 }
 
+/// A KServe request's options, from JSON (HTTP) or tensors and parameters (gRPC).
 #[derive(Debug, Default, Deserialize)]
-struct KserveOptions {
-    max_tokens: Option<u32>,
-    temperature: Option<f64>,
-    seed: Option<i64>,
-    exclude_input_in_output: Option<bool>,
-    return_finish_reason: Option<bool>,
-    return_num_input_tokens: Option<bool>,
-    return_num_output_tokens: Option<bool>,
+pub(super) struct KserveOptions {
+    pub(super) max_tokens: Option<u32>,
+    pub(super) temperature: Option<f64>,
+    pub(super) seed: Option<i64>,
+    pub(super) exclude_input_in_output: Option<bool>,
+    pub(super) return_finish_reason: Option<bool>,
+    pub(super) return_num_input_tokens: Option<bool>,
+    pub(super) return_num_output_tokens: Option<bool>,
 }
 
 impl KserveOptions {
     /// These options, each taken from `fallback` where not given here.
-    fn or(self, fallback: KserveOptions) -> KserveOptions {
+    pub(super) fn or(self, fallback: KserveOptions) -> KserveOptions {
         KserveOptions {
             max_tokens: self.max_tokens.or(fallback.max_tokens),
             temperature: self.temperature.or(fallback.temperature),
@@ -562,10 +563,40 @@ impl KserveOptions {
 
 /// Triton's answer to a request for a model it does not serve.
 fn unknown_model(state: &SimState, model: &str) -> Option<Response> {
-    (model != state.model()).then(|| {
-        let message = format!("Request for unknown model: '{model}' is not found");
-        native_error(ApiError::not_found(message), None)
-    })
+    unknown_model_message(state, model).map(|m| native_error(ApiError::not_found(m), None))
+}
+
+/// Triton's words for a model it does not serve.
+pub(super) fn unknown_model_message(state: &SimState, model: &str) -> Option<String> {
+    (model != state.model()).then(|| format!("Request for unknown model: '{model}' is not found"))
+}
+
+/// The engine's plan for a KServe request (HTTP or gRPC).
+pub(super) fn kserve_plan(
+    state: &SimState,
+    text_input: &str,
+    options: &KserveOptions,
+    stream: bool,
+) -> Result<Plan, ApiError> {
+    let sampling = Sampling {
+        model: None,
+        stream,
+        stream_options: None,
+        max_tokens: options.max_tokens,
+        max_completion_tokens: None,
+        temperature: options.temperature,
+        seed: options.seed,
+        stop: None,
+        n: None,
+    };
+    let prompt = sim_tokenizer::encode(text_input);
+    openai::plan(
+        prompt,
+        sampling.max_tokens,
+        sampling,
+        None,
+        &state.context(),
+    )
 }
 
 pub async fn kserve_generate(
@@ -595,25 +626,7 @@ async fn kserve(state: Arc<SimState>, model: String, body: Bytes, stream: bool) 
     };
     let options = request.options.or(request.parameters);
     // The route says whether to stream (the vLLM backend also wants `stream: true`).
-    let sampling = Sampling {
-        model: None,
-        stream,
-        stream_options: None,
-        max_tokens: options.max_tokens,
-        max_completion_tokens: None,
-        temperature: options.temperature,
-        seed: options.seed,
-        stop: None,
-        n: None,
-    };
-    let prompt = sim_tokenizer::encode(&request.text_input);
-    let plan = match openai::plan(
-        prompt,
-        sampling.max_tokens,
-        sampling,
-        None,
-        &state.context(),
-    ) {
+    let plan = match kserve_plan(&state, &request.text_input, &options, stream) {
         Ok(plan) => plan,
         Err(error) => return native_error(error, None),
     };

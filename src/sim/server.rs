@@ -13,6 +13,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
+use futures_util::StreamExt;
+use hyper::body::Frame;
 use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
 use hyper_util::service::TowerToHyperService;
@@ -78,8 +80,9 @@ pub struct SimState {
     tiers: Arc<Tiers>,
     script: Option<Arc<Script>>,
     startup: Option<Arc<Startup>>,
-    /// The gRPC listener's port, once [`serve`] has one.
+    /// The gRPC listeners' ports, once [`serve`] has them.
     qdrant_grpc_port: std::sync::OnceLock<u16>,
+    kserve_grpc_port: std::sync::OnceLock<u16>,
 }
 
 impl SimState {
@@ -117,6 +120,7 @@ impl SimState {
                 .startup
                 .map(|model| Startup::begin(model, config.seed)),
             qdrant_grpc_port: std::sync::OnceLock::new(),
+            kserve_grpc_port: std::sync::OnceLock::new(),
         })
     }
 
@@ -213,38 +217,57 @@ pub fn app(state: Arc<SimState>) -> Router {
 /// streams over one connection, still a bound.
 const MAX_STREAMS_PER_CONNECTION: u32 = 16_384;
 
+/// The simulator's gRPC listeners, each on a port of its own as the real servers'
+/// are (Qdrant's 6334, Triton's 8001).
+#[derive(Default)]
+pub struct GrpcListeners {
+    pub qdrant: Option<TcpListener>,
+    pub kserve: Option<TcpListener>,
+}
+
 /// Serves HTTP/1.1 and HTTP/2 (prior knowledge, or ALPN over TLS) on a bound listener,
-/// and Qdrant's gRPC API on `qdrant_grpc` when given, until `shutdown` completes, then
-/// lets open connections finish.
+/// and the gRPC APIs on theirs, until `shutdown` completes, then lets open connections
+/// finish.
 pub async fn serve(
     listener: TcpListener,
-    qdrant_grpc: Option<TcpListener>,
+    grpc: GrpcListeners,
     tls: Option<crate::net::ServerTls>,
     config: SimConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let state = SimState::new(config);
     let stop = tokio_util::sync::CancellationToken::new();
-    let grpc = match qdrant_grpc {
-        Some(listener) => {
-            let _ = state.qdrant_grpc_port.set(listener.local_addr()?.port());
-            let router = super::grpc::router(state.tiers.clone());
-            Some(tokio::spawn(serve_router(
-                listener,
-                tls.clone(),
-                router,
-                stop.clone().cancelled_owned(),
-            )))
-        }
-        None => None,
-    };
+    let mut served = Vec::new();
+    let routers = [
+        (
+            grpc.qdrant,
+            &state.qdrant_grpc_port,
+            super::grpc::router(state.tiers.clone()),
+        ),
+        (
+            grpc.kserve,
+            &state.kserve_grpc_port,
+            super::kserve_grpc::router(state.clone()),
+        ),
+    ];
+    for (listener, port, router) in routers {
+        let Some(listener) = listener else { continue };
+        let _ = port.set(listener.local_addr()?.port());
+        let done = stop.clone().cancelled_owned();
+        served.push(tokio::spawn(serve_router(
+            listener,
+            tls.clone(),
+            router,
+            done,
+        )));
+    }
     let stopping = stop.clone();
     tokio::spawn(async move {
         shutdown.await;
         stopping.cancel();
     });
     serve_router(listener, tls, app(state), stop.cancelled_owned()).await;
-    if let Some(grpc) = grpc {
+    for grpc in served {
         let _ = grpc.await;
     }
     Ok(())
@@ -279,6 +302,8 @@ pub struct EmbeddedSim {
     pub addr: std::net::SocketAddr,
     /// Qdrant's gRPC API.
     pub qdrant_grpc_addr: std::net::SocketAddr,
+    /// KServe v2's gRPC API (Triton's).
+    pub kserve_grpc_addr: std::net::SocketAddr,
     https: bool,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -295,16 +320,22 @@ impl EmbeddedSim {
     ) -> std::io::Result<EmbeddedSim> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
-        let grpc = TcpListener::bind(("127.0.0.1", 0)).await?;
-        let qdrant_grpc_addr = grpc.local_addr()?;
+        let qdrant = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let kserve = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let (qdrant_grpc_addr, kserve_grpc_addr) = (qdrant.local_addr()?, kserve.local_addr()?);
+        let grpc = GrpcListeners {
+            qdrant: Some(qdrant),
+            kserve: Some(kserve),
+        };
         let https = tls.is_some();
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        tokio::spawn(serve(listener, Some(grpc), tls, config, async {
+        tokio::spawn(serve(listener, grpc, tls, config, async {
             let _ = stopped.await;
         }));
         Ok(EmbeddedSim {
             addr,
             qdrant_grpc_addr,
+            kserve_grpc_addr,
             https,
             stop: Some(stop),
         })
@@ -319,6 +350,12 @@ impl EmbeddedSim {
     pub fn qdrant_grpc_url(&self) -> String {
         let scheme = if self.https { "https" } else { "http" };
         format!("{scheme}://{}", self.qdrant_grpc_addr)
+    }
+
+    /// Where KServe v2's gRPC clients (Triton's) connect.
+    pub fn kserve_grpc_url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.kserve_grpc_addr)
     }
 }
 
@@ -450,6 +487,10 @@ pub(super) trait Format: Send + 'static {
     fn broken(&self) -> Bytes;
     /// A whole (non-streamed) answer.
     fn whole(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Response;
+    /// Trailers after a streamed answer (gRPC's status).
+    fn trailers(&self) -> Option<HeaderMap> {
+        None
+    }
 }
 
 /// Runs a planned request on the engine and answers it in `format`, streamed when the
@@ -461,18 +502,37 @@ pub(super) async fn answer(
     arrival_ns: u64,
     request_hash: u64,
 ) -> Response {
-    let stream = plan.stream;
-    let events = state.engine.submit(plan.prompt, plan.generator, arrival_ns);
-    if stream {
-        let content_type = format.stream_type();
-        let body = Body::from_stream(stream_answer(events, format, request_hash, state.clock));
+    if plan.stream {
+        let (content_type, trailers) = (format.stream_type(), format.trailers());
+        let events = stream_events(state, plan, format, arrival_ns, request_hash);
+        let body = match trailers {
+            None => Body::from_stream(events),
+            Some(trailers) => {
+                let data = events.map(|bytes| bytes.map(Frame::data));
+                let end = futures_util::stream::once(async { Ok(Frame::trailers(trailers)) });
+                Body::new(http_body_util::StreamBody::new(data.chain(end)))
+            }
+        };
         return Response::builder()
             .header(header::CONTENT_TYPE, content_type)
             .header(header::CACHE_CONTROL, "no-cache")
             .body(body)
             .expect("static headers are valid");
     }
+    let events = state.engine.submit(plan.prompt, plan.generator, arrival_ns);
     collect_answer(events, format, request_hash).await
+}
+
+/// A planned, streamed request's events on the engine, in `format`.
+pub(super) fn stream_events<F: Format>(
+    state: &SimState,
+    plan: Plan,
+    format: F,
+    arrival_ns: u64,
+    request_hash: u64,
+) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> + use<F> {
+    let events = state.engine.submit(plan.prompt, plan.generator, arrival_ns);
+    stream_answer(events, format, request_hash, state.clock)
 }
 
 /// What the final answer of a non-streaming request needs.
@@ -862,7 +922,11 @@ async fn endpoints(State(state): State<Arc<SimState>>) -> Response {
             // Every collection name answers from the same corpus.
             "search": {"any_collection": true, "documents": state.tiers.config.corpus_size},
             "qdrant_grpc_port": state.qdrant_grpc_port.get(),
-            "grpc": {"qdrant": [crate::grpc::qdrant::SEARCH, crate::grpc::qdrant::QUERY, crate::grpc::qdrant::HEALTH_CHECK]},
+            "kserve_grpc_port": state.kserve_grpc_port.get(),
+            "grpc": {
+                "qdrant": [crate::grpc::qdrant::SEARCH, crate::grpc::qdrant::QUERY, crate::grpc::qdrant::HEALTH_CHECK],
+                "kserve": [crate::grpc::kserve::MODEL_STREAM_INFER, crate::grpc::kserve::MODEL_INFER, crate::grpc::kserve::SERVER_LIVE, crate::grpc::kserve::SERVER_READY, crate::grpc::kserve::MODEL_READY, crate::grpc::kserve::SERVER_METADATA, crate::grpc::kserve::MODEL_METADATA],
+            },
             "ground_truth": ["/redline/truth", "/metrics"],
         }),
     )
