@@ -570,3 +570,114 @@ async fn grpc_search_over_tls_trusts_the_private_ca_and_refuses_others() {
         error.message
     );
 }
+
+/// One streamed token response of Triton's `ModelStreamInfer`, framed.
+fn token(text: &str) -> Vec<u8> {
+    use redline::grpc::kserve::{ModelInferResponse, ModelStreamInferResponse, Tensor};
+    let mut raw = (text.len() as u32).to_le_bytes().to_vec();
+    raw.extend_from_slice(text.as_bytes());
+    let response = ModelStreamInferResponse {
+        error_message: String::new(),
+        infer_response: Some(ModelInferResponse {
+            outputs: vec![Tensor {
+                name: "text_output".into(),
+                datatype: "BYTES".into(),
+                shape: vec![1],
+                ..Tensor::default()
+            }],
+            raw_output_contents: vec![raw],
+            ..ModelInferResponse::default()
+        }),
+    };
+    redline::grpc::frame(&response).to_vec()
+}
+
+fn stream_error(message: &str) -> Vec<u8> {
+    let response = redline::grpc::kserve::ModelStreamInferResponse {
+        error_message: message.into(),
+        infer_response: None,
+    };
+    redline::grpc::frame(&response).to_vec()
+}
+
+/// A Triton stand-in that answers a token stream with `body` (a server per case:
+/// every case calls the same method).
+async fn triton_like(body: Body) -> SocketAddr {
+    let body = Arc::new(std::sync::Mutex::new(Some(body)));
+    let app = Router::new().route(
+        redline::grpc::kserve::MODEL_STREAM_INFER,
+        post(move || {
+            let body = body.lock().unwrap().take().unwrap_or_default();
+            async move { grpc_answer(body) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_kserve_grpc_stream_is_a_typed_outcome() {
+    use crate::common::llm;
+    let ok = || Some(("0", ""));
+    let cases: Vec<(&str, Body, FailStage, &str)> = vec![
+        (
+            "error mid-stream",
+            grpc_body(
+                [token("a"), stream_error("CUDA out of memory")].concat(),
+                ok(),
+            ),
+            FailStage::Stream,
+            "stream_error",
+        ),
+        (
+            "cut, no trailers",
+            grpc_body([token("a"), token("b")].concat(), None),
+            FailStage::Stream,
+            "truncated",
+        ),
+        (
+            "status after tokens",
+            grpc_body(token("a"), Some(("14", "draining"))),
+            FailStage::Stream,
+            "grpc_unavailable",
+        ),
+        (
+            "not the message",
+            grpc_body(prefixed(&[0x12, 0x7f]), ok()),
+            FailStage::Decode,
+            "invalid_protobuf",
+        ),
+    ];
+    for (what, body, stage, kind) in cases {
+        let addr = triton_like(body).await;
+        let mut target = llm::target(&format!("http://{addr}"), true);
+        target.api = redline::client::dialect::LlmApi::KserveGrpc;
+        target.uri = format!("http://{addr}{}", redline::grpc::kserve::MODEL_STREAM_INFER)
+            .parse()
+            .unwrap();
+        let record = llm::call_once(&target, "hello", true).await;
+        let error = record
+            .error
+            .as_ref()
+            .unwrap_or_else(|| panic!("{what}: no error"));
+        assert_eq!(
+            (error.stage, error.kind.as_str()),
+            (stage, kind),
+            "{what}: {}",
+            error.message
+        );
+    }
+    // Tokens and an OK status with no final flag: complete, as Triton ends a stream
+    // whose client did not ask for the empty final response.
+    let addr = triton_like(grpc_body([token("a"), token("b")].concat(), ok())).await;
+    let mut target = llm::target(&format!("http://{addr}"), true);
+    target.api = redline::client::dialect::LlmApi::KserveGrpc;
+    target.uri = format!("http://{addr}{}", redline::grpc::kserve::MODEL_STREAM_INFER)
+        .parse()
+        .unwrap();
+    let record = llm::call_once(&target, "hello", true).await;
+    assert_eq!(record.outcome, Outcome::Ok, "{:?}", record.error);
+    assert_eq!(record.content_events, 2);
+}

@@ -1,4 +1,4 @@
-//! TGI's, Ollama's and KServe v2's (Triton's) native APIs end to end: redline's client against the simulator's
+//! TGI's, Ollama's and KServe v2's (Triton's, over HTTP and gRPC) native APIs end to end: redline's client against the simulator's
 //! routes for them, the client's timing and counts checked against the engine's ground
 //! truth, and the timings each API reports of itself against the same timeline.
 
@@ -65,8 +65,9 @@ fn counts_agree(api: &str, r: &Record) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_native_answers_time_and_count_as_the_engine_did() {
     let _serial = crate::common::CLIENT_TIMING.lock().await;
-    // KServe sends no counts: its are the content events, settled after the run.
-    for api in ["tgi", "ollama", "ollama_generate", "kserve"] {
+    // KServe's HTTP answers send no counts: its are the content events, settled after
+    // the run; over gRPC the count comes as the `num_output_tokens` output.
+    for api in ["tgi", "ollama", "ollama_generate", "kserve", "kserve_grpc"] {
         let records = run_api(api, true, 120).await;
         let mut overheads = Vec::new();
         for r in &records {
@@ -108,14 +109,14 @@ async fn streamed_native_answers_time_and_count_as_the_engine_did() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whole_native_answers_carry_the_servers_own_timings() {
-    for api in ["tgi", "ollama", "kserve"] {
+    for api in ["tgi", "ollama", "kserve", "kserve_grpc"] {
         for r in run_api(api, false, 40).await {
             counts_agree(api, &r);
             assert_eq!(
                 r.content_events, 0,
                 "{api}: a whole answer has no token events"
             );
-            if api == "kserve" {
+            if api.starts_with("kserve") {
                 // No timings of its own; counted locally, and the prompt was not
                 // repeated (`exclude_input_in_output`) or the count would be over.
                 assert!(r.server_reported.is_none());

@@ -299,6 +299,7 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
             LlmApi::Ollama => ApiKind::Ollama,
             LlmApi::OllamaGenerate => ApiKind::OllamaGenerate,
             LlmApi::Kserve => ApiKind::Kserve,
+            LlmApi::KserveGrpc => ApiKind::KserveGrpc,
         },
         api_key_env: args.api_key_env.clone(),
         headers: BTreeMap::new(),

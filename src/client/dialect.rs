@@ -32,6 +32,9 @@ pub enum LlmApi {
     /// KServe v2's generate extension (Triton): `/v2/models/{model}/generate` and
     /// `generate_stream`.
     Kserve,
+    /// KServe v2 over gRPC (Triton): `ModelStreamInfer`, or `ModelInfer` when not
+    /// streamed ([`super::kserve_grpc`]).
+    KserveGrpc,
 }
 
 impl LlmApi {
@@ -54,6 +57,8 @@ impl LlmApi {
                 };
                 return format!("/v2/models/{model}/{verb}");
             }
+            LlmApi::KserveGrpc if stream => crate::grpc::kserve::MODEL_STREAM_INFER,
+            LlmApi::KserveGrpc => crate::grpc::kserve::MODEL_INFER,
         };
         fixed.to_owned()
     }
@@ -61,6 +66,34 @@ impl LlmApi {
     /// Whether a stream that simply ends is complete: KServe's has no end marker.
     pub fn ends_with_body(self) -> bool {
         self == LlmApi::Kserve
+    }
+
+    /// Whether requests and answers are gRPC messages rather than JSON.
+    pub fn is_grpc(self) -> bool {
+        self == LlmApi::KserveGrpc
+    }
+
+    /// Whether an event of an answer read as a stream is a stream's event: gRPC frames
+    /// a whole answer too (one `ModelInferResponse`), so there it is as asked.
+    pub fn event_is_streamed(self, asked_stream: bool) -> bool {
+        !self.is_grpc() || asked_stream
+    }
+
+    /// The request body: JSON ([`Self::body`]), or for gRPC the framed message.
+    pub fn body_bytes(
+        self,
+        model: &str,
+        stream: bool,
+        include_usage: bool,
+        payload: &Payload,
+        extra: &Map<String, Value>,
+    ) -> bytes::Bytes {
+        if self.is_grpc() {
+            let text = prompt_text(&payload.prompt);
+            return super::kserve_grpc::request(model, &text, payload.max_tokens, stream, extra);
+        }
+        let body = self.body(model, stream, include_usage, payload, extra);
+        bytes::Bytes::from(body.to_string())
     }
 
     /// The server's own timings where the API puts them in response headers: TGI's
@@ -148,8 +181,16 @@ impl LlmApi {
     }
 
     /// One event of a streamed answer, or a whole answer, as a [`Piece`].
-    pub(super) fn decode(self, data: &[u8], streamed: bool) -> serde_json::Result<Piece<'_>> {
+    pub(super) fn decode(self, data: &[u8], streamed: bool) -> Result<Piece<'_>, DecodeError> {
+        Ok(match self {
+            LlmApi::KserveGrpc => super::kserve_grpc::piece(data, streamed)?,
+            json => json.decode_json(data, streamed)?,
+        })
+    }
+
+    fn decode_json(self, data: &[u8], streamed: bool) -> serde_json::Result<Piece<'_>> {
         match self {
+            LlmApi::KserveGrpc => Err(serde::de::Error::custom("gRPC answers are not JSON")),
             LlmApi::Chat | LlmApi::Completions => Ok(openai_piece(serde_json::from_slice(data)?)),
             LlmApi::Tgi if streamed => Ok(serde_json::from_slice::<TgiEvent>(data)?.into()),
             LlmApi::Tgi => tgi_whole(data),
@@ -157,6 +198,25 @@ impl LlmApi {
                 Ok(serde_json::from_slice::<OllamaLine>(data)?.into())
             }
             LlmApi::Kserve => Ok(serde_json::from_slice::<KserveAnswer>(data)?.into()),
+        }
+    }
+}
+
+/// Why an answer's bytes are not what the API sends.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum DecodeError {
+    #[error("not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("not the API's protobuf message: {0}")]
+    Protobuf(#[from] prost::DecodeError),
+}
+
+impl DecodeError {
+    /// The record's failure kind.
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            DecodeError::Json(_) => "invalid_json",
+            DecodeError::Protobuf(_) => "invalid_protobuf",
         }
     }
 }

@@ -207,7 +207,7 @@ impl Reader {
         record: &mut Record,
         mut on_message: impl FnMut(Bytes) -> Result<(), String>,
     ) -> Option<()> {
-        let mut buffer = BytesMut::new();
+        let mut framer = MessageFramer::new(self.limit);
         loop {
             let frame = tokio::time::timeout_at(self.deadline.into(), self.body.frame()).await;
             let stage = match record.first_byte_us {
@@ -220,18 +220,14 @@ impl Reader {
                     record.fail(Outcome::Timeout, stage, "timeout", message);
                     return None;
                 }
-                Ok(None) if self.ended_in_head && buffer.is_empty() => {
+                Ok(None) if self.ended_in_head && !framer.has_partial() => {
                     record.last_byte_us = Some(self.clock.now_us());
                     return Some(());
                 }
                 Ok(None) => {
-                    let message = if buffer.is_empty() {
-                        "the stream ended without a grpc-status".to_owned()
-                    } else {
-                        format!(
-                            "the stream ended inside a message ({} bytes held)",
-                            buffer.len()
-                        )
+                    let message = match framer.held() {
+                        0 => "the stream ended without a grpc-status".to_owned(),
+                        held => format!("the stream ended inside a message ({held} bytes held)"),
                     };
                     record.fail(Outcome::Error, stage, "truncated", message);
                     return None;
@@ -248,10 +244,14 @@ impl Reader {
                     if record.first_byte_us.is_none() {
                         record.first_byte_us = Some(self.clock.now_us());
                     }
-                    buffer.extend_from_slice(&data);
-                    if let Err((kind, message)) = self.take(&mut buffer, &mut on_message) {
-                        record.fail(Outcome::Error, FailStage::Decode, kind, message);
-                        return None;
+                    framer.feed(&data);
+                    while let Some(message) = framer.next_message() {
+                        let taken = message
+                            .and_then(|m| on_message(m).map_err(|why| ("invalid_grpc", why)));
+                        if let Err((kind, message)) = taken {
+                            record.fail(Outcome::Error, FailStage::Decode, kind, message);
+                            return None;
+                        }
                     }
                     continue;
                 }
@@ -261,39 +261,13 @@ impl Reader {
                 continue;
             };
             record.last_byte_us = Some(self.clock.now_us());
-            return ended(&trailers, &buffer, record);
+            return ended(&trailers, framer.held(), record);
         }
-    }
-
-    /// Takes the whole messages out of the buffer. A message over the limit is refused
-    /// from its prefix, before its bytes are held.
-    fn take(
-        &mut self,
-        buffer: &mut BytesMut,
-        on_message: &mut impl FnMut(Bytes) -> Result<(), String>,
-    ) -> Result<(), (&'static str, String)> {
-        while buffer.len() >= 5 {
-            if buffer[0] != 0 {
-                let message = "a message came compressed, and redline offers no compression";
-                return Err(("invalid_grpc", message.into()));
-            }
-            let len = u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]) as usize;
-            if len > self.limit {
-                let message = format!("a message of {len} bytes, over the limit of {}", self.limit);
-                return Err(("too_large", message));
-            }
-            if buffer.len() < 5 + len {
-                break;
-            }
-            buffer.advance(5);
-            on_message(buffer.split_to(len).freeze()).map_err(|why| ("invalid_grpc", why))?;
-        }
-        Ok(())
     }
 }
 
 /// The call's end from its trailers: OK, or the status as a typed failure.
-fn ended(trailers: &hyper::HeaderMap, held: &[u8], record: &mut Record) -> Option<()> {
+fn ended(trailers: &hyper::HeaderMap, held: usize, record: &mut Record) -> Option<()> {
     let Some(status) = tonic::Status::from_header_map(trailers) else {
         let message = "the trailers hold no grpc-status";
         record.fail(Outcome::Error, FailStage::Stream, "truncated", message);
@@ -309,13 +283,69 @@ fn ended(trailers: &hyper::HeaderMap, held: &[u8], record: &mut Record) -> Optio
         );
         return None;
     }
-    if !held.is_empty() {
-        let message = format!(
-            "the status came with {} bytes of a message unfinished",
-            held.len()
-        );
+    if held > 0 {
+        let message = format!("the status came with {held} bytes of a message unfinished");
         record.fail(Outcome::Error, FailStage::Decode, "truncated", message);
         return None;
     }
     Some(())
+}
+
+/// Cuts a gRPC body into its messages as bytes arrive. A message whose length prefix
+/// passes the limit is refused from the prefix, before its bytes are held; a
+/// compressed one is refused (redline offers no compression).
+#[derive(Debug)]
+pub struct MessageFramer {
+    buffer: BytesMut,
+    limit: usize,
+}
+
+impl MessageFramer {
+    pub fn new(limit: usize) -> MessageFramer {
+        MessageFramer {
+            buffer: BytesMut::new(),
+            limit,
+        }
+    }
+
+    pub fn feed(&mut self, data: &[u8]) {
+        self.buffer.extend_from_slice(data);
+    }
+
+    /// The next whole message, or why the body is refused (its failure kind and
+    /// message).
+    pub fn next_message(&mut self) -> Option<Result<Bytes, (&'static str, String)>> {
+        if self.buffer.len() < 5 {
+            return None;
+        }
+        if self.buffer[0] != 0 {
+            let message = "a message came compressed, and redline offers no compression";
+            return Some(Err(("invalid_grpc", message.into())));
+        }
+        let prefix = [
+            self.buffer[1],
+            self.buffer[2],
+            self.buffer[3],
+            self.buffer[4],
+        ];
+        let len = u32::from_be_bytes(prefix) as usize;
+        if len > self.limit {
+            let message = format!("a message of {len} bytes, over the limit of {}", self.limit);
+            return Some(Err(("too_large", message)));
+        }
+        if self.buffer.len() < 5 + len {
+            return None;
+        }
+        self.buffer.advance(5);
+        Some(Ok(self.buffer.split_to(len).freeze()))
+    }
+
+    /// Bytes of an unfinished message held.
+    pub fn held(&self) -> usize {
+        self.buffer.len()
+    }
+
+    pub fn has_partial(&self) -> bool {
+        !self.buffer.is_empty()
+    }
 }

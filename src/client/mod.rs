@@ -5,6 +5,7 @@ pub mod dialect;
 pub mod grpc;
 pub mod http;
 pub mod json;
+pub mod kserve_grpc;
 pub mod lane;
 pub mod ndjson;
 pub mod openai;

@@ -13,6 +13,7 @@ use hyper::{Request, Response, Uri};
 use serde_json::Value;
 
 use super::dialect::{LlmApi, Piece, error_text};
+use super::grpc::MessageFramer;
 use super::ndjson::LineDecoder;
 use super::sse::{SseDecoder, SseError};
 use super::{HttpClient, RunClock, Timeouts};
@@ -56,7 +57,13 @@ impl LlmTarget {
     }
 
     fn request(&self, payload: &Payload) -> Request<Full<Bytes>> {
-        let mut builder = Request::post(self.uri.clone()).header(CONTENT_TYPE, "application/json");
+        let mut builder = Request::post(self.uri.clone());
+        builder = match self.api.is_grpc() {
+            true => builder
+                .header(CONTENT_TYPE, "application/grpc")
+                .header(hyper::header::TE, "trailers"),
+            false => builder.header(CONTENT_TYPE, "application/json"),
+        };
         if let Some(key) = &self.api_key {
             builder = builder.header(AUTHORIZATION, key);
         }
@@ -66,8 +73,15 @@ impl LlmTarget {
         if let Some(traceparent) = &payload.traceparent {
             builder = builder.header("traceparent", traceparent);
         }
+        let body = self.api.body_bytes(
+            &self.model,
+            self.stream,
+            self.include_usage,
+            payload,
+            &self.extra_body,
+        );
         builder
-            .body(Full::new(Bytes::from(self.body(payload).to_string())))
+            .body(Full::new(body))
             .expect("URI and headers were validated when the target was built")
     }
 }
@@ -170,7 +184,24 @@ impl Reader<'_> {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
         let limit = self.target.max_response_bytes;
-        let frames = if content_type.starts_with("text/event-stream") {
+        let grpc = crate::grpc::is_grpc(content_type.as_bytes());
+        let mut ended_in_head = false;
+        if grpc {
+            if let Some(status) = tonic::Status::from_header_map(response.headers()) {
+                ended_in_head = true;
+                if status.code() != tonic::Code::Ok {
+                    // A trailers-only answer: the call was refused before any message.
+                    let kind = super::grpc::status_kind(status.code());
+                    let message = status.message().to_owned();
+                    return self
+                        .record
+                        .fail(Outcome::Error, FailStage::FirstByte, &kind, message);
+                }
+            }
+        }
+        let frames = if grpc {
+            Some(Frames::Grpc(MessageFramer::new(limit)))
+        } else if content_type.starts_with("text/event-stream") {
             Some(Frames::Sse(SseDecoder::new(limit)))
         } else if content_type.starts_with("application/x-ndjson")
             || (self.target.stream && self.target.api.streams_lines())
@@ -193,7 +224,7 @@ impl Reader<'_> {
             return;
         }
         match frames {
-            Some(frames) => self.read_stream(&mut body, frames).await,
+            Some(frames) => self.read_stream(&mut body, frames, ended_in_head).await,
             None => self.read_whole(&mut body).await,
         }
         self.finish(payload).await;
@@ -255,8 +286,8 @@ impl Reader<'_> {
                 self.record.fail(
                     Outcome::Error,
                     FailStage::Decode,
-                    "invalid_json",
-                    format!("response is not JSON ({error}): {}", preview(&bytes)),
+                    error.kind(),
+                    format!("the response is {error}: {}", preview(&bytes)),
                 );
                 return;
             }
@@ -270,7 +301,9 @@ impl Reader<'_> {
         self.absorb(piece, None);
     }
 
-    async fn read_stream(&mut self, body: &mut Incoming, mut decoder: Frames) {
+    /// Reads a streamed answer; `grpc_ok` when a gRPC answer's OK status came in its
+    /// head (trailers-only), else it comes in the trailers.
+    async fn read_stream(&mut self, body: &mut Incoming, mut decoder: Frames, mut grpc_ok: bool) {
         let mut done = false;
         // One timer for the whole stream, re-armed lazily: when it fires, the real
         // deadline (which moves with every frame) is checked, and the timer is set to
@@ -315,6 +348,13 @@ impl Reader<'_> {
             if self.record.first_byte_us.is_none() {
                 self.record.first_byte_us = Some(self.clock.us(at));
             }
+            if let Some(trailers) = frame.trailers_ref() {
+                if self.grpc_status(trailers).is_err() {
+                    return;
+                }
+                grpc_ok = true;
+                continue;
+            }
             let Some(data) = frame.data_ref() else {
                 continue;
             };
@@ -324,10 +364,30 @@ impl Reader<'_> {
                 return;
             }
         }
-        let complete = self.target.api.ends_with_body() && !decoder.has_partial();
+        // KServe's HTTP stream has no end marker; a gRPC stream's is its OK status.
+        let complete = (self.target.api.ends_with_body() || grpc_ok) && !decoder.has_partial();
         if !done && !complete {
             self.ended_early(&decoder);
         }
+    }
+
+    /// A gRPC call's status from its trailers: OK, or `Err` with the record failed
+    /// (`grpc_<code>`, or `truncated` when the trailers hold no status).
+    fn grpc_status(&mut self, trailers: &hyper::HeaderMap) -> Result<(), Failed> {
+        let (kind, message) = match tonic::Status::from_header_map(trailers) {
+            Some(status) if status.code() == tonic::Code::Ok => return Ok(()),
+            Some(status) => (
+                super::grpc::status_kind(status.code()),
+                status.message().to_owned(),
+            ),
+            None => (
+                "truncated".to_owned(),
+                "the trailers hold no grpc-status".to_owned(),
+            ),
+        };
+        self.record
+            .fail(Outcome::Error, FailStage::Stream, &kind, message);
+        Err(Failed)
     }
 
     /// Records which timeout ended the stream.
@@ -362,21 +422,26 @@ impl Reader<'_> {
         while let Some(data) = decoder.next() {
             let data = match data {
                 Ok(data) => data,
-                Err(error) => {
-                    let (stage, class) = match error {
-                        SseError::TooLarge { .. } => (FailStage::Stream, "too_large"),
-                        SseError::NotUtf8 => (FailStage::Decode, "invalid_utf8"),
+                Err(broken) => {
+                    let (stage, class, message) = match broken {
+                        Broken::Sse(error @ SseError::TooLarge { .. }) => {
+                            (FailStage::Stream, "too_large", error.to_string())
+                        }
+                        Broken::Sse(error @ SseError::NotUtf8) => {
+                            (FailStage::Decode, "invalid_utf8", error.to_string())
+                        }
+                        Broken::Grpc(kind, message) => (FailStage::Decode, kind, message),
                     };
-                    self.record
-                        .fail(Outcome::Error, stage, class, error.to_string());
+                    self.record.fail(Outcome::Error, stage, class, message);
                     return Err(Failed);
                 }
             };
-            if data == "[DONE]" {
+            if data == b"[DONE]" {
                 *done = true;
                 continue;
             }
-            match self.target.api.decode(data.as_bytes(), true) {
+            let streamed = self.target.api.event_is_streamed(self.target.stream);
+            match self.target.api.decode(&data, streamed) {
                 Ok(piece) => {
                     if let Some(error) = &piece.error {
                         let what = format!("server error in stream: {error}");
@@ -385,12 +450,13 @@ impl Reader<'_> {
                         return Err(Failed);
                     }
                     *done |= piece.done;
-                    self.absorb(piece, Some(at));
+                    // A whole answer framed as a message (gRPC) has no token timing.
+                    self.absorb(piece, streamed.then_some(at));
                 }
                 Err(error) => {
-                    let what = format!("event is not JSON ({error}): {}", preview(data.as_bytes()));
+                    let what = format!("an event is {error}: {}", preview(&data));
                     self.record
-                        .fail(Outcome::Error, FailStage::Decode, "invalid_json", what);
+                        .fail(Outcome::Error, FailStage::Decode, error.kind(), what);
                     return Err(Failed);
                 }
             }
@@ -551,6 +617,15 @@ enum Frames {
     Sse(SseDecoder),
     /// Newline-delimited JSON (Ollama).
     Lines(LineDecoder),
+    /// gRPC messages (KServe's `ModelStreamInfer`).
+    Grpc(MessageFramer),
+}
+
+/// Why the stream's framing failed.
+enum Broken {
+    Sse(SseError),
+    /// A failure kind and its message.
+    Grpc(&'static str, String),
 }
 
 impl Frames {
@@ -558,14 +633,23 @@ impl Frames {
         match self {
             Frames::Sse(decoder) => decoder.feed(data),
             Frames::Lines(decoder) => decoder.feed(data),
+            Frames::Grpc(framer) => framer.feed(data),
         }
     }
 
     /// The data of the next whole event.
-    fn next(&mut self) -> Option<Result<String, SseError>> {
+    fn next(&mut self) -> Option<Result<Vec<u8>, Broken>> {
         match self {
-            Frames::Sse(decoder) => decoder.next_event().map(|e| e.map(|e| e.data)),
-            Frames::Lines(decoder) => decoder.next_line(),
+            Frames::Sse(decoder) => decoder
+                .next_event()
+                .map(|e| e.map(|e| e.data.into_bytes()).map_err(Broken::Sse)),
+            Frames::Lines(decoder) => decoder
+                .next_line()
+                .map(|l| l.map(String::into_bytes).map_err(Broken::Sse)),
+            Frames::Grpc(framer) => framer.next_message().map(|m| {
+                m.map(|m| m.to_vec())
+                    .map_err(|(kind, why)| Broken::Grpc(kind, why))
+            }),
         }
     }
 
@@ -573,6 +657,7 @@ impl Frames {
         match self {
             Frames::Sse(decoder) => decoder.has_partial(),
             Frames::Lines(decoder) => decoder.has_partial(),
+            Frames::Grpc(framer) => framer.has_partial(),
         }
     }
 }

@@ -125,9 +125,10 @@ impl Servers {
             Endpoint::Embedded { .. } => self
                 .embedded
                 .as_ref()
-                .map(|(sim, _)| match service.grpc {
-                    true => sim.qdrant_grpc_url(),
-                    false => sim.base_url(),
+                .map(|(sim, _)| match service.api {
+                    crate::spec::ApiKind::QdrantGrpc => sim.qdrant_grpc_url(),
+                    crate::spec::ApiKind::KserveGrpc => sim.kserve_grpc_url(),
+                    _ => sim.base_url(),
                 })
                 .unwrap_or_default(),
             Endpoint::Url(url) => url.clone(),

@@ -657,6 +657,7 @@ pub fn api_name(api: ApiKind) -> &'static str {
         ApiKind::Ollama => "ollama",
         ApiKind::OllamaGenerate => "ollama_generate",
         ApiKind::Kserve => "kserve",
+        ApiKind::KserveGrpc => "kserve_grpc",
         ApiKind::Http => "http",
         ApiKind::Embeddings => "embeddings",
         ApiKind::Qdrant => "qdrant",

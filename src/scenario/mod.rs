@@ -66,8 +66,8 @@ pub struct Service {
     pub api_key: Option<HeaderValue>,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub http2: bool,
-    /// Speaks gRPC (an embedded one is the simulator's gRPC listener).
-    pub grpc: bool,
+    /// What it speaks (an embedded gRPC service is the simulator's listener for it).
+    pub api: crate::spec::ApiKind,
     /// Certificates for an https service (none: the system's roots).
     pub tls: Option<TlsSettings>,
     /// Counts what the server does not report.

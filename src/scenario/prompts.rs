@@ -90,6 +90,7 @@ fn llm_api(kind: ApiKind) -> LlmApi {
         ApiKind::Ollama => LlmApi::Ollama,
         ApiKind::OllamaGenerate => LlmApi::OllamaGenerate,
         ApiKind::Kserve => LlmApi::Kserve,
+        ApiKind::KserveGrpc => LlmApi::KserveGrpc,
         _ => LlmApi::Chat,
     }
 }

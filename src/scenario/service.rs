@@ -32,6 +32,7 @@ pub(super) fn service_from_spec(
             | ApiKind::Ollama
             | ApiKind::OllamaGenerate
             | ApiKind::Kserve
+            | ApiKind::KserveGrpc
     );
     if s.model.is_none() && s.url != "embedded" && needs_model {
         problems.add(
@@ -65,8 +66,8 @@ pub(super) fn service_from_spec(
         api_key,
         headers,
         // gRPC is HTTP/2 only.
-        http2: s.http2 || s.api == ApiKind::QdrantGrpc,
-        grpc: s.api == ApiKind::QdrantGrpc,
+        http2: s.http2 || matches!(s.api, ApiKind::QdrantGrpc | ApiKind::KserveGrpc),
+        api: s.api,
         tls: tls?,
     })
 }

@@ -267,6 +267,11 @@ pub enum ApiKind {
     /// KServe v2's generate extension (NVIDIA Triton with TensorRT-LLM or vLLM):
     /// `/v2/models/{model}/generate_stream`; `model` is required.
     Kserve,
+    /// KServe v2 over gRPC (Triton's `ModelStreamInfer`, `ModelInfer` when not
+    /// streamed): `url` is the gRPC port's (`http://host:8001`), always HTTP/2;
+    /// `model` is required.
+    #[serde(alias = "kserve-grpc")]
+    KserveGrpc,
     /// Any HTTP endpoint: `payloadTemplate.request` says what to send.
     Http,
     /// `/v1/embeddings` (flows' `embed` steps).
