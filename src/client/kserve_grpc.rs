@@ -1,6 +1,6 @@
 //! KServe v2 over gRPC (NVIDIA Triton's `GRPCInferenceService`), as an LLM API of the
 //! one reader: the request a call sends, and how each response message reads as a
-//! [`Piece`]. Triton's LLM backends take different inputs — TensorRT-LLM's ensemble a
+//! `Piece`. Triton's LLM backends take different inputs — TensorRT-LLM's ensemble a
 //! `max_tokens` tensor, the vLLM backend a `sampling_parameters` JSON tensor (and no
 //! `max_tokens` input, which Triton would refuse) — so a spec's `body:` that names
 //! `sampling_parameters` chooses the vLLM backend's inputs, else TensorRT-LLM's; each
