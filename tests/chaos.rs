@@ -310,6 +310,60 @@ async fn stream_faults_cut_and_corrupt_ndjson_lines_too() {
     }
 }
 
+/// The same stream faults on a gRPC token stream (Triton's `ModelStreamInfer` over
+/// HTTP/2): a message is an event, the OK status in the trailers the end marker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_faults_cut_and_corrupt_grpc_messages_too() {
+    let run_with = |fault: &'static str, name: &'static str| async move {
+        let spec = format!(
+            "  seed: 3\n  services:\n    llm: {{ url: embedded, profile: tiny, api: kserve_grpc }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 16, output_tokens: 12 }} }}\n  timeouts: {{ first_token: 400ms }}\n  faults:\n    - {{ name: {name}, service: llm, {fault} }}\n  load:\n    - {{ concurrency: 4, requests: 8 }}\n"
+        );
+        let (_, records) = run_to_records(scenario(&spec), name).await;
+        assert_eq!(records.len(), 8);
+        for r in &records {
+            assert_eq!(r.faults.len(), 1, "{name}: {r:?}");
+            assert_eq!(r.faults[0].rule, name);
+        }
+        records
+    };
+    let kind = |r: &Record| r.error.as_ref().map(|e| (e.stage, e.kind.clone()));
+    for r in run_with("cut_stream: { probability: 1, after_events: 4 }", "gcut").await {
+        assert_eq!(kind(&r), Some((FailStage::Stream, "truncated".into())));
+        assert_eq!(r.content_events, 4, "four token messages, then no status");
+    }
+    for r in run_with(
+        "cut_stream: { probability: 1, after_events: 4, done: true }",
+        "gcleancut",
+    )
+    .await
+    {
+        // An early OK status: short, not broken, as with SSE's early [DONE].
+        assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
+        assert_eq!(r.content_events, 4);
+    }
+    for r in run_with("corrupt_event: { probability: 1, event: 3 }", "gcorrupt").await {
+        assert_eq!(
+            kind(&r),
+            Some((FailStage::Decode, "invalid_protobuf".into()))
+        );
+        assert_eq!(r.content_events, 2);
+    }
+    for r in run_with("drop_done: { probability: 1 }", "gnostatus").await {
+        // Every token and the final response came; the status did not, and a gRPC
+        // call without one failed.
+        assert_eq!(kind(&r), Some((FailStage::Stream, "missing_done".into())));
+        assert_eq!(r.content_events, 12);
+    }
+    for r in run_with("stall_first_token: { probability: 1, ms: 1500 }", "gstall").await {
+        assert_eq!(r.outcome, Outcome::Timeout);
+        assert_eq!(kind(&r), Some((FailStage::FirstToken, "timeout".into())));
+    }
+    for r in run_with("slice: { probability: 1, max_bytes: 3 }", "gsliced").await {
+        assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
+        assert_eq!((r.output_tokens, r.content_events), (Some(12), 12));
+    }
+}
+
 async fn send(
     http: &common::HttpClient,
     method: &str,

@@ -3,11 +3,13 @@
 //! is chunked (each decoder against itself fed whole; the framer's pieces joined give
 //! back every byte fed). The same bytes as a gRPC body: split into messages, and the
 //! proxy's `empty_result` field drop, which keeps the message count and, done twice,
-//! changes nothing more.
+//! changes nothing more; and the proxy's message splitter, whose pieces give back every
+//! byte, whole messages the same as the client's split.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use redline::client::ndjson::LineDecoder;
+use redline::chaos::grpc::MessageSplitter;
 use redline::client::sse::{Framed, SseDecoder, SseEvent, SseFramer};
 
 /// A small limit, so that oversized events are exercised too.
@@ -108,6 +110,36 @@ fuzz_target!(|input: &[u8]| {
         stream.starts_with(&out),
         "the framer forwarded bytes it was not fed"
     );
+
+    let mut splitter = MessageSplitter::new(LIMIT);
+    let (mut passed, mut events) = (Vec::new(), Vec::new());
+    let mut size = sizes.iter().cycle();
+    let mut rest = stream;
+    while !rest.is_empty() {
+        let n = (usize::from(*size.next().unwrap()) + 1).min(rest.len());
+        splitter.feed(&rest[..n]);
+        rest = &rest[n..];
+        while let Some(frame) = splitter.next_frame() {
+            match frame {
+                Framed::Event(message) => {
+                    let len = u32::from_be_bytes(message[1..5].try_into().unwrap());
+                    assert_eq!(message.len(), 5 + len as usize, "a message, whole");
+                    assert!(message.len() <= 5 + LIMIT, "held past the limit");
+                    passed.extend_from_slice(&message);
+                    events.push(message);
+                }
+                Framed::Oversized(piece) => passed.extend_from_slice(&piece),
+            }
+        }
+    }
+    passed.extend_from_slice(&splitter.rest());
+    assert_eq!(passed, stream, "the splitter lost, added or moved bytes");
+    if let Ok(messages) = redline::grpc::messages(stream)
+        && messages.iter().all(|m| m.len() <= LIMIT)
+    {
+        let payloads: Vec<&[u8]> = events.iter().map(|m| &m[5..]).collect();
+        assert_eq!(payloads, messages, "the splitter split differently");
+    }
 
     if let (Ok(messages), Some(once)) = (
         redline::grpc::messages(stream),

@@ -309,8 +309,8 @@ impl Chaos {
     }
 
     /// The body with the planned shaping: event faults only on an event stream (SSE,
-    /// or newline-delimited JSON; on any other body they would be noise), bandwidth
-    /// and slicing on any.
+    /// newline-delimited JSON, gRPC messages; on any other body they would be noise),
+    /// bandwidth and slicing on any.
     fn shape(
         &self,
         plan: &mut Plan,

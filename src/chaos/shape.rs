@@ -1,8 +1,9 @@
 //! Response-body faults, applied as the body streams through: event-stream faults
 //! (stall, drip, cut, corrupt, drop the end marker) on whole SSE events or, in
-//! newline-delimited JSON streams (Ollama's), whole lines, then bandwidth and slicing
-//! on the bytes. Nothing is buffered beyond one event, and no event beyond
-//! [`MAX_HELD_EVENT`]: a longer one passes through unchanged, uncounted.
+//! newline-delimited JSON streams (Ollama's), whole lines, or in gRPC bodies whole
+//! messages, then bandwidth and slicing on the bytes. Nothing is buffered beyond one
+//! event, and no event beyond [`MAX_HELD_EVENT`]: a longer one passes through
+//! unchanged, uncounted.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -10,11 +11,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
+use hyper::HeaderMap;
 use hyper::body::{Body, Frame};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::BoxError;
+use super::grpc::{CORRUPT_MESSAGE, MessageSplitter};
 use crate::client::ndjson::LineFramer;
 use crate::client::sse::{Framed, SseFramer};
 
@@ -23,7 +26,8 @@ use crate::client::sse::{Framed, SseFramer};
 pub struct Shaping {
     pub stall_first: Duration,
     pub drip: Duration,
-    /// End after this many events; send `[DONE]` at the cut when true.
+    /// End after this many events; send the end marker (`[DONE]`, the `done` line, an
+    /// OK gRPC status) at the cut when true.
     pub cut: Option<(u32, bool)>,
     /// Corrupt this event (from 1).
     pub corrupt: Option<u32>,
@@ -51,6 +55,9 @@ pub enum StreamFormat {
     /// Newline-delimited JSON (`application/x-ndjson`): a line is an event, the end
     /// marker is the line with `"done": true`.
     Lines,
+    /// gRPC (`application/grpc`): a length-prefixed message is an event, the end
+    /// marker is the status in the trailers.
+    Grpc,
 }
 
 impl StreamFormat {
@@ -60,16 +67,19 @@ impl StreamFormat {
             Some(StreamFormat::Sse)
         } else if content_type.starts_with("application/x-ndjson") {
             Some(StreamFormat::Lines)
+        } else if crate::grpc::is_grpc(content_type.as_bytes()) {
+            Some(StreamFormat::Grpc)
         } else {
             None
         }
     }
 
-    /// The end marker sent where a stream is cut with one.
-    fn end_marker(self) -> &'static [u8] {
+    /// The end marker sent where a stream is cut with one: bytes, or (gRPC) trailers.
+    fn end_marker(self) -> Result<&'static [u8], HeaderMap> {
         match self {
-            StreamFormat::Sse => b"data: [DONE]\n\n",
-            StreamFormat::Lines => b"{\"done\":true}\n",
+            StreamFormat::Sse => Ok(b"data: [DONE]\n\n"),
+            StreamFormat::Lines => Ok(b"{\"done\":true}\n"),
+            StreamFormat::Grpc => Err(crate::grpc::ok_trailers()),
         }
     }
 
@@ -77,11 +87,15 @@ impl StreamFormat {
         match self {
             StreamFormat::Sse => CORRUPT_EVENT,
             StreamFormat::Lines => CORRUPT_LINE,
+            StreamFormat::Grpc => CORRUPT_MESSAGE,
         }
     }
 
+    /// Whether the event is the stream's end marker (a gRPC stream's is its trailers,
+    /// never a message).
     fn is_end(self, event: &[u8]) -> bool {
         match self {
+            StreamFormat::Grpc => false,
             StreamFormat::Sse => is_done(event),
             StreamFormat::Lines => {
                 #[derive(serde::Deserialize)]
@@ -95,11 +109,12 @@ impl StreamFormat {
     }
 }
 
-/// Cuts a body into whole events (or lines).
+/// Cuts a body into whole events (or lines, or messages).
 #[derive(Debug)]
 enum Framer {
     Sse(SseFramer),
     Lines(LineFramer),
+    Grpc(MessageSplitter),
 }
 
 impl Framer {
@@ -107,6 +122,7 @@ impl Framer {
         match format {
             StreamFormat::Sse => Framer::Sse(SseFramer::new(MAX_HELD_EVENT)),
             StreamFormat::Lines => Framer::Lines(LineFramer::new(MAX_HELD_EVENT)),
+            StreamFormat::Grpc => Framer::Grpc(MessageSplitter::new(MAX_HELD_EVENT)),
         }
     }
 
@@ -114,6 +130,7 @@ impl Framer {
         match self {
             Framer::Sse(framer) => framer.feed(data),
             Framer::Lines(framer) => framer.feed(data),
+            Framer::Grpc(framer) => framer.feed(data),
         }
     }
 
@@ -121,6 +138,7 @@ impl Framer {
         match self {
             Framer::Sse(framer) => framer.next_frame(),
             Framer::Lines(framer) => framer.next_frame(),
+            Framer::Grpc(framer) => framer.next_frame(),
         }
     }
 
@@ -128,6 +146,7 @@ impl Framer {
         match self {
             Framer::Sse(framer) => framer.rest(),
             Framer::Lines(framer) => framer.rest(),
+            Framer::Grpc(framer) => framer.rest(),
         }
     }
 }
@@ -167,23 +186,17 @@ impl Shaping {
                     return Some((Ok(Frame::data(chunk)), s));
                 }
                 if s.finished {
-                    return None;
+                    return s.trailers.take().map(|t| (Ok(Frame::trailers(t)), s));
                 }
                 match s.body.frame().await {
-                    None => {
-                        s.finished = true;
-                        let rest = s.framer.rest();
-                        if !rest.is_empty() {
-                            s.emit(Duration::ZERO, rest);
-                        }
-                    }
+                    None => s.end(None),
                     Some(Err(error)) => {
                         s.finished = true;
                         return Some((Err(error.into()), s));
                     }
                     Some(Ok(frame)) => match frame.into_data() {
                         Ok(data) => s.push(data),
-                        Err(trailers) => return Some((Ok(trailers), s)),
+                        Err(frame) => s.end(frame.into_trailers().ok()),
                     },
                 }
             }
@@ -200,6 +213,8 @@ struct Shaper<B> {
     framer: Framer,
     sent_events: u32,
     queue: VecDeque<(Duration, Bytes)>,
+    /// Sent once the queue is empty and the body finished.
+    trailers: Option<HeaderMap>,
     finished: bool,
     rng: ChaCha8Rng,
 }
@@ -215,6 +230,7 @@ impl<B> Shaper<B> {
             framer: Framer::new(format),
             sent_events: 0,
             queue: VecDeque::new(),
+            trailers: None,
             finished: false,
             rng,
         }
@@ -235,6 +251,20 @@ impl<B> Shaper<B> {
         }
     }
 
+    /// The upstream body ended, with these trailers: what an unfinished event held
+    /// goes out, then the trailers — unless they are the gRPC end marker to drop.
+    fn end(&mut self, trailers: Option<HeaderMap>) {
+        self.finished = true;
+        let rest = self.framer.rest();
+        if !rest.is_empty() {
+            self.emit(Duration::ZERO, rest);
+        }
+        let drop_status = self.shaping.drop_done && self.format == StreamFormat::Grpc;
+        if !drop_status {
+            self.trailers = trailers;
+        }
+    }
+
     fn event(&mut self, event: Bytes) {
         let shaping = &self.shaping;
         if shaping.drop_done && self.format.is_end(&event) {
@@ -245,8 +275,10 @@ impl<B> Shaper<B> {
         {
             self.finished = true;
             if done {
-                let marker = self.format.end_marker();
-                self.emit(Duration::ZERO, Bytes::from_static(marker));
+                match self.format.end_marker() {
+                    Ok(marker) => self.emit(Duration::ZERO, Bytes::from_static(marker)),
+                    Err(trailers) => self.trailers = Some(trailers),
+                }
             }
             return;
         }
@@ -354,6 +386,78 @@ mod tests {
         assert_eq!(
             text,
             format!("data: {{\"a\":1}}\n\n{corrupt}data: {{\"a\":3}}\n\ndata: [DONE]\n\n")
+        );
+    }
+
+    /// Three gRPC messages in 4-byte frames, then the upstream's status.
+    fn grpc_upstream() -> UnsyncBoxBody<Bytes, BoxError> {
+        let messages: Vec<u8> = [b"a", b"b", b"c"]
+            .iter()
+            .flat_map(|m| [&[0, 0, 0, 0, 1][..], &m[..]].concat())
+            .collect();
+        let mut frames: Vec<Result<Frame<Bytes>, BoxError>> = messages
+            .chunks(4)
+            .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
+            .collect();
+        let mut status = HeaderMap::new();
+        status.insert("grpc-status", "14".parse().unwrap());
+        frames.push(Ok(Frame::trailers(status)));
+        StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync()
+    }
+
+    /// The messages' payloads and the status the shaped gRPC body ends with.
+    async fn grpc_shaped(shaping: Shaping) -> (Vec<Bytes>, Option<String>) {
+        let mut body = shaping.apply(grpc_upstream(), StreamFormat::Grpc);
+        let (mut data, mut status) = (Vec::new(), None);
+        while let Some(frame) = body.frame().await {
+            match frame.unwrap().into_data() {
+                Ok(bytes) => data.extend_from_slice(&bytes),
+                Err(frame) => {
+                    let trailers = frame.into_trailers().unwrap();
+                    status = Some(trailers["grpc-status"].to_str().unwrap().to_owned());
+                }
+            }
+        }
+        let messages = crate::grpc::messages(&data).unwrap();
+        (
+            messages.into_iter().map(Bytes::copy_from_slice).collect(),
+            status,
+        )
+    }
+
+    #[tokio::test]
+    async fn grpc_event_faults_rewrite_whole_messages_and_the_status() {
+        let (messages, status) = grpc_shaped(Shaping::default()).await;
+        assert_eq!((messages.len(), status.as_deref()), (3, Some("14")));
+        let cut = |done| Shaping {
+            cut: Some((2, done)),
+            ..Shaping::default()
+        };
+        let (messages, status) = grpc_shaped(cut(false)).await;
+        assert_eq!(
+            (messages, status),
+            (vec!["a", "b"].into_iter().map(Bytes::from).collect(), None)
+        );
+        let (messages, status) = grpc_shaped(cut(true)).await;
+        assert_eq!(
+            (messages.len(), status.as_deref()),
+            (2, Some("0")),
+            "an early OK"
+        );
+        let drop_done = Shaping {
+            drop_done: true,
+            ..Shaping::default()
+        };
+        assert_eq!(grpc_shaped(drop_done).await.1, None, "the status dropped");
+        let corrupt = Shaping {
+            corrupt: Some(2),
+            ..Shaping::default()
+        };
+        let (messages, status) = grpc_shaped(corrupt).await;
+        assert_eq!(&messages[1][..], &CORRUPT_MESSAGE[5..]);
+        assert_eq!(
+            (&messages[2][..], status.as_deref()),
+            (&b"c"[..], Some("14"))
         );
     }
 

@@ -364,9 +364,15 @@ impl Reader<'_> {
                 return;
             }
         }
-        // KServe's HTTP stream has no end marker; a gRPC stream's is its OK status.
-        let complete = (self.target.api.ends_with_body() || grpc_ok) && !decoder.has_partial();
-        if !done && !complete {
+        // KServe's HTTP stream has no end marker. A gRPC call ends with its OK status
+        // whatever its messages said (Triton's final response too), as gRPC's own
+        // clients hold: without it the call failed.
+        let whole = !decoder.has_partial();
+        let ended = match decoder {
+            Frames::Grpc(_) => grpc_ok && whole,
+            _ => done || (self.target.api.ends_with_body() && whole),
+        };
+        if !ended {
             self.ended_early(&decoder);
         }
     }
@@ -471,6 +477,11 @@ impl Reader<'_> {
             (
                 "truncated",
                 "stream ended before the answer was complete (no finish reason, no end marker)",
+            )
+        } else if let Frames::Grpc(_) = decoder {
+            (
+                "missing_done",
+                "stream ended without its gRPC status (no trailers)",
             )
         } else {
             ("missing_done", "stream ended without [DONE]")

@@ -65,7 +65,8 @@ pub struct FaultRuleSpec {
     /// Replace one event's data with text that is not JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrupt_event: Option<CorruptEventSpec>,
-    /// Leave out the stream's `data: [DONE]`.
+    /// Leave out the stream's end marker (`data: [DONE]`, NDJSON's `done` line, a gRPC
+    /// call's status trailers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drop_done: Option<ChanceSpec>,
     /// Send the response no faster than this.
@@ -211,7 +212,8 @@ pub struct CutStreamSpec {
     /// Chance per matching request, 0 to 1.
     pub probability: f64,
     pub after_events: u32,
-    /// Send `data: [DONE]` at the cut, as a server that stops early but cleanly would.
+    /// Send the end marker at the cut (`data: [DONE]`, NDJSON's `done` line, a gRPC OK
+    /// status), as a server that stops early but cleanly would.
     #[serde(default)]
     pub done: bool,
 }
