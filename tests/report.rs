@@ -276,11 +276,11 @@ fn a_report_of_100k_requests_stays_under_3_mb() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// A short run against the embedded simulator, its folder written as `redline run`
-/// writes it.
-async fn run_folder(profile: &str, name: &str) -> std::path::PathBuf {
+/// A short run against the embedded simulator (`service`: the service's options after
+/// its url), its folder written as `redline run` writes it.
+async fn run_folder(service: &str, name: &str) -> std::path::PathBuf {
     let scenario = common::scenario(&format!(
-        "  seed: 7\n  services:\n    llm: {{ url: embedded, profile: {profile} }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: {{ mean: 200, stddev: 80, min: 16, max: 512 }}, output_tokens: 12 }} }}\n  load:\n    - {{ arrival: poisson, rate: 12, duration: 5s }}\n"
+        "  seed: 7\n  services:\n    llm: {{ url: embedded, {service} }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: {{ mean: 200, stddev: 80, min: 16, max: 512 }}, output_tokens: 12 }} }}\n  load:\n    - {{ arrival: poisson, rate: 12, duration: 5s }}\n"
     ));
     let dir = temp_dir(name);
     let options = redline::runner::RunOptions::records_to(dir.join("records.jsonl"));
@@ -304,6 +304,58 @@ async fn run_folder(profile: &str, name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// Ollama reports its own durations on every answer: the page draws them beside the
+/// client's E2E, every successful answer counted once and no server part longer than
+/// the client's whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_own_account_of_its_time_is_drawn_beside_the_clients() {
+    let dir = run_folder("profile: tiny, api: ollama", "report-ollama").await;
+    let summary: redline::report::Summary =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let records = dir.join("records.jsonl");
+    let digest = html::digest_of(&records, summary.requests.scheduled).unwrap();
+    let count = |name: &str| -> usize {
+        let per_second = digest
+            .seconds
+            .iter()
+            .filter_map(|s| s.reported_us.get(name));
+        per_second.map(Vec::len).sum()
+    };
+    let mut ok = 0;
+    read_records(&records, None, |r| {
+        ok += usize::from(r.outcome == redline::record::Outcome::Ok)
+    })
+    .unwrap();
+    assert!(ok >= 40, "{ok} answers");
+    for part in [
+        "client E2E",
+        "server total",
+        "server prefill",
+        "server decode",
+    ] {
+        assert_eq!(count(part), ok, "{part}: one value per answer");
+    }
+    for second in digest.seconds.iter().filter(|s| !s.reported_us.is_empty()) {
+        let median = |name| second.reported_us[name][second.reported_us[name].len() / 2];
+        assert!(median("server total") <= median("client E2E"));
+        assert!(median("server decode") <= median("server total"));
+    }
+    assert_eq!(digest.server_total.len(), ok as u64);
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("The server's own account"));
+    for series in ["client E2E", "server total", "server decode"] {
+        assert!(page.contains(series), "{series}");
+    }
+    let plain = run_folder("profile: tiny", "report-openai").await;
+    let page = std::fs::read_to_string(plain.join("report.html")).unwrap();
+    assert!(
+        !page.contains("The server's own account"),
+        "nothing reported"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+    std::fs::remove_dir_all(plain).unwrap();
+}
+
 fn compare(args: &[&str]) -> (i32, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_redline"))
         .arg("compare")
@@ -320,9 +372,9 @@ fn compare(args: &[&str]) -> (i32, String) {
 async fn compare_finds_a_slower_server_and_not_a_rerun() {
     // The fast run first, so the two runs compared with each other both find the
     // process warm (a first run pays for cold caches and pools).
-    let fast = run_folder("tiny", "compare-fast").await;
-    let a = run_folder("7b", "compare-a").await;
-    let b = run_folder("7b", "compare-b").await;
+    let fast = run_folder("profile: tiny", "compare-fast").await;
+    let a = run_folder("profile: 7b", "compare-a").await;
+    let b = run_folder("profile: 7b", "compare-b").await;
     let [fast, a, b] = [&fast, &a, &b].map(|p| p.to_str().unwrap().to_owned());
 
     // The same spec twice: no TTFT percentile beyond noise, the gate passes; p99 of

@@ -62,9 +62,23 @@ pub struct Second {
     /// request (the simulator's ground truth).
     pub truth_prompt_tokens: u64,
     pub cached_prompt_tokens: u64,
+    /// Of successful requests whose server reported its own time: the client's E2E and
+    /// each part the server named, µs, by series name ([`REPORTED_PARTS`]), sorted by
+    /// [`Digest::finish`].
+    pub reported_us: BTreeMap<&'static str, Vec<u64>>,
     /// Sent minus done in it (summed into `in_flight` at the end).
     delta: i64,
 }
+
+/// The series of a server's own account of a request's time, beside the client's E2E.
+pub const REPORTED_PARTS: [&str; 6] = [
+    "client E2E",
+    "server total",
+    "server queue",
+    "server model load",
+    "server prefill",
+    "server decode",
+];
 
 /// Distributions (µs or tokens), per-second figures and the timeline's sample.
 pub struct Digest {
@@ -75,6 +89,9 @@ pub struct Digest {
     pub e2e: Histogram<u64>,
     pub input_tokens: Histogram<u64>,
     pub output_tokens: Histogram<u64>,
+    /// The server's reported total, and the client's E2E beyond it, where it reported.
+    pub server_total: Histogram<u64>,
+    pub e2e_beyond_server: Histogram<u64>,
     pub seconds: Vec<Second>,
     pub timeline: Vec<TimelineRow>,
     /// One request in `step` (by `seq`) goes into the timeline.
@@ -104,6 +121,8 @@ impl Digest {
             e2e: histogram(),
             input_tokens: histogram(),
             output_tokens: histogram(),
+            server_total: histogram(),
+            e2e_beyond_server: histogram(),
             seconds: Vec::new(),
             timeline: Vec::new(),
             step: total.div_ceil(TIMELINE_ROWS).max(1),
@@ -162,6 +181,21 @@ impl Digest {
                 done.truth_prompt_tokens += u64::from(server.prompt_tokens);
                 done.cached_prompt_tokens += u64::from(server.cached_prompt_tokens);
             }
+            if let (Some(reported), Some(e2e)) = (record.server_reported, record.e2e_us()) {
+                let parts = [
+                    Some(e2e),
+                    reported.total_us,
+                    reported.queue_us,
+                    reported.load_us,
+                    reported.prefill_us,
+                    reported.decode_us,
+                ];
+                for (name, us) in REPORTED_PARTS.into_iter().zip(parts) {
+                    if let Some(us) = us {
+                        done.reported_us.entry(name).or_default().push(us);
+                    }
+                }
+            }
         } else if let Some(error) = &record.error {
             *done.errors.entry(error.kind.clone()).or_default() += 1;
         }
@@ -178,6 +212,9 @@ impl Digest {
             in_flight += second.delta;
             second.in_flight = in_flight.max(0) as u64;
             second.ttft_us.sort_unstable();
+            for values in second.reported_us.values_mut() {
+                values.sort_unstable();
+            }
         }
         self.timeline.sort_by_key(|r| r.seq);
         self.flows.finish();
@@ -198,6 +235,11 @@ impl Digest {
         take(&mut self.output_tokens, record.output_tokens.map(u64::from));
         for gap in &record.itl_us {
             self.itl.saturating_record(u64::from(*gap).max(1));
+        }
+        if let Some(total) = record.server_reported.and_then(|s| s.total_us) {
+            take(&mut self.server_total, Some(total));
+            let beyond = record.e2e_us().map(|e2e| e2e.saturating_sub(total));
+            take(&mut self.e2e_beyond_server, beyond);
         }
     }
 

@@ -864,7 +864,51 @@ pub fn server(summary: &Summary, digest: &Digest) -> Option<String> {
             &Marks::default(),
         ));
     }
+    reported_times(summary, digest, &mut body);
     (!body.is_empty()).then(|| section("server", "Server and cache", &body))
+}
+
+/// What the server said of its own time (Ollama's durations, TGI's headers) beside the
+/// client's E2E: its totals, the client's time beyond them, and per second the
+/// medians of each part it named.
+fn reported_times(summary: &Summary, digest: &Digest, body: &mut String) {
+    let Some(reported) = &summary.server.reported else {
+        return;
+    };
+    body.push_str(r#"<h3>The server's own account</h3><p class="note">What the server's API said of each request's time (Ollama's durations, TGI's headers), beside the client's: the client's end to end beyond the server's total is transport, the server's HTTP layer, any queue it does not count, and the client.</p>"#);
+    for (title, histogram, dist) in [
+        (
+            "Server-reported total",
+            &digest.server_total,
+            &reported.total_ms,
+        ),
+        (
+            "Client end to end beyond the server's total",
+            &digest.e2e_beyond_server,
+            &reported.client_e2e_beyond_ms,
+        ),
+    ] {
+        if !histogram.is_empty() {
+            body.push_str(&distribution(title, "ms", histogram, 1e3, dist));
+        }
+    }
+    let parts: Vec<Series> = super::digest::REPORTED_PARTS
+        .into_iter()
+        .map(|name| Series {
+            name: name.into(),
+            points: per_second(&digest.seconds, |s| quantile(s.reported_us.get(name)?, 0.5)),
+            dashed: name == "client E2E",
+        })
+        .filter(|series| !series.points.is_empty())
+        .collect();
+    body.push_str("<h3>Per second, the median of each part</h3>");
+    body.push_str(&svg::lines(
+        "server-reported time per second",
+        "seconds into the run",
+        "ms",
+        &parts,
+        &Marks::default(),
+    ));
 }
 
 fn share(part: u64, whole: u64) -> Option<f64> {
