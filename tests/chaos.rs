@@ -238,6 +238,19 @@ async fn stream_faults_become_typed_outcomes() {
         );
         assert_eq!(r.content_events, 3, "the role event, then 3 tokens");
     }
+    for r in run_with(
+        "cut_stream: { probability: 1, after_events: 4, reset: true }",
+        "reset",
+    )
+    .await
+    {
+        // HTTP/1.1: the connection closes mid-body.
+        assert_eq!(
+            outcome(&r),
+            (Outcome::Error, FailStage::Stream, "reset".into())
+        );
+        assert_eq!(r.content_events, 3);
+    }
     for r in run_with("corrupt_event: { probability: 1, event: 3 }", "corrupt").await {
         assert_eq!(
             outcome(&r),
@@ -339,6 +352,26 @@ async fn stream_faults_cut_and_corrupt_grpc_messages_too() {
     {
         // An early OK status: short, not broken, as with SSE's early [DONE].
         assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
+        assert_eq!(r.content_events, 4);
+    }
+    // A server aborting mid-stream: a status in the trailers, or a reset stream.
+    for r in run_with(
+        "cut_stream: { probability: 1, after_events: 4, grpc_status: unavailable, grpc_message: draining }",
+        "gabort",
+    )
+    .await
+    {
+        assert_eq!(kind(&r), Some((FailStage::Stream, "grpc_unavailable".into())));
+        assert!(r.error.as_ref().unwrap().message.contains("draining"));
+        assert_eq!(r.content_events, 4);
+    }
+    for r in run_with(
+        "cut_stream: { probability: 1, after_events: 4, reset: true }",
+        "greset",
+    )
+    .await
+    {
+        assert_eq!(kind(&r), Some((FailStage::Stream, "reset".into())));
         assert_eq!(r.content_events, 4);
     }
     for r in run_with("corrupt_event: { probability: 1, event: 3 }", "gcorrupt").await {

@@ -24,7 +24,7 @@ use serde_json::Value;
 use super::BoxError;
 use super::balance::{InFlight, Pool, is_gateway_failure};
 use super::log::{FaultLog, RequestId};
-use super::rules::{AbortHow, Action, EmptyTarget, FixedFault, Rule};
+use super::rules::{AbortHow, Action, CutEnd, EmptyTarget, FixedFault, Rule};
 use super::shape::{Shaping, StreamFormat};
 use crate::record::{FAULT_HEADER, InjectedFault};
 use crate::seed::{fnv64, mix_seed};
@@ -541,7 +541,7 @@ impl Chaos {
                 }
                 "cut-stream" => Action::Fixed(FixedFault::CutStream {
                     after: number(&fault, &value)? as u32,
-                    done: false,
+                    end: CutEnd::Plain,
                 }),
                 "corrupt-event" => {
                     let n = (number(&fault, &value)? as u32).max(1);
@@ -691,8 +691,8 @@ impl Plan {
                 self.shaping.drip += hold;
                 self.event_faults.push((rule, "token_drip", ms(hold)));
             }
-            Action::Fixed(FixedFault::CutStream { after, done }) => {
-                self.shaping.cut = Some((after, done));
+            Action::Fixed(FixedFault::CutStream { after, end }) => {
+                self.shaping.cut = Some((after, end));
                 self.event_faults.push((rule, "cut_stream", None));
             }
             Action::Fixed(FixedFault::CorruptEvent(n)) => {

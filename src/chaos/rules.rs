@@ -14,7 +14,9 @@ use rand_distr::{Distribution, Normal};
 
 use crate::seed::mix_seed;
 use crate::spec::Problems;
-use crate::spec::faults::{AbortSpec, DelayAt, DelaySpec, FaultRuleSpec, MatchSpec, RateLimitSpec};
+use crate::spec::faults::{
+    AbortSpec, CutStreamSpec, DelayAt, DelaySpec, FaultRuleSpec, MatchSpec, RateLimitSpec,
+};
 
 /// How a delay is drawn, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,6 +50,19 @@ pub enum AbortHow {
     Hang,
 }
 
+/// How a cut stream ends after its last event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CutEnd {
+    /// The body just ends.
+    Plain,
+    /// With the stream's end marker: a clean early stop.
+    Marker,
+    /// The stream is reset (the connection closed, on HTTP/1.1).
+    Reset,
+    /// A gRPC stream ends with this status and message in its trailers.
+    Grpc(tonic::Code, Option<String>),
+}
+
 /// What `empty_result` empties: the list at a JSON path, or a repeated field of each
 /// gRPC message.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,7 +93,7 @@ pub enum FixedFault {
     EmptyResult(EmptyTarget),
     StallFirstToken(Duration),
     TokenDrip(Duration),
-    CutStream { after: u32, done: bool },
+    CutStream { after: u32, end: CutEnd },
     CorruptEvent(u32),
     DropDone,
     Bandwidth(u64),
@@ -369,9 +384,10 @@ fn stream_fault(spec: &FaultRuleSpec, problems: &mut RuleCheck) -> Option<(f64, 
             Fault::Fixed(FixedFault::TokenDrip(ms_duration(f.ms))),
         )
     } else if let Some(f) = &spec.cut_stream {
+        let end = cut_end(f, problems)?;
         let fault = Fault::Fixed(FixedFault::CutStream {
             after: f.after_events,
-            done: f.done,
+            end,
         });
         ("cut_stream", f.probability, fault)
     } else if let Some(f) = &spec.corrupt_event {
@@ -633,6 +649,48 @@ fn delay_dist(delay: &DelaySpec, problems: &mut RuleCheck) -> Option<DelayDist> 
     }
 }
 
+fn cut_end(cut: &CutStreamSpec, problems: &mut RuleCheck) -> Option<CutEnd> {
+    let code = match &cut.grpc_status {
+        None => None,
+        Some(code) => match crate::grpc::code_from(code) {
+            Some(code) => Some(code),
+            None => {
+                problems.add(
+                    "cut_stream.grpc_status",
+                    format!("`{code}` is not a gRPC status"),
+                    Some("write a code's name or number, e.g. `unavailable` or `14`"),
+                );
+                return None;
+            }
+        },
+    };
+    if cut.grpc_message.is_some() && code.is_none() {
+        problems.add(
+            "cut_stream.grpc_message",
+            "`grpc_message` goes with `grpc_status`".into(),
+            Some("add `grpc_status: unavailable` (or remove `grpc_message`)"),
+        );
+        return None;
+    }
+    match (cut.done, cut.reset, code) {
+        (false, false, None) => Some(CutEnd::Plain),
+        (true, false, None) => Some(CutEnd::Marker),
+        (false, true, None) => Some(CutEnd::Reset),
+        (false, false, Some(code)) => Some(CutEnd::Grpc(code, cut.grpc_message.clone())),
+        _ => {
+            problems.add(
+                "cut_stream",
+                "a cut ends in one way: `done: true`, `reset: true`, `grpc_status` or none of them"
+                    .into(),
+                Some(
+                    "write e.g. `cut_stream: { probability: 0.05, after_events: 3, reset: true }`",
+                ),
+            );
+            None
+        }
+    }
+}
+
 fn abort_how(abort: &AbortSpec, problems: &mut RuleCheck) -> Option<AbortHow> {
     if let Some(code) = &abort.grpc_status {
         let alone = abort.status.is_none() && !abort.reset && !abort.timeout;
@@ -871,6 +929,38 @@ mod tests {
         let wait = bucket.take(t0).unwrap_err();
         assert!((wait - 0.5).abs() < 1e-9, "{wait}");
         assert!(bucket.take(t0 + Duration::from_millis(500)).is_ok());
+    }
+
+    #[test]
+    fn a_cut_ends_one_way_and_its_status_is_a_grpc_code() {
+        let cut = |edit: fn(&mut CutStreamSpec)| {
+            let mut cut = CutStreamSpec {
+                probability: 1.0,
+                after_events: 2,
+                ..CutStreamSpec::default()
+            };
+            edit(&mut cut);
+            let spec = FaultRuleSpec {
+                name: "cut".into(),
+                cut_stream: Some(cut),
+                ..FaultRuleSpec::default()
+            };
+            Rule::validate(&spec, "rules[0]").map(|rule| match rule.def.fault {
+                Fault::Fixed(FixedFault::CutStream { end, .. }) => end,
+                other => panic!("{other:?}"),
+            })
+        };
+        assert_eq!(cut(|_| {}).unwrap(), CutEnd::Plain);
+        assert_eq!(cut(|c| c.reset = true).unwrap(), CutEnd::Reset);
+        let status = cut(|c| c.grpc_status = Some("unavailable".into())).unwrap();
+        assert_eq!(status, CutEnd::Grpc(tonic::Code::Unavailable, None));
+        let both = cut(|c| (c.done, c.reset) = (true, true)).unwrap_err();
+        assert_eq!(both[0].path, "rules[0].cut_stream");
+        assert!(both[0].fix.as_ref().unwrap().contains("reset: true"));
+        let bad = cut(|c| c.grpc_status = Some("sideways".into())).unwrap_err();
+        assert_eq!(bad[0].path, "rules[0].cut_stream.grpc_status");
+        let alone = cut(|c| c.grpc_message = Some("bye".into())).unwrap_err();
+        assert_eq!(alone[0].path, "rules[0].cut_stream.grpc_message");
     }
 
     #[test]

@@ -18,6 +18,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::BoxError;
 use super::grpc::{CORRUPT_MESSAGE, MessageSplitter};
+use super::rules::CutEnd;
 use crate::client::ndjson::LineFramer;
 use crate::client::sse::{Framed, SseFramer};
 
@@ -26,9 +27,8 @@ use crate::client::sse::{Framed, SseFramer};
 pub struct Shaping {
     pub stall_first: Duration,
     pub drip: Duration,
-    /// End after this many events; send the end marker (`[DONE]`, the `done` line, an
-    /// OK gRPC status) at the cut when true.
-    pub cut: Option<(u32, bool)>,
+    /// End after this many events, in this way.
+    pub cut: Option<(u32, CutEnd)>,
     /// Corrupt this event (from 1).
     pub corrupt: Option<u32>,
     pub drop_done: bool,
@@ -186,7 +186,13 @@ impl Shaping {
                     return Some((Ok(Frame::data(chunk)), s));
                 }
                 if s.finished {
-                    return s.trailers.take().map(|t| (Ok(Frame::trailers(t)), s));
+                    if let Some(trailers) = s.trailers.take() {
+                        return Some((Ok(Frame::trailers(trailers)), s));
+                    }
+                    // An error ends the body abruptly: hyper resets the HTTP/2
+                    // stream, or closes the HTTP/1.1 connection mid-body.
+                    let reset: BoxError = "redline chaos: stream reset at the cut".into();
+                    return std::mem::take(&mut s.reset).then(|| (Err(reset), s));
                 }
                 match s.body.frame().await {
                     None => s.end(None),
@@ -215,6 +221,8 @@ struct Shaper<B> {
     queue: VecDeque<(Duration, Bytes)>,
     /// Sent once the queue is empty and the body finished.
     trailers: Option<HeaderMap>,
+    /// Reset the stream once the queue is empty and the body finished.
+    reset: bool,
     finished: bool,
     rng: ChaCha8Rng,
 }
@@ -231,6 +239,7 @@ impl<B> Shaper<B> {
             sent_events: 0,
             queue: VecDeque::new(),
             trailers: None,
+            reset: false,
             finished: false,
             rng,
         }
@@ -270,15 +279,23 @@ impl<B> Shaper<B> {
         if shaping.drop_done && self.format.is_end(&event) {
             return;
         }
-        if let Some((after, done)) = shaping.cut
-            && self.sent_events >= after
+        if let Some((after, end)) = &shaping.cut
+            && self.sent_events >= *after
         {
             self.finished = true;
-            if done {
-                match self.format.end_marker() {
+            match (end, self.format) {
+                (CutEnd::Plain, _) => {}
+                (CutEnd::Marker, format) => match format.end_marker() {
                     Ok(marker) => self.emit(Duration::ZERO, Bytes::from_static(marker)),
                     Err(trailers) => self.trailers = Some(trailers),
+                },
+                (CutEnd::Reset, _) => self.reset = true,
+                (CutEnd::Grpc(code, message), StreamFormat::Grpc) => {
+                    let message = message.as_deref().unwrap_or("redline chaos: cut_stream");
+                    self.trailers = Some(crate::grpc::status_headers(*code, message));
                 }
+                // Only a gRPC stream has a status to end with.
+                (CutEnd::Grpc(..), _) => {}
             }
             return;
         }
@@ -357,13 +374,13 @@ mod tests {
     #[tokio::test]
     async fn event_faults_rewrite_whole_events() {
         let (_, text) = shaped(Shaping {
-            cut: Some((2, false)),
+            cut: Some((2, CutEnd::Plain)),
             ..Shaping::default()
         })
         .await;
         assert_eq!(text, "data: {\"a\":1}\n\ndata: {\"a\":2}\n\n");
         let (_, text) = shaped(Shaping {
-            cut: Some((1, true)),
+            cut: Some((1, CutEnd::Marker)),
             ..Shaping::default()
         })
         .await;
@@ -405,12 +422,17 @@ mod tests {
         StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync()
     }
 
-    /// The messages' payloads and the status the shaped gRPC body ends with.
+    /// The messages' payloads and how the shaped gRPC body ends: its status, or
+    /// `reset` when it ends in an error.
     async fn grpc_shaped(shaping: Shaping) -> (Vec<Bytes>, Option<String>) {
         let mut body = shaping.apply(grpc_upstream(), StreamFormat::Grpc);
         let (mut data, mut status) = (Vec::new(), None);
         while let Some(frame) = body.frame().await {
-            match frame.unwrap().into_data() {
+            let Ok(frame) = frame else {
+                status = Some("reset".to_owned());
+                break;
+            };
+            match frame.into_data() {
                 Ok(bytes) => data.extend_from_slice(&bytes),
                 Err(frame) => {
                     let trailers = frame.into_trailers().unwrap();
@@ -429,21 +451,26 @@ mod tests {
     async fn grpc_event_faults_rewrite_whole_messages_and_the_status() {
         let (messages, status) = grpc_shaped(Shaping::default()).await;
         assert_eq!((messages.len(), status.as_deref()), (3, Some("14")));
-        let cut = |done| Shaping {
-            cut: Some((2, done)),
+        let cut = |end| Shaping {
+            cut: Some((2, end)),
             ..Shaping::default()
         };
-        let (messages, status) = grpc_shaped(cut(false)).await;
+        let (messages, status) = grpc_shaped(cut(CutEnd::Plain)).await;
         assert_eq!(
             (messages, status),
             (vec!["a", "b"].into_iter().map(Bytes::from).collect(), None)
         );
-        let (messages, status) = grpc_shaped(cut(true)).await;
+        let (messages, status) = grpc_shaped(cut(CutEnd::Marker)).await;
         assert_eq!(
             (messages.len(), status.as_deref()),
             (2, Some("0")),
             "an early OK"
         );
+        let unavailable = CutEnd::Grpc(tonic::Code::Unavailable, None);
+        let (messages, status) = grpc_shaped(cut(unavailable)).await;
+        assert_eq!((messages.len(), status.as_deref()), (2, Some("14")));
+        let (messages, status) = grpc_shaped(cut(CutEnd::Reset)).await;
+        assert_eq!((messages.len(), status.as_deref()), (2, Some("reset")));
         let drop_done = Shaping {
             drop_done: true,
             ..Shaping::default()

@@ -87,15 +87,22 @@ pub fn trailers_only<B: Default>(code: tonic::Code, message: &str) -> hyper::Res
     use hyper::header::{CONTENT_TYPE, HeaderValue};
     let mut response = hyper::Response::new(B::default());
     let headers = response.headers_mut();
+    *headers = status_headers(code, message);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    response
+}
+
+/// `grpc-status` and `grpc-message`: a call's end, in its trailers (or head).
+pub fn status_headers(code: tonic::Code, message: &str) -> hyper::HeaderMap {
+    let mut headers = hyper::HeaderMap::new();
     // `add_header` percent-encodes the message; it fails only on a message it cannot.
     if tonic::Status::new(code, message)
-        .add_header(headers)
+        .add_header(&mut headers)
         .is_err()
     {
-        let _ = tonic::Status::new(code, "").add_header(headers);
+        let _ = tonic::Status::new(code, "").add_header(&mut headers);
     }
-    response
+    headers
 }
 
 /// The trailers of a call that ended well.

@@ -205,8 +205,9 @@ pub struct HoldSpec {
     pub ms: f64,
 }
 
-/// End the stream after `after_events` events.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+/// End the stream after `after_events` events: just end it, or in one of the ways the
+/// flags name.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CutStreamSpec {
     /// Chance per matching request, 0 to 1.
@@ -216,6 +217,18 @@ pub struct CutStreamSpec {
     /// status), as a server that stops early but cleanly would.
     #[serde(default)]
     pub done: bool,
+    /// Reset the stream at the cut (HTTP/2 `RST_STREAM`; on HTTP/1.1 the connection
+    /// closes mid-body), as a server that crashed mid-answer would.
+    #[serde(default)]
+    pub reset: bool,
+    /// End a gRPC stream at the cut with this status in its trailers, by name or number
+    /// (`unavailable`, `14`), as a server aborting the call mid-stream would (a stream
+    /// that is not gRPC just ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_status: Option<String>,
+    /// The `grpc-message` with `grpc_status`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_message: Option<String>,
 }
 
 /// Corrupt one event.
