@@ -244,12 +244,13 @@ async fn stream_faults_become_typed_outcomes() {
     )
     .await
     {
-        // HTTP/1.1: the connection closes mid-body.
+        // HTTP/1.1: the connection closes mid-body. Events still in the proxy's write
+        // buffer go with it, as with a server that crashed: at most the 3 before the cut.
         assert_eq!(
             outcome(&r),
             (Outcome::Error, FailStage::Stream, "reset".into())
         );
-        assert_eq!(r.content_events, 3);
+        assert!(r.content_events <= 3, "{r:?}");
     }
     for r in run_with("corrupt_event: { probability: 1, event: 3 }", "corrupt").await {
         assert_eq!(
@@ -371,8 +372,10 @@ async fn stream_faults_cut_and_corrupt_grpc_messages_too() {
     )
     .await
     {
+        // A reset discards the DATA frames still queued for the stream (h2 clears them),
+        // so the client sees at most the 4 messages before the cut.
         assert_eq!(kind(&r), Some((FailStage::Stream, "reset".into())));
-        assert_eq!(r.content_events, 4);
+        assert!(r.content_events <= 4, "{r:?}");
     }
     for r in run_with("corrupt_event: { probability: 1, event: 3 }", "gcorrupt").await {
         assert_eq!(
