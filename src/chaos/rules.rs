@@ -652,17 +652,7 @@ fn delay_dist(delay: &DelaySpec, problems: &mut RuleCheck) -> Option<DelayDist> 
 fn cut_end(cut: &CutStreamSpec, problems: &mut RuleCheck) -> Option<CutEnd> {
     let code = match &cut.grpc_status {
         None => None,
-        Some(code) => match crate::grpc::code_from(code) {
-            Some(code) => Some(code),
-            None => {
-                problems.add(
-                    "cut_stream.grpc_status",
-                    format!("`{code}` is not a gRPC status"),
-                    Some("write a code's name or number, e.g. `unavailable` or `14`"),
-                );
-                return None;
-            }
-        },
+        Some(code) => Some(grpc_code(code, "cut_stream.grpc_status", problems)?),
     };
     if cut.grpc_message.is_some() && code.is_none() {
         problems.add(
@@ -691,28 +681,32 @@ fn cut_end(cut: &CutStreamSpec, problems: &mut RuleCheck) -> Option<CutEnd> {
     }
 }
 
+/// A gRPC status code by name or number, or a problem at `field`.
+fn grpc_code(code: &str, field: &str, problems: &mut RuleCheck) -> Option<tonic::Code> {
+    let parsed = crate::grpc::code_from(code);
+    if parsed.is_none() {
+        problems.add(
+            field,
+            format!("`{code}` is not a gRPC status"),
+            Some("write a code's name or number, e.g. `unavailable` or `14`"),
+        );
+    }
+    parsed
+}
+
 fn abort_how(abort: &AbortSpec, problems: &mut RuleCheck) -> Option<AbortHow> {
     if let Some(code) = &abort.grpc_status {
+        let code = grpc_code(code, "abort.grpc_status", problems)?;
         let alone = abort.status.is_none() && !abort.reset && !abort.timeout;
-        return match crate::grpc::code_from(code) {
-            Some(code) if alone => Some(AbortHow::Grpc(code, abort.grpc_message.clone())),
-            Some(_) => {
-                problems.add(
-                    "abort",
-                    "an abort is exactly one of `status`, `grpc_status`, `reset: true` or `timeout: true`".into(),
-                    Some("write e.g. `abort: { probability: 0.01, grpc_status: unavailable }`"),
-                );
-                None
-            }
-            None => {
-                problems.add(
-                    "abort.grpc_status",
-                    format!("`{code}` is not a gRPC status"),
-                    Some("write a code's name or number, e.g. `unavailable` or `14`"),
-                );
-                None
-            }
-        };
+        if !alone {
+            problems.add(
+                "abort",
+                "an abort is exactly one of `status`, `grpc_status`, `reset: true` or `timeout: true`".into(),
+                Some("write e.g. `abort: { probability: 0.01, grpc_status: unavailable }`"),
+            );
+            return None;
+        }
+        return Some(AbortHow::Grpc(code, abort.grpc_message.clone()));
     }
     if abort.grpc_message.is_some() {
         problems.add(
