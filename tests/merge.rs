@@ -2,7 +2,8 @@
 //! count, sum and histogram (so every percentile), per stage, turn, window, failure
 //! class, fault rule and flow step. Checked on the records of real runs against the
 //! simulator: a flow with injected faults, and chat sessions with shared prefixes
-//! and a warm-up — the figures whose merge depends on which request came first.
+//! and a warm-up — the figures whose merge depends on which request came first. Each
+//! merge also goes through `aggregate.json`'s encoding and back unchanged.
 
 use crate::common::{run_to_records, scenario, summary_of};
 use redline::metrics::Aggregator;
@@ -36,6 +37,9 @@ fn assert_merge_is_exact(
     let recall = (merged.flow.recall_sum, whole.flow.recall_sum);
     assert!((recall.0 - recall.1).abs() < 1e-9, "{recall:?}");
     merged.flow.recall_sum = whole.flow.recall_sum;
+    // What `aggregate.json` holds reads back as the aggregator it was written from.
+    let text = redline::metrics::file::render(&merged).unwrap();
+    assert_eq!(redline::metrics::file::parse(&text).unwrap(), merged);
     if merged != whole {
         let (m, w) = (format!("{merged:#?}"), format!("{whole:#?}"));
         let differ: Vec<String> = m

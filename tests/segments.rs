@@ -203,6 +203,65 @@ fn a_missing_share_is_named_and_the_rest_is_judged() {
     assert!(stdout.contains("1/2:3/4"), "{stdout}");
 }
 
+/// Merging the workers' `aggregate.json` files (HDR histograms and counts) gives the
+/// figures and verdicts that merging their records gives, and is what a merge falls
+/// back to when a folder kept no records.
+#[test]
+fn the_workers_aggregates_merge_to_the_figures_of_their_records() {
+    let dir = temp_dir("segments-aggregates");
+    let spec = write_spec(&dir, 5);
+    let halves: Vec<String> = ["1/2", "2/2"]
+        .iter()
+        .map(|part| run_segment(&spec, part, &dir.join(part.replace('/', "-of-"))))
+        .collect();
+    let merge = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let mut args = vec!["merge", "--out", out.to_str().unwrap(), "--quiet"];
+        args.extend(extra);
+        args.extend(halves.iter().map(String::as_str));
+        let (code, stdout, stderr) = redline(&args);
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+        (summary(&out), out)
+    };
+    let (from_records, _) = merge("from-records", &[]);
+    let (from_aggregates, out) = merge("from-aggregates", &["--without-records"]);
+    assert!(!out.join("records.jsonl").exists() && !out.join("report.html").exists());
+    assert!(
+        out.join("aggregate.json").is_file(),
+        "a merge can be merged again"
+    );
+    let warnings = from_aggregates["warnings"].to_string();
+    assert!(
+        warnings.contains("aggregate.json files, no records"),
+        "{warnings}"
+    );
+    assert!(warnings.contains("report.html"), "{warnings}");
+    for figure in ["requests", "latency_ms", "tokens", "verdicts"] {
+        assert_eq!(from_aggregates[figure], from_records[figure], "{figure}");
+    }
+    assert_eq!(from_records["requests"]["scheduled"], 320);
+    // A folder without records: the merge reads the aggregates by itself.
+    std::fs::remove_file(Path::new(&halves[1]).join("records.jsonl")).unwrap();
+    let (fallen_back, _) = merge("one-without-records", &[]);
+    assert_eq!(fallen_back["latency_ms"], from_records["latency_ms"]);
+    // A folder with neither is refused by name.
+    std::fs::remove_file(Path::new(&halves[1]).join("aggregate.json")).unwrap();
+    let out = dir.join("refused");
+    let (code, _, stderr) = redline(&[
+        "merge",
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+        &halves[0],
+        &halves[1],
+    ]);
+    assert_ne!(code, Some(0));
+    assert!(
+        stderr.contains("neither records.jsonl nor aggregate.json"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn merge_refuses_other_specs_and_overlapping_shares() {
     let dir = temp_dir("segments-refused");

@@ -155,6 +155,12 @@ pub enum Command {
         /// Draw no progress bar.
         #[arg(long)]
         quiet: bool,
+        /// Merge the folders' `aggregate.json` files (HDR histograms and counts) and
+        /// not their records: for runs too big to read again. The figures and the SLO
+        /// verdicts are the same; report.html, timeline.json and windowed SLOs need the
+        /// records and are left out. Used by itself when a folder has no records.
+        #[arg(long)]
+        without_records: bool,
     },
     /// Compare runs with the first (the baseline): each metric's percentiles, whether a
     /// difference is beyond noise (a 95 % bootstrap interval, and Mann–Whitney U), and
@@ -685,7 +691,8 @@ pub async fn run(cli: Cli) -> Result<i32> {
             out,
             strict,
             quiet,
-        } => merge(&dirs, &out, strict, quiet).await,
+            without_records,
+        } => merge(&dirs, &out, strict, quiet, without_records).await,
         Command::Slo {
             command:
                 SloCommand::Rules {

@@ -53,7 +53,7 @@ pub(super) async fn run_workers(args: &RunArgs, workers: u32, out_dir: &Path) ->
         out_dir.join("workers").display()
     );
     supervise(children, &dirs).await?;
-    merge(&dirs, out_dir, args.strict, args.quiet).await
+    merge(&dirs, out_dir, args.strict, args.quiet, false).await
 }
 
 /// Waits for every worker. A worker that stopped on an SLO it was certain to fail
@@ -159,6 +159,7 @@ pub(super) async fn merge(
     out_dir: &Path,
     strict: bool,
     quiet: bool,
+    without_records: bool,
 ) -> Result<i32> {
     let (mut parts, mut warnings) = read_parts(dirs)?;
     if parts.is_empty() {
@@ -183,8 +184,37 @@ pub(super) async fn merge(
         return Ok(exit::USAGE);
     };
     let records_path = out_dir.join("records.jsonl");
-    let written = merge_records(&parts, &records_path)?;
-    let (aggregator, _, _, drift) = read_run(&records_path, &scenario, quiet).await?;
+    let from_records =
+        !without_records && parts.iter().all(|p| p.dir.join("records.jsonl").is_file());
+    let (aggregator, drift, joined) = if from_records {
+        let written = merge_records(&parts, &records_path)?;
+        let (aggregator, _, _, drift) = read_run(&records_path, &scenario, quiet).await?;
+        (aggregator, drift, format!("{written} records"))
+    } else {
+        let aggregator = merge_aggregates(&parts)?;
+        let windowed = scenario
+            .streaming
+            .as_ref()
+            .is_some_and(|s| !s.thresholds.is_empty());
+        if windowed {
+            warnings.push(
+                "the windowed SLOs are not judged: their windows are replayed from the \
+                 records, and this merge read the aggregates only"
+                    .into(),
+            );
+        }
+        warnings.push(
+            "report.html and timeline.json are not written: they are drawn from the \
+             records, and this merge read the aggregates only"
+                .into(),
+        );
+        (
+            aggregator,
+            None,
+            "their aggregate.json files, no records".to_owned(),
+        )
+    };
+    crate::metrics::file::write(&out_dir.join("aggregate.json"), &aggregator)?;
     let verdicts = scenario
         .slos
         .as_ref()
@@ -202,7 +232,7 @@ pub(super) async fn merge(
         ));
     }
     warnings.push(format!(
-        "merged from {} worker folders ({written} records); server metrics, proxy counts and \
+        "merged from {} worker folders ({joined}); server metrics, proxy counts and \
          traces are each worker's own, in its folder",
         parts.len()
     ));
@@ -240,7 +270,9 @@ pub(super) async fn merge(
         crate::report::render_json(&summary),
     )
     .context("cannot write summary.json")?;
-    crate::report::outputs::write_pictures(&summary, out_dir, None)?;
+    if from_records {
+        crate::report::outputs::write_pictures(&summary, out_dir, None)?;
+    }
     let code = merged_code(
         &summary,
         verdicts.as_deref(),
@@ -249,12 +281,37 @@ pub(super) async fn merge(
         strict,
     )?;
     out(&render_terminal(&summary));
+    let records = if from_records {
+        records_path.display().to_string()
+    } else {
+        "none (merged from aggregates)".into()
+    };
     outln!(
-        "  records: {}  summary: {}",
-        records_path.display(),
+        "  records: {records}  summary: {}",
         out_dir.join("summary.json").display()
     );
     Ok(code)
+}
+
+/// The parts' aggregates (`aggregate.json`, which every run writes) merged: the same
+/// counts and histograms as the records would give, without reading them.
+fn merge_aggregates(parts: &[Part]) -> Result<crate::metrics::Aggregator> {
+    let mut merged: Option<crate::metrics::Aggregator> = None;
+    for part in parts {
+        let path = part.dir.join("aggregate.json");
+        if !path.is_file() {
+            bail!(
+                "{}: neither records.jsonl nor aggregate.json: nothing of its share to merge",
+                part.dir.display()
+            );
+        }
+        let aggregator = crate::metrics::file::read(&path).map_err(|e| anyhow::anyhow!(e))?;
+        match &mut merged {
+            Some(merged) => merged.merge(&aggregator),
+            None => merged = Some(aggregator),
+        }
+    }
+    Ok(merged.expect("the merge has at least one part"))
 }
 
 /// Each folder's summary and segment; a folder without a summary (a worker that died)

@@ -4,17 +4,20 @@
 use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
 use super::{Counts, histogram};
 use crate::record::{Outcome, Phase, Record, SessionOutcome};
 
 /// One step's requests (measured phase).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepTally {
     pub kind: String,
     pub counts: Counts,
     /// Send to last byte, microseconds, of successful requests.
+    #[serde(with = "super::file::hdr")]
     pub latency: Histogram<u64>,
+    #[serde(with = "super::file::hdr")]
     pub ttft: Histogram<u64>,
     /// Failures by `stage/kind`.
     pub failures: BTreeMap<String, u64>,
@@ -23,16 +26,19 @@ pub struct StepTally {
 }
 
 /// Flow figures (measured phase).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowTally {
     /// By step name.
     pub steps: BTreeMap<String, StepTally>,
     pub sessions: BTreeMap<SessionOutcome, u64>,
     /// Intended start to last byte of whole sessions that ended `ok`, microseconds.
+    #[serde(with = "super::file::hdr")]
     pub session_e2e: Histogram<u64>,
     /// Fallbacks by (rule, tool).
+    #[serde(with = "super::file::pairs")]
     pub fallbacks: BTreeMap<(String, String), u64>,
     /// Send to last byte of successful embed steps (`embedding_latency_ms`).
+    #[serde(with = "super::file::hdr")]
     pub embedding_latency: Histogram<u64>,
     pub recall_queries: u64,
     pub recall_sum: f64,

@@ -3,6 +3,7 @@
 //! [`Aggregator::merge`] combines aggregators of disjoint parts of a run into the
 //! aggregator of the whole (see [`merge`] for what "exact" means there).
 
+pub mod file;
 pub mod flow;
 pub mod merge;
 
@@ -23,27 +24,41 @@ pub fn histogram() -> Histogram<u64> {
 }
 
 /// The latency (and token) distributions of the measured requests.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Distributions {
+    #[serde(with = "file::hdr")]
     pub ttft: Histogram<u64>,
+    #[serde(with = "file::hdr")]
     pub ttft_intended: Histogram<u64>,
+    #[serde(with = "file::hdr")]
     pub time_to_second_token: Histogram<u64>,
     /// Gaps between content events, pooled over all requests.
+    #[serde(with = "file::hdr")]
     pub itl: Histogram<u64>,
     /// Each request's mean gap.
+    #[serde(with = "file::hdr")]
     pub itl_request_mean: Histogram<u64>,
+    #[serde(with = "file::hdr")]
     pub tpot: Histogram<u64>,
+    #[serde(with = "file::hdr")]
     pub e2e: Histogram<u64>,
+    #[serde(with = "file::hdr")]
     pub e2e_intended: Histogram<u64>,
     /// Actual send − intended start.
+    #[serde(with = "file::hdr")]
     pub send_lag: Histogram<u64>,
+    #[serde(with = "file::hdr")]
     pub input_tokens: Histogram<u64>,
+    #[serde(with = "file::hdr")]
     pub output_tokens: Histogram<u64>,
     /// Client TTFT − server-reported (first token − arrival), where the server says.
+    #[serde(with = "file::hdr")]
     pub ttft_client_overhead: Histogram<u64>,
     /// The server's own account of a request's total time (`server_reported`).
+    #[serde(with = "file::hdr")]
     pub server_total: Histogram<u64>,
     /// Client E2E − the server's own total: what the server's account leaves out.
+    #[serde(with = "file::hdr")]
     pub e2e_beyond_server: Histogram<u64>,
 }
 
@@ -129,7 +144,7 @@ pub struct FailureCount {
 }
 
 /// The failures of one (stage, kind) and the first of them, as an example.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailureClass {
     pub count: u64,
     pub example: String,
@@ -174,7 +189,7 @@ impl RequestSlo {
 }
 
 /// The figures of one executed stage (every phase: a sweep point is judged whole).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StageStats {
     pub counts: Counts,
     pub good: u64,
@@ -182,12 +197,19 @@ pub struct StageStats {
     /// First intended start and last completion, microseconds.
     pub first_intended_us: u64,
     pub last_done_us: u64,
+    #[serde(with = "file::hdr")]
     pub ttft: Histogram<u64>,
+    #[serde(with = "file::hdr")]
     pub ttft_intended: Histogram<u64>,
+    #[serde(with = "file::hdr")]
     pub itl: Histogram<u64>,
+    #[serde(with = "file::hdr")]
     pub tpot: Histogram<u64>,
+    #[serde(with = "file::hdr")]
     pub e2e: Histogram<u64>,
+    #[serde(with = "file::hdr")]
     pub e2e_intended: Histogram<u64>,
+    #[serde(with = "file::hdr")]
     pub send_lag: Histogram<u64>,
 }
 
@@ -248,10 +270,11 @@ impl StageStats {
 
 /// The figures of one turn index across sessions: later turns carry longer histories,
 /// and on a server with prefix caching should find more of them cached.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnStats {
     pub requests: u64,
     pub ok: u64,
+    #[serde(with = "file::hdr")]
     pub ttft: Histogram<u64>,
     pub prompt_tokens: u64,
     /// Prompt tokens the server reported as cached (simulator ground truth).
@@ -270,7 +293,7 @@ impl Default for TurnStats {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Aggregator {
     /// Per-request SLOs of goodput, if set.
     pub goodput_slo: Option<RequestSlo>,
@@ -293,6 +316,7 @@ pub struct Aggregator {
     /// Measured requests that failed for the service being unavailable.
     pub unavailable: u64,
     pub dist: Distributions,
+    #[serde(with = "file::pairs")]
     pub failures: BTreeMap<(FailStage, String), FailureClass>,
     pub windows: BTreeMap<u64, Window>,
     pub output_tokens: u64,
@@ -315,7 +339,7 @@ pub struct Aggregator {
 
 /// The first successful request that sent a shared prefix: what a merge needs to
 /// decide which of two parts sent it first.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct FirstPrefix {
     pub done_us: u64,
     pub tokens: u32,
@@ -324,7 +348,7 @@ pub struct FirstPrefix {
 
 /// Requests with and without injected faults, and how they ended: what separates the
 /// failures a fault caused from the ones the service produced on its own.
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FaultTally {
     /// By rule name.
     pub rules: BTreeMap<String, RuleTally>,
@@ -334,7 +358,7 @@ pub struct FaultTally {
 }
 
 /// The requests one rule injected into.
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuleTally {
     /// The fault it injects.
     pub fault: String,
@@ -343,6 +367,7 @@ pub struct RuleTally {
     /// Failures of those requests by `stage/kind`.
     pub failures: BTreeMap<String, u64>,
     /// Delays or holds it added, microseconds.
+    #[serde(with = "file::hdr_option")]
     pub added: Option<Histogram<u64>>,
 }
 

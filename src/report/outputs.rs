@@ -94,6 +94,7 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
     }
     std::fs::write(dir.join("summary.json"), render_json(&summary))
         .context("cannot write summary.json")?;
+    crate::metrics::file::write(&dir.join("aggregate.json"), &result.aggregator)?;
     write_pictures(&summary, dir, None)?;
     let junit = match &verdicts {
         Some(verdicts) => {
@@ -242,6 +243,7 @@ fn exit_code(
 pub const RUN_FILES: &[&str] = &[
     "records.jsonl",
     "summary.json",
+    "aggregate.json",
     "junit.xml",
     "report.html",
     "timeline.json",
