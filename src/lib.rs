@@ -69,6 +69,7 @@ pub mod schedule;
 pub mod pacer;
 pub mod metrics;
 pub mod slo;
+pub mod coordinator;
 pub mod explain;
 pub mod sim;
 pub mod chaos;

@@ -389,16 +389,10 @@ fn a_killed_worker_s_share_is_named_missing_and_nothing_of_the_others_is_lost() 
     assert!(kept > 200, "three quarters of 6 s at 60 a second: {kept}");
 }
 
-#[test]
-fn a_worker_that_aborts_on_an_slo_stops_the_others() {
-    // One slot: only the last of four segments holds it, and its answers breach the
-    // TTFT SLO at once. The other three wait for the open-loop stage after it, which
-    // would take them 10 s more if nobody stopped them.
-    let dir = temp_dir("segments-abort");
-    let spec = dir.join("spec.yaml");
-    std::fs::write(
-        &spec,
-        r#"apiVersion: redline.dev/v1alpha1
+/// One slot, held by the last of four segments only, whose answers breach the TTFT
+/// SLO at once; the other three wait for the open-loop stage after it, which would take
+/// them 10 s more if nobody stopped them.
+const ABORT_SPEC: &str = r#"apiVersion: redline.dev/v1alpha1
 kind: InferenceSpec
 metadata: { name: segments-abort }
 spec:
@@ -420,9 +414,13 @@ spec:
     abort_on_fail: true
     delay: 1s
     ttft: { p50: "< 1ms" }
-"#,
-    )
-    .unwrap();
+"#;
+
+#[test]
+fn a_worker_that_aborts_on_an_slo_stops_the_others() {
+    let dir = temp_dir("segments-abort");
+    let spec = dir.join("spec.yaml");
+    std::fs::write(&spec, ABORT_SPEC).unwrap();
     let out = dir.join("merged");
     let started = std::time::Instant::now();
     let (code, stdout, stderr) = redline(&[
@@ -452,4 +450,109 @@ spec:
     );
     // The others started no request of the second stage.
     assert!(records(&out).iter().all(|r| r["stage"] == 0));
+}
+
+/// Workers started by hand, as on four machines, with `redline coordinate`: they wait
+/// for each other, and when the merged figures make a breach certain the coordinator
+/// stops every one of them, including the three whose own shares have no requests.
+#[test]
+fn a_coordinator_stops_every_worker_when_the_whole_run_breaches() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let dir = temp_dir("segments-coordinator");
+    let spec = dir.join("spec.yaml");
+    std::fs::write(&spec, ABORT_SPEC).unwrap();
+    let spec = spec.to_str().unwrap();
+    let mut coordinator = Command::new(env!("CARGO_BIN_EXE_redline"))
+        .args([
+            "coordinate",
+            spec,
+            "--workers",
+            "4",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = std::io::BufReader::new(coordinator.stdout.take().unwrap());
+    let mut first = String::new();
+    said.read_line(&mut first).unwrap();
+    let url = first.split_whitespace().nth(2).unwrap().to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{first}");
+    let started = std::time::Instant::now();
+    let workers: Vec<_> = (1..=4)
+        .map(|k| {
+            let out = dir.join(format!("w{k}"));
+            let child = Command::new(env!("CARGO_BIN_EXE_redline"))
+                .args([
+                    "run",
+                    spec,
+                    "--segment",
+                    &format!("{k}/4"),
+                    "--coordinator",
+                    &url,
+                ])
+                .args(["--out", out.to_str().unwrap(), "--quiet"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (out, child)
+        })
+        .collect();
+    let (mut dirs, mut stopped_at) = (Vec::new(), Vec::<f64>::new());
+    for (out, child) in workers {
+        let done = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        assert_eq!(done.status.code(), Some(1), "{}: {stderr}", out.display());
+        let summary = summary(&out);
+        assert_eq!(
+            summary["aborted"]["breaches"][0]["slo"],
+            "ttft.p50",
+            "{}",
+            out.display()
+        );
+        stopped_at.push(summary["aborted"]["at_s"].as_f64().unwrap());
+        assert!(
+            records(&out).iter().all(|r| r["stage"] == 0),
+            "no second stage"
+        );
+        dirs.push(out.display().to_string());
+    }
+    // Without the stop the run takes 20 s; with it, the first push after the breach
+    // (pushes every 2 s, the SLO's delay 1 s) and a 1 s drain.
+    let took = started.elapsed().as_secs_f64();
+    assert!(took < 12.0, "took {took:.1} s");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut said, &mut rest).unwrap();
+    let status = coordinator.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{rest}");
+    assert!(rest.contains("ttft.p50"), "{rest}");
+    assert_eq!(rest.matches(": done after").count(), 4, "{rest}");
+    // Each worker stopped within a push interval (2 s) of the coordinator's decision:
+    // the workers' clocks start at the start it gave them.
+    let decided: f64 = rest
+        .split("stopped every worker at ")
+        .nth(1)
+        .and_then(|r| r.split('s').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no stop in {rest}"));
+    for at in stopped_at {
+        assert!(
+            at < decided + 3.0,
+            "a worker stopped at {at:.1} s, decided at {decided:.1} s"
+        );
+    }
+    // The four folders merge into one aborted run.
+    let merged = dir.join("merged");
+    let mut args = vec!["merge", "--out", merged.to_str().unwrap(), "--quiet"];
+    args.extend(dirs.iter().map(String::as_str));
+    let (code, stdout, stderr) = redline(&args);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_eq!(
+        summary(&merged)["aborted"]["breaches"][0]["slo"],
+        "ttft.p50"
+    );
 }

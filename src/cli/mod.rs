@@ -33,6 +33,7 @@ mod k8s;
 mod report;
 mod serve;
 mod run;
+mod coordinate;
 mod segments;
 mod validate;
 mod watch;
@@ -139,6 +140,11 @@ pub enum Command {
         #[arg(long)]
         spec: Option<PathBuf>,
     },
+    /// Coordinate workers on several machines (`run --segment K/N --coordinator URL`):
+    /// they wait for each other and start together, push their figures every 2 s, and
+    /// are all stopped once the whole run is certain to fail an `abort_on_fail` SLO.
+    /// Exits 1 when it stopped them, after every worker is done or silent for 10 s.
+    Coordinate(coordinate::CoordinateArgs),
     /// Join the folders of a segmented run's workers (`run --segment`) into one run
     /// folder: one records file, summary, SLO verdict, JUnit file and report. Folders
     /// of different specs are refused; a share no folder holds is named as missing.
@@ -578,6 +584,12 @@ pub struct RunArgs {
     /// trace IDs and baggage are the run's; set by `--workers`.
     #[arg(long, value_name = "HEX", hide = true, value_parser = parse_run_id)]
     pub run_id: Option<u64>,
+    /// Join the coordinator of a run across machines (`redline coordinate`) at this
+    /// URL: wait there for every worker, start together, push this segment's figures
+    /// every 2 s and stop when the coordinator finds the whole run certain to fail an
+    /// `abort_on_fail` SLO. With --segment or --segment-of.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["workers", "run_id"], help_heading = "Segments")]
+    pub coordinator: Option<String>,
 
     /// Shorthand: base URL of an OpenAI-compatible server (http:// or https://), or
     /// `embedded`.
@@ -686,6 +698,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Command::Run(args) => run_command(*args).await,
         Command::Validate { spec } => validate(&spec),
         Command::Report { dir, out, spec } => report(&dir, out.as_deref(), spec.as_deref()).await,
+        Command::Coordinate(args) => coordinate::coordinate(args).await,
         Command::Merge {
             dirs,
             out,

@@ -67,7 +67,7 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
     let progress = std::sync::Arc::new(crate::runner::Progress::default());
     let drawer = progress::wanted(args.quiet)
         .then(|| progress::Drawer::for_run(progress.clone(), scenario.unit()));
-    let options = run_options(&args, tls.as_ref(), progress, &dir).await?;
+    let options = run_options(&args, tls.as_ref(), progress, &dir, segment).await?;
     let name = scenario.name.clone();
     let slos = scenario.slos.clone();
     let remediation = scenario.remediate.clone();
@@ -118,7 +118,17 @@ pub(super) async fn run_options(
     tls: Option<&TlsSpec>,
     progress: std::sync::Arc<crate::runner::Progress>,
     dir: &Path,
+    segment: Option<Segment>,
 ) -> Result<RunOptions> {
+    let coordinator = match (&args.coordinator, segment) {
+        (Some(url), Some(segment)) => {
+            Some(crate::coordinator::worker::Link::new(url, segment).map_err(anyhow::Error::msg)?)
+        }
+        (Some(_), None) => {
+            bail!("--coordinator needs this worker's share: --segment K/N or --segment-of N")
+        }
+        (None, _) => None,
+    };
     let metrics_listener = match args.metrics_addr {
         Some(addr) if !addr.ip().is_loopback() => bail!(
             "refusing to serve metrics on {addr}: the run's metrics bind loopback; put a scraper or a reverse proxy beside it"
@@ -137,6 +147,7 @@ pub(super) async fn run_options(
     };
     Ok(RunOptions {
         run_id: args.run_id,
+        coordinator,
         records_path: dir.join("records.jsonl"),
         progress: Some(progress),
         on_start: Some(Box::new(|header| out(&render_header(header)))),

@@ -110,6 +110,9 @@ pub struct RunOptions {
     /// The run's ID (in trace IDs and baggage), when the caller sets it: the workers
     /// of one segmented run share theirs. Else a new one.
     pub run_id: Option<u64>,
+    /// A coordinator to join before the first request and to push deltas to: it
+    /// gives the run ID and the start, and judges `abort_on_fail` on the whole run.
+    pub coordinator: Option<crate::coordinator::worker::Link>,
 }
 
 impl RunOptions {
@@ -125,6 +128,7 @@ impl RunOptions {
             collect: None,
             on_drift: None,
             run_id: None,
+            coordinator: None,
         }
     }
 }
@@ -373,6 +377,7 @@ pub async fn run(
         collect: collect_options,
         on_drift,
         run_id,
+        coordinator,
     } = options;
     let out_dir = records_path
         .parent()
@@ -382,7 +387,11 @@ pub async fn run(
     let model = servers.model_of(scenario.service());
     // W3C baggage on every request: which run and scenario sent it, so the services'
     // own spans and logs can be told apart by run.
-    let run_id = run_id.unwrap_or_else(new_run_id);
+    let run_id = match &coordinator {
+        // Every worker waits here until all have joined, so they start together.
+        Some(link) => link.join(JOIN_PATIENCE).await.map_err(anyhow::Error::msg)?,
+        None => run_id.unwrap_or_else(new_run_id),
+    };
     let baggage = baggage_of(run_id, &scenario.name);
     let request_base = servers.request_base(&scenario.service().name, base_url.clone());
     let target = build_target(&scenario, &request_base, &model, &baggage)?;
@@ -412,8 +421,13 @@ pub async fn run(
         )?),
         None => None,
     };
+    let pusher = coordinator.map(|link| {
+        crate::coordinator::worker::Pusher::new(link, scenario.aggregator(), stop.clone(), clock)
+    });
     let listeners = Listeners {
-        gate: abort_gate(&scenario, &stop, clock),
+        // With a coordinator the SLOs are judged on the whole run, there.
+        gate: abort_gate(&scenario, &stop, clock).filter(|_| pusher.is_none()),
+        pusher,
         faults: servers.fault_logs(),
         live: observers.live.clone(),
         spans: span_sink,
@@ -506,10 +520,12 @@ pub async fn run(
             aggregator.counts
         );
     }
+    let mut warnings = shared.scenario.warnings();
+    warnings.extend(recorded.coordinator_trouble);
     Ok(RunResult {
         aggregator,
         token_settlement,
-        warnings: shared.scenario.warnings(),
+        warnings,
         interrupted: stop.is_cancelled() && aborted.is_none(),
         aborted,
         server_metrics,
@@ -525,6 +541,10 @@ pub async fn run(
         availability,
     })
 }
+
+/// How long a worker waits at the coordinator's barrier for the others to join (pods
+/// of an Indexed Job may be scheduled minutes apart).
+const JOIN_PATIENCE: Duration = Duration::from_secs(600);
 
 /// The SLO gate that stops a run once a breach is certain, when the SLOs ask.
 fn abort_gate(scenario: &Scenario, stop: &CancellationToken, clock: RunClock) -> Option<Gate> {

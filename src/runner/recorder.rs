@@ -53,12 +53,16 @@ pub(super) struct Recorded {
     pub(super) samples: Vec<crate::record::Sample>,
     /// The streaming SLOs, still to be finished at the run's end.
     pub(super) drift: Option<super::drift::Drift>,
+    /// Pushes to the coordinator that failed, as a warning of the run.
+    pub(super) coordinator_trouble: Option<String>,
 }
 
 /// Who else hears of each record, besides `records.jsonl` and the statistics.
 pub(super) struct Listeners {
     /// Stops the run once a breach is certain (`abort_on_fail`).
     pub(super) gate: Option<Gate>,
+    /// Pushes deltas to the coordinator of a segmented run, which may stop it.
+    pub(super) pusher: Option<crate::coordinator::worker::Pusher>,
     /// The chaos proxies' logs of what they injected, joined into the records.
     pub(super) faults: Vec<Arc<FaultLog>>,
     pub(super) live: Option<Arc<LiveMetrics>>,
@@ -90,6 +94,7 @@ pub(super) async fn record(
 ) -> Result<Recorded> {
     let Listeners {
         gate,
+        mut pusher,
         faults,
         live,
         mut spans,
@@ -102,6 +107,7 @@ pub(super) async fn record(
     // Client metrics go out as cumulative snapshots every 10 s, and once at the end.
     let mut metrics_tick = tokio::time::interval(Duration::from_secs(10));
     metrics_tick.tick().await;
+    let mut push = crate::coordinator::worker::Pusher::interval();
     let mut aborted = None;
     let mut batch = Vec::with_capacity(BATCH);
     let mut line = Vec::with_capacity(1024);
@@ -148,6 +154,9 @@ pub(super) async fn record(
                         sink.metrics.observe(&record, &sink.model);
                     }
                     aggregator.add(&record);
+                    if let Some(pusher) = &mut pusher {
+                        pusher.observe(&record);
+                    }
                     if let Some(drift) = &mut drift {
                         drift.observe(&record);
                     }
@@ -170,6 +179,12 @@ pub(super) async fn record(
                     sink.send_metrics();
                 }
             }
+            _ = push.tick(), if pusher.is_some() => {
+                let pusher = pusher.as_mut().expect("checked by the guard");
+                if let Some(stopped) = pusher.tick().await {
+                    aborted.get_or_insert(stopped);
+                }
+            }
             _ = judge.tick(), if gate.is_some() && aborted.is_none() => {
                 let gate = gate.as_ref().expect("checked by the guard");
                 let at = gate.clock.start().elapsed();
@@ -188,6 +203,14 @@ pub(super) async fn record(
     if let Some(sink) = &spans {
         sink.send_metrics();
     }
+    let mut coordinator_trouble = None;
+    if let Some(pusher) = pusher {
+        let (stopped, failed) = pusher.finish().await;
+        if aborted.is_none() {
+            aborted = stopped;
+        }
+        coordinator_trouble = failed;
+    }
     samples.sort_by_key(|s| s.seq);
     Ok(Recorded {
         aggregator,
@@ -195,5 +218,6 @@ pub(super) async fn record(
         evidence,
         samples,
         drift,
+        coordinator_trouble,
     })
 }

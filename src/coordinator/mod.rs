@@ -1,0 +1,339 @@
+//! The coordinator of a segmented run across machines: a start barrier, and the SLO
+//! gate judged on the whole run while it goes.
+//!
+//! Workers (`redline run --segment K/N --coordinator URL`) join first; once all `N`
+//! have joined, each is told one start time (a second ahead, in Unix time) and one run
+//! ID, so they start together and their trace IDs name one run. While they run, each
+//! pushes what it measured since its last push — its aggregator's delta, in
+//! `aggregate.json`'s format (HDR histograms, which add exactly) — every
+//! [`PUSH_EVERY`]. The coordinator merges the deltas and, with `abort_on_fail`, judges
+//! the SLOs on the merged run as one process's gate would; once a breach is certain
+//! every worker is told to stop in the answer to its next push. A worker that falls
+//! silent for [`SILENCE`] is reported by its share. Nothing else passes between
+//! processes: the records stay with each worker, and `redline merge` joins them after.
+//!
+//! The protocol is plain HTTP/1.1 and JSON (`POST /v1/join`, `POST /v1/delta`,
+//! `GET /v1/status`); its types are here, for both sides.
+
+pub mod worker;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::extract::{RawQuery, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::metrics::Aggregator;
+use crate::segment::Segment;
+use crate::slo::{SloSet, Verdict};
+
+/// How often a worker pushes its delta.
+pub const PUSH_EVERY: Duration = Duration::from_secs(2);
+/// A worker not heard from for this long after the start is reported missing.
+pub const SILENCE: Duration = Duration::from_secs(10);
+/// How far ahead of the last join the start is set: time for every worker to hear.
+const START_LEAD: Duration = Duration::from_secs(1);
+
+/// `POST /v1/join`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Joined {
+    /// When every worker starts, Unix milliseconds.
+    pub start_unix_ms: u64,
+    /// The run's ID, shared by every worker (`--run-id`).
+    pub run_id: u64,
+}
+
+/// `POST /v1/delta`'s answer.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Reply {
+    /// Stop now: the merged run is certain to fail these SLOs.
+    pub stop: bool,
+    pub breaches: Vec<Verdict>,
+    /// Seconds after the start when the coordinator decided to stop.
+    pub at_s: Option<f64>,
+}
+
+/// `?segment=K/N` (or `FROM:TO`) and, on the last push, `&done=true`.
+#[derive(Debug, PartialEq)]
+struct Who {
+    segment: String,
+    done: bool,
+}
+
+impl Who {
+    /// From the query string; a segment's characters (digits, `.`, `/`, `:`) need no
+    /// escaping, so none is undone.
+    fn of(query: Option<&str>) -> Result<Who, (StatusCode, String)> {
+        let mut who = Who {
+            segment: String::new(),
+            done: false,
+        };
+        for pair in query.unwrap_or("").split('&') {
+            match pair.split_once('=') {
+                Some(("segment", segment)) => who.segment = segment.to_owned(),
+                Some(("done", done)) => who.done = done == "true",
+                _ => {}
+            }
+        }
+        if who.segment.is_empty() {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                "name the worker: ?segment=K/N".into(),
+            ));
+        }
+        Ok(who)
+    }
+}
+
+/// What the coordinator knows of one worker.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerState {
+    pub pushes: u64,
+    pub done: bool,
+    /// When its last push came.
+    #[serde(skip)]
+    last_heard: Option<Instant>,
+}
+
+/// How the coordinated run ended, as `redline coordinate` reports it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Outcome {
+    /// Every worker by share.
+    pub workers: BTreeMap<String, WorkerState>,
+    /// Shares that joined but fell silent before they were done.
+    pub silent: Vec<String>,
+    /// The SLOs the merged run was certain to fail, when it was stopped.
+    pub stopped: Option<Reply>,
+    pub merged_requests: u64,
+}
+
+struct Inner {
+    expected: Vec<Segment>,
+    slos: Option<SloSet>,
+    run_id: u64,
+    workers: BTreeMap<String, WorkerState>,
+    start: Option<(u64, Instant)>,
+    merged: Aggregator,
+    stopped: Option<Reply>,
+}
+
+/// The coordinator's state, shared by its handlers.
+#[derive(Clone)]
+pub struct Coordinator {
+    inner: Arc<Mutex<Inner>>,
+    /// The start, once every worker has joined.
+    started: watch::Sender<Option<Joined>>,
+}
+
+impl Coordinator {
+    /// A coordinator for the `n` equal shares of a run whose SLOs are `slos`.
+    pub fn new(n: u32, slos: Option<SloSet>, merged: Aggregator, run_id: u64) -> Coordinator {
+        let expected = (1..=n)
+            .map(|k| Segment::parse(&format!("{k}/{n}")).expect("k ≤ n, both from 1"))
+            .collect();
+        Coordinator {
+            inner: Arc::new(Mutex::new(Inner {
+                expected,
+                slos,
+                run_id,
+                workers: BTreeMap::new(),
+                start: None,
+                merged,
+                stopped: None,
+            })),
+            started: watch::channel(None).0,
+        }
+    }
+
+    /// The routes, to serve with `axum::serve`.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/v1/join", post(join))
+            .route("/v1/delta", post(delta))
+            .route("/v1/status", get(status))
+            // A delta is a few kilobytes; a long run's last one may be more.
+            .layer(axum::extract::DefaultBodyLimit::max(64 << 20))
+            .with_state(self.clone())
+    }
+
+    /// Whether the run is over: every worker done, or silent for [`SILENCE`].
+    pub fn finished(&self) -> bool {
+        let inner = self.lock();
+        let Some((_, started)) = inner.start else {
+            return false;
+        };
+        inner
+            .workers
+            .values()
+            .all(|w| w.done || w.last_heard.unwrap_or(started).elapsed() > SILENCE)
+    }
+
+    pub fn outcome(&self) -> Outcome {
+        let inner = self.lock();
+        Outcome {
+            silent: inner
+                .workers
+                .iter()
+                .filter(|(_, w)| !w.done)
+                .map(|(share, _)| share.clone())
+                .collect(),
+            workers: inner.workers.clone(),
+            stopped: inner.stopped.clone(),
+            merged_requests: inner.merged.counts.scheduled,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A handler that panicked mid-update leaves counts a request short at worst.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The share `text` names, as one of the expected ones.
+    fn share_of(&self, text: &str) -> Result<String, (StatusCode, String)> {
+        let bad = |why: String| (StatusCode::BAD_REQUEST, why);
+        let segment = Segment::parse(text).map_err(bad)?;
+        let n = self.lock().expected.len();
+        if !self.lock().expected.contains(&segment) {
+            return Err(bad(format!(
+                "segment {segment} is not one of this run's {n} equal shares"
+            )));
+        }
+        Ok(segment.to_string())
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Registers a worker and answers once every worker has joined.
+async fn join(
+    State(c): State<Coordinator>,
+    RawQuery(query): RawQuery,
+) -> Result<axum::Json<Joined>, (StatusCode, String)> {
+    let who = Who::of(query.as_deref())?;
+    let share = c.share_of(&who.segment)?;
+    {
+        let mut inner = c.lock();
+        if inner.start.is_some() && !inner.workers.contains_key(&share) {
+            return Err((StatusCode::CONFLICT, "the run has started".into()));
+        }
+        inner.workers.entry(share).or_insert(WorkerState {
+            pushes: 0,
+            done: false,
+            last_heard: None,
+        });
+        if inner.start.is_none() && inner.workers.len() == inner.expected.len() {
+            let at = unix_ms() + START_LEAD.as_millis() as u64;
+            inner.start = Some((at, Instant::now() + START_LEAD));
+            let joined = Joined {
+                start_unix_ms: at,
+                run_id: inner.run_id,
+            };
+            c.started.send_replace(Some(joined));
+        }
+    }
+    let mut started = c.started.subscribe();
+    let joined = started
+        .wait_for(Option::is_some)
+        .await
+        .map_err(|_| {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the coordinator is stopping".into(),
+            )
+        })?
+        .clone()
+        .expect("waited for it");
+    Ok(axum::Json(joined))
+}
+
+/// Merges a worker's delta and answers whether to stop.
+async fn delta(
+    State(c): State<Coordinator>,
+    RawQuery(query): RawQuery,
+    body: String,
+) -> Result<axum::Json<Reply>, (StatusCode, String)> {
+    let who = Who::of(query.as_deref())?;
+    let share = c.share_of(&who.segment)?;
+    let delta = crate::metrics::file::parse(&body).map_err(|e| (StatusCode::BAD_REQUEST, e))?;
+    let mut inner = c.lock();
+    let Some((_, started)) = inner.start else {
+        return Err((StatusCode::CONFLICT, "the run has not started".into()));
+    };
+    let Some(worker) = inner.workers.get_mut(&share) else {
+        return Err((StatusCode::CONFLICT, format!("{share} did not join")));
+    };
+    worker.pushes += 1;
+    worker.done |= who.done;
+    worker.last_heard = Some(Instant::now());
+    inner.merged.merge(&delta);
+    if inner.stopped.is_none() {
+        judge(&mut inner, started);
+    }
+    Ok(axum::Json(inner.stopped.clone().unwrap_or_default()))
+}
+
+/// The merged run's SLOs, once past their `delay`: a certain breach stops the run.
+fn judge(inner: &mut Inner, started: Instant) {
+    let Some(slos) = inner.slos.as_ref().filter(|s| s.abort_on_fail) else {
+        return;
+    };
+    let at = Instant::now().saturating_duration_since(started);
+    if at < slos.delay {
+        return;
+    }
+    let breaches = slos.certain_breaches(&inner.merged);
+    if !breaches.is_empty() {
+        inner.stopped = Some(Reply {
+            stop: true,
+            breaches,
+            at_s: Some(at.as_secs_f64()),
+        });
+    }
+}
+
+async fn status(State(c): State<Coordinator>) -> axum::Json<Outcome> {
+    axum::Json(c.outcome())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_must_be_one_of_the_run_s() {
+        let c = Coordinator::new(4, None, Aggregator::default(), 1);
+        assert_eq!(c.share_of("2/4").unwrap(), "1/4:1/2");
+        assert_eq!(c.share_of("1/4:1/2").unwrap(), "1/4:1/2");
+        let (code, why) = c.share_of("1/3").unwrap_err();
+        assert_eq!(code, StatusCode::BAD_REQUEST);
+        assert!(
+            why.contains("not one of this run's 4 equal shares"),
+            "{why}"
+        );
+        assert!(c.share_of("nonsense").is_err());
+        assert!(!c.finished(), "nobody joined");
+    }
+
+    #[test]
+    fn a_worker_is_named_by_its_query() {
+        let who = Who::of(Some("segment=1/4:1/2&done=true")).unwrap();
+        assert_eq!(
+            who,
+            Who {
+                segment: "1/4:1/2".into(),
+                done: true
+            }
+        );
+        assert!(!Who::of(Some("segment=2/4")).unwrap().done);
+        assert_eq!(Who::of(None).unwrap_err().0, StatusCode::BAD_REQUEST);
+    }
+}
