@@ -45,7 +45,15 @@ pub struct K8sRenderArgs {
     /// job/NAME-workers`. Needs --results-claim.
     #[arg(long, requires = "results_claim")]
     pub merge: bool,
+    /// Also print a coordinator (`redline coordinate`, a Job and its Service): the
+    /// workers wait for each other and start together, and are all stopped once the
+    /// whole run is certain to fail an `abort_on_fail` SLO.
+    #[arg(long, conflicts_with = "merge")]
+    pub coordinator: bool,
 }
+
+/// The port the coordinator listens on in its pod, and its Service's.
+const COORDINATOR_PORT: u16 = 9470;
 
 pub(super) fn k8s(command: K8sCommand) -> Result<i32> {
     let K8sCommand::Render(args) = command;
@@ -67,10 +75,22 @@ pub(super) fn k8s(command: K8sCommand) -> Result<i32> {
     let name = object_name(&checked.name);
     let documents = if args.merge {
         vec![merge_job(&name, &args)]
-    } else {
+    } else if args.coordinator {
+        let url = format!(
+            "http://{name}-coordinator.{}.svc:{COORDINATOR_PORT}",
+            args.namespace
+        );
         vec![
             spec_config_map(&name, &args.namespace, &spec_text),
-            workers_job(&name, &args, crate::runner::new_run_id()),
+            coordinator_job(&name, &args),
+            coordinator_service(&name, &args.namespace),
+            workers_job(&name, &args, &["--coordinator".to_owned(), url]),
+        ]
+    } else {
+        let run_id = format!("{:016x}", crate::runner::new_run_id());
+        vec![
+            spec_config_map(&name, &args.namespace, &spec_text),
+            workers_job(&name, &args, &["--run-id".to_owned(), run_id]),
         ]
     };
     for document in documents {
@@ -138,8 +158,22 @@ fn container_security() -> Value {
     })
 }
 
-fn workers_job(name: &str, args: &K8sRenderArgs, run_id: u64) -> Value {
+/// The Indexed Job of the workers; `joined` says how they share one run: a run ID
+/// given here, or a coordinator's URL.
+fn workers_job(name: &str, args: &K8sRenderArgs, joined: &[String]) -> Value {
     let n = args.workers;
+    let mut command: Vec<String> = [
+        "run",
+        "/etc/redline/spec.yaml",
+        "--segment-of",
+        &n.to_string(),
+        "--out",
+        "/results/$(JOB_COMPLETION_INDEX)",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    command.extend_from_slice(joined);
+    command.push("--quiet".to_owned());
     let resources = json!({ "cpu": args.cpu, "memory": args.memory });
     json!({
         "apiVersion": "batch/v1",
@@ -160,13 +194,7 @@ fn workers_job(name: &str, args: &K8sRenderArgs, run_id: u64) -> Value {
                     "containers": [{
                         "name": "worker",
                         "image": args.image,
-                        "args": [
-                            "run", "/etc/redline/spec.yaml",
-                            "--segment-of", n.to_string(),
-                            "--out", "/results/$(JOB_COMPLETION_INDEX)",
-                            "--run-id", format!("{run_id:016x}"),
-                            "--quiet",
-                        ],
+                        "args": command,
                         "resources": { "requests": resources, "limits": resources },
                         "securityContext": container_security(),
                         "volumeMounts": [
@@ -182,6 +210,61 @@ fn workers_job(name: &str, args: &K8sRenderArgs, run_id: u64) -> Value {
                     ],
                 },
             },
+        },
+    })
+}
+
+/// The coordinator: a Job (it ends when the workers are done; a Deployment would start
+/// it again), one pod, reached through [`coordinator_service`].
+fn coordinator_job(name: &str, args: &K8sRenderArgs) -> Value {
+    let resources = json!({ "cpu": "500m", "memory": "256Mi" });
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": { "name": format!("{name}-coordinator"), "namespace": args.namespace, "labels": labels(name, "coordinator") },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": { "labels": labels(name, "coordinator") },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": pod_security(),
+                    "containers": [{
+                        "name": "coordinator",
+                        "image": args.image,
+                        "args": [
+                            "coordinate", "/etc/redline/spec.yaml",
+                            "--workers", args.workers.to_string(),
+                            "--listen", format!("0.0.0.0:{COORDINATOR_PORT}"),
+                            "--allow-remote",
+                        ],
+                        "ports": [{ "name": "coordinator", "containerPort": COORDINATOR_PORT }],
+                        "resources": { "requests": resources, "limits": resources },
+                        "securityContext": container_security(),
+                        "volumeMounts": [
+                            { "name": "spec", "mountPath": "/etc/redline", "readOnly": true },
+                        ],
+                    }],
+                    "volumes": [
+                        { "name": "spec", "configMap": { "name": format!("{name}-spec") } },
+                    ],
+                },
+            },
+        },
+    })
+}
+
+fn coordinator_service(name: &str, namespace: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": { "name": format!("{name}-coordinator"), "namespace": namespace, "labels": labels(name, "coordinator") },
+        "spec": {
+            "selector": {
+                "app.kubernetes.io/instance": name,
+                "app.kubernetes.io/component": "coordinator",
+            },
+            "ports": [{ "name": "coordinator", "port": COORDINATOR_PORT, "targetPort": "coordinator" }],
         },
     })
 }
