@@ -33,6 +33,10 @@ spec:
 YAML
 "$bin" k8s render "$work/spec.yaml" --workers 3 --image redline:check --namespace load \
   --results-claim redline-results --coordinator > "$work/workers.yaml"
+# Our CustomResourceDefinitions (the spec kinds and TestRun), and the objects rendered
+# from the TestRun example, are held to Kubernetes's schemas too.
+"$bin" crd > "$work/crds.yaml"
+"$bin" k8s render deploy/k8s/testrun.yaml > "$work/testrun-objects.yaml"
 "$bin" k8s render "$work/spec.yaml" --workers 3 --image redline:check --namespace load \
   --results-claim redline-results --merge > "$work/merge.yaml"
 cat > "$npm_dir/check.mjs" <<'JS'
@@ -41,8 +45,15 @@ import yaml from "js-yaml";
 import { ConfigMap } from "kubernetes-models/v1/ConfigMap";
 import { Service } from "kubernetes-models/v1/Service";
 import { Job } from "kubernetes-models/batch/v1/Job";
-const kinds = { ConfigMap, Job, Service };
-const [workers, merge, out] = process.argv.slice(2);
+import { CustomResourceDefinition } from "kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition";
+const kinds = { ConfigMap, Job, Service, CustomResourceDefinition };
+const [workers, merge, out, ...more] = process.argv.slice(2);
+for (const file of more) {
+  for (const object of yaml.loadAll(readFileSync(file, "utf8")).filter(Boolean)) {
+    new kinds[object.kind](object).validate();
+    console.log(`${object.kind} ${object.metadata.name} (${file.split("/").pop()}): valid`);
+  }
+}
 const objects = [...yaml.loadAll(readFileSync(workers, "utf8")), ...yaml.loadAll(readFileSync(merge, "utf8"))]
   .filter(Boolean);
 for (const object of objects) {
@@ -81,7 +92,8 @@ writeFileSync(out, JSON.stringify({
   merge: mergeJob.spec.template.spec.containers[0].args,
 }));
 JS
-node "$npm_dir/check.mjs" "$work/workers.yaml" "$work/merge.yaml" "$work/plan.json"
+node "$npm_dir/check.mjs" "$work/workers.yaml" "$work/merge.yaml" "$work/plan.json" \
+  "$work/crds.yaml" "$work/testrun-objects.yaml"
 # Run the plan locally: /etc/redline and /results are folders in $work.
 python3 - "$work" "$bin" <<'PY'
 import json, os, subprocess, sys

@@ -180,7 +180,10 @@ fn the_crds_are_kubernetes_custom_resource_definitions_for_each_kind() {
         .iter()
         .map(|c| c["spec"]["names"]["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["InferenceSpec", "ScaleSpec", "ModelLoadSpec"]);
+    assert_eq!(
+        kinds,
+        ["InferenceSpec", "ScaleSpec", "ModelLoadSpec", "TestRun"]
+    );
     for crd in &crds {
         assert_eq!(crd["apiVersion"], "apiextensions.k8s.io/v1");
         assert_eq!(crd["kind"], "CustomResourceDefinition");
@@ -188,4 +191,30 @@ fn the_crds_are_kubernetes_custom_resource_definitions_for_each_kind() {
         assert_eq!(crd["metadata"]["name"], format!("{plural}.redline.dev"));
         assert_eq!(crd["spec"]["versions"][0]["name"], "v1alpha1");
     }
+}
+
+/// The TestRun example is valid under its CRD's schema (as the API server would check
+/// it), and a TestRun without an image or with no workers is not.
+#[test]
+fn the_testrun_example_passes_its_crd_and_broken_ones_do_not() {
+    let text = redline::spec::schema::crds();
+    let test_run_crd: Value = yaml_serde::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .find(|c: &Value| c["spec"]["names"]["kind"] == "TestRun")
+        .unwrap();
+    let schema = &test_run_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let validator = jsonschema::validator_for(schema).unwrap();
+    let example: Value =
+        yaml_serde::from_str(&std::fs::read_to_string("deploy/k8s/testrun.yaml").unwrap()).unwrap();
+    assert!(
+        validator.is_valid(&example),
+        "{:?}",
+        validator.validate(&example)
+    );
+    let mut no_image = example.clone();
+    no_image["spec"].as_object_mut().unwrap().remove("image");
+    assert!(!validator.is_valid(&no_image));
+    let mut no_workers = example.clone();
+    no_workers["spec"]["workers"] = 0.into();
+    assert!(!validator.is_valid(&no_workers));
 }

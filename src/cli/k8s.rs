@@ -19,31 +19,33 @@ pub enum K8sCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct K8sRenderArgs {
-    /// The spec file (YAML).
+    /// The spec file (YAML), or a `TestRun` resource (`redline crd` defines it) that
+    /// holds the spec's text and the settings below; flags given override it.
     pub spec: PathBuf,
-    /// How many worker pods (segments).
+    /// How many worker pods (segments). Required unless a TestRun says.
     #[arg(long)]
-    pub workers: u32,
-    /// The redline image (built from the repository's Containerfile).
+    pub workers: Option<u32>,
+    /// The redline image (built from the repository's Containerfile). Required unless
+    /// a TestRun says.
     #[arg(long)]
-    pub image: String,
-    /// The namespace of every object.
-    #[arg(long, default_value = "default")]
-    pub namespace: String,
+    pub image: Option<String>,
+    /// The namespace of every object (default: the TestRun's, else `default`).
+    #[arg(long)]
+    pub namespace: Option<String>,
     /// A PersistentVolumeClaim (ReadWriteMany) the workers write their folders to and
     /// the merge reads; without it the results stay in each pod's emptyDir and are lost
     /// with it.
     #[arg(long, value_name = "PVC")]
     pub results_claim: Option<String>,
-    /// CPU for each worker (requests and limits).
-    #[arg(long, default_value = "2")]
-    pub cpu: String,
-    /// Memory for each worker (requests and limits).
-    #[arg(long, default_value = "1Gi")]
-    pub memory: String,
+    /// CPU for each worker (requests and limits); default 2.
+    #[arg(long)]
+    pub cpu: Option<String>,
+    /// Memory for each worker (requests and limits); default 1Gi.
+    #[arg(long)]
+    pub memory: Option<String>,
     /// Print the merge Job instead: apply it after `kubectl wait --for=condition=complete
     /// job/NAME-workers`. Needs --results-claim.
-    #[arg(long, requires = "results_claim")]
+    #[arg(long)]
     pub merge: bool,
     /// Also print a coordinator (`redline coordinate`, a Job and its Service): the
     /// workers wait for each other and start together, and are all stopped once the
@@ -55,16 +57,124 @@ pub struct K8sRenderArgs {
 /// The port the coordinator listens on in its pod, and its Service's.
 const COORDINATOR_PORT: u16 = 9470;
 
+/// What the manifests are rendered from: the flags, over a TestRun's settings.
+struct Render {
+    spec_text: String,
+    workers: u32,
+    image: String,
+    namespace: String,
+    results_claim: Option<String>,
+    cpu: String,
+    memory: String,
+    merge: bool,
+    coordinator: bool,
+}
+
+/// A `TestRun` resource: `redline k8s render`'s flags, and the spec's text.
+#[derive(Debug, serde::Deserialize)]
+struct TestRun {
+    #[serde(default)]
+    metadata: TestRunMetadata,
+    spec: TestRunSpec,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct TestRunMetadata {
+    namespace: Option<String>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TestRunSpec {
+    workers: u32,
+    image: String,
+    results_claim: Option<String>,
+    cpu: Option<String>,
+    memory: Option<String>,
+    #[serde(default)]
+    coordinator: bool,
+    scenario: String,
+}
+
+impl Render {
+    /// The file's spec text and settings: a TestRun's, or a spec file's with the flags.
+    fn of(args: K8sRenderArgs) -> Result<(String, Render)> {
+        let text = std::fs::read_to_string(&args.spec)
+            .with_context(|| format!("cannot read {}", args.spec.display()))?;
+        let path = args.spec.display().to_string();
+        let first: Option<Value> = yaml_serde::Deserializer::from_str(&text)
+            .next()
+            .and_then(|doc| serde::Deserialize::deserialize(doc).ok());
+        let is_test_run = first.is_some_and(|doc| doc["kind"] == "TestRun");
+        let (name, run) = if is_test_run {
+            let run: TestRun = yaml_serde::from_str(&text)
+                .map_err(|e| anyhow::anyhow!("{path}: a TestRun, but {e}"))?;
+            (
+                format!("{path} (its spec.scenario; lines counted from the scenario's first)"),
+                Some(run),
+            )
+        } else {
+            (path, None)
+        };
+        let (file_spec, namespace) = match run {
+            Some(run) => (Some(run.spec), run.metadata.namespace),
+            None => (None, None),
+        };
+        let needed =
+            |flag: &str| anyhow::anyhow!("--{flag} is required (or render a TestRun that sets it)");
+        let render = Render {
+            workers: args
+                .workers
+                .or(file_spec.as_ref().map(|s| s.workers))
+                .ok_or_else(|| needed("workers"))?,
+            image: args
+                .image
+                .or(file_spec.as_ref().map(|s| s.image.clone()))
+                .ok_or_else(|| needed("image"))?,
+            namespace: args
+                .namespace
+                .or(namespace)
+                .unwrap_or_else(|| "default".into()),
+            results_claim: args
+                .results_claim
+                .or(file_spec.as_ref().and_then(|s| s.results_claim.clone())),
+            cpu: args
+                .cpu
+                .or(file_spec.as_ref().and_then(|s| s.cpu.clone()))
+                .unwrap_or_else(|| "2".into()),
+            memory: args
+                .memory
+                .or(file_spec.as_ref().and_then(|s| s.memory.clone()))
+                .unwrap_or_else(|| "1Gi".into()),
+            merge: args.merge,
+            coordinator: args.coordinator || file_spec.as_ref().is_some_and(|s| s.coordinator),
+            spec_text: match file_spec {
+                Some(spec) => spec.scenario,
+                None => text,
+            },
+        };
+        if render.merge && render.results_claim.is_none() {
+            bail!("--merge reads the workers' folders from a claim: give --results-claim");
+        }
+        if render.workers == 0 {
+            bail!("--workers 0: give at least one worker");
+        }
+        Ok((name, render))
+    }
+}
+
 pub(super) fn k8s(command: K8sCommand) -> Result<i32> {
     let K8sCommand::Render(args) = command;
-    let Some(scenario) = scenario_or_problems(&args.spec)? else {
-        return Ok(exit::USAGE);
+    let (spec_name, args) = Render::of(args)?;
+    let scenario = match spec::parse(&spec_name, &args.spec_text)
+        .and_then(|file| Scenario::from_spec(&file, &args.spec_text))
+    {
+        Ok(scenario) => scenario,
+        Err(errors) => {
+            err(&errors.to_string());
+            return Ok(exit::USAGE);
+        }
     };
-    let spec_text = std::fs::read_to_string(&args.spec)
-        .with_context(|| format!("cannot read {}", args.spec.display()))?;
-    if args.workers == 0 {
-        bail!("--workers 0: give at least one worker");
-    }
     let segment = crate::segment::Segment::parse(&format!("1/{}", args.workers))
         .map_err(|e| anyhow::anyhow!(e))?;
     let mut checked = scenario;
@@ -81,7 +191,7 @@ pub(super) fn k8s(command: K8sCommand) -> Result<i32> {
             args.namespace
         );
         vec![
-            spec_config_map(&name, &args.namespace, &spec_text),
+            spec_config_map(&name, &args.namespace, &args.spec_text),
             coordinator_job(&name, &args),
             coordinator_service(&name, &args.namespace),
             workers_job(&name, &args, &["--coordinator".to_owned(), url]),
@@ -89,7 +199,7 @@ pub(super) fn k8s(command: K8sCommand) -> Result<i32> {
     } else {
         let run_id = format!("{:016x}", crate::runner::new_run_id());
         vec![
-            spec_config_map(&name, &args.namespace, &spec_text),
+            spec_config_map(&name, &args.namespace, &args.spec_text),
             workers_job(&name, &args, &["--run-id".to_owned(), run_id]),
         ]
     };
@@ -134,7 +244,7 @@ fn spec_config_map(name: &str, namespace: &str, spec: &str) -> Value {
 }
 
 /// The results volume: the claim when given, else an emptyDir.
-fn results_volume(args: &K8sRenderArgs) -> Value {
+fn results_volume(args: &Render) -> Value {
     match &args.results_claim {
         Some(claim) => {
             json!({ "name": "results", "persistentVolumeClaim": { "claimName": claim } })
@@ -160,7 +270,7 @@ fn container_security() -> Value {
 
 /// The Indexed Job of the workers; `joined` says how they share one run: a run ID
 /// given here, or a coordinator's URL.
-fn workers_job(name: &str, args: &K8sRenderArgs, joined: &[String]) -> Value {
+fn workers_job(name: &str, args: &Render, joined: &[String]) -> Value {
     let n = args.workers;
     let mut command: Vec<String> = [
         "run",
@@ -216,7 +326,7 @@ fn workers_job(name: &str, args: &K8sRenderArgs, joined: &[String]) -> Value {
 
 /// The coordinator: a Job (it ends when the workers are done; a Deployment would start
 /// it again), one pod, reached through [`coordinator_service`].
-fn coordinator_job(name: &str, args: &K8sRenderArgs) -> Value {
+fn coordinator_job(name: &str, args: &Render) -> Value {
     let resources = json!({ "cpu": "500m", "memory": "256Mi" });
     json!({
         "apiVersion": "batch/v1",
@@ -269,7 +379,7 @@ fn coordinator_service(name: &str, namespace: &str) -> Value {
     })
 }
 
-fn merge_job(name: &str, args: &K8sRenderArgs) -> Value {
+fn merge_job(name: &str, args: &Render) -> Value {
     let folders: Vec<String> = (0..args.workers).map(|i| format!("/results/{i}")).collect();
     let mut command = vec!["merge".to_owned()];
     command.extend(folders);

@@ -54,7 +54,7 @@ pub fn render(aggregator: &Aggregator) -> anyhow::Result<String> {
     Ok(serde_json::to_string(&file)? + "\n")
 }
 
-/// Reads an aggregate written by [`write`]; what is wrong with the file, as a
+/// Reads an aggregate written by [`write()`]; what is wrong with the file, as a
 /// sentence naming it.
 pub fn read(path: &Path) -> Result<Aggregator, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
