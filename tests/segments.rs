@@ -551,8 +551,11 @@ fn a_coordinator_stops_every_worker_when_the_whole_run_breaches() {
     args.extend(dirs.iter().map(String::as_str));
     let (code, stdout, stderr) = redline(&args);
     assert_eq!(code, Some(1), "{stdout}\n{stderr}");
-    assert_eq!(
-        summary(&merged)["aborted"]["breaches"][0]["slo"],
-        "ttft.p50"
+    let merged = summary(&merged);
+    assert_eq!(merged["aborted"]["breaches"][0]["slo"], "ttft.p50");
+    let warnings = merged["warnings"].to_string();
+    assert!(
+        warnings.contains("4 of 4 workers were stopped by their coordinator"),
+        "{warnings}"
     );
 }

@@ -224,12 +224,25 @@ pub(super) async fn merge(
     // Workers stopped because one of them aborted on an SLO are not an interruption:
     // the run as a whole was aborted, as one process's would be.
     let interrupted = aborted.is_none() && parts.iter().any(|p| p.summary.interrupted);
-    if let Some(part) = parts.iter().find(|p| p.summary.aborted.is_some()) {
-        warnings.push(format!(
+    let stopped: Vec<&Part> = parts
+        .iter()
+        .filter(|p| p.summary.aborted.is_some())
+        .collect();
+    match stopped.as_slice() {
+        [] => {}
+        // One worker judged its own share (`--workers`); the others were interrupted.
+        [part] => warnings.push(format!(
             "the worker of share {} stopped the run on an SLO its share was certain to fail; \
              the others were stopped then",
             part.segment
-        ));
+        )),
+        // A coordinator judged the whole run and stopped every worker it reached.
+        _ => warnings.push(format!(
+            "{} of {} workers were stopped by their coordinator: the whole run was certain \
+             to fail an SLO",
+            stopped.len(),
+            parts.len()
+        )),
     }
     warnings.push(format!(
         "merged from {} worker folders ({joined}); server metrics, proxy counts and \
