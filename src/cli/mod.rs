@@ -566,9 +566,10 @@ pub struct RunArgs {
     /// loops split their slots and budgets. `redline merge` joins the segments' folders.
     #[arg(long, value_name = "SEGMENT", value_parser = crate::segment::Segment::parse, help_heading = "Segments")]
     pub segment: Option<crate::segment::Segment>,
-    /// Run the spec as N worker processes on this machine, one segment each, and merge
-    /// their results into the output folder (each worker's folder is kept in it). Not
-    /// with --metrics-addr or --collect, whose one address N workers cannot share.
+    /// Run the spec as N worker processes on this machine, one segment each, meeting at
+    /// a coordinator of their own (a start together, the SLO gate on the whole run), and
+    /// merge their results into the output folder (each worker's folder is kept in it).
+    /// Not with --metrics-addr or --collect, whose one address N workers cannot share.
     #[arg(
         long,
         value_name = "N",

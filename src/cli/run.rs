@@ -60,7 +60,7 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
     }
     let dir = run_dir.path.clone();
     if let Some(workers) = args.workers {
-        return run_workers(&args, workers, &dir).await;
+        return run_workers(&args, workers, &dir, &scenario).await;
     }
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));

@@ -22,15 +22,39 @@ pub(super) fn apply_segment(scenario: &mut Scenario, segment: Segment) -> Result
 }
 
 /// `redline run SPEC --workers N`: N processes of this binary, the K-th with
-/// `--segment K/N` and its own folder under `OUT/workers/`, sharing one run ID; then
-/// their folders merged into OUT. A worker that fails is reported, and the merge says
-/// which share is missing.
-pub(super) async fn run_workers(args: &RunArgs, workers: u32, out_dir: &Path) -> Result<i32> {
+/// `--segment K/N` and its own folder under `OUT/workers/`; then their folders merged
+/// into OUT. They meet at a coordinator served from this process on loopback, so they
+/// start together with one run ID and are judged as one run by the code path workers
+/// on several machines use. A worker that fails is reported, and the merge says which
+/// share is missing.
+pub(super) async fn run_workers(
+    args: &RunArgs,
+    workers: u32,
+    out_dir: &Path,
+    scenario: &Scenario,
+) -> Result<i32> {
+    use std::future::IntoFuture;
     if workers == 0 {
         bail!("--workers 0: give at least one worker");
     }
     let exe = std::env::current_exe().context("cannot find redline's own executable")?;
     let run_id = crate::runner::new_run_id();
+    let coordinator = crate::coordinator::Coordinator::new(
+        workers,
+        scenario.slos.clone(),
+        scenario.aggregator(),
+        run_id,
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("cannot listen for the workers' coordinator")?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let served = CancellationToken::new();
+    let server = tokio::spawn(
+        axum::serve(listener, coordinator.router())
+            .with_graceful_shutdown(served.clone().cancelled_owned())
+            .into_future(),
+    );
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut children = Vec::new();
     let mut dirs = Vec::new();
@@ -40,7 +64,7 @@ pub(super) async fn run_workers(args: &RunArgs, workers: u32, out_dir: &Path) ->
         let log = std::fs::File::create(dir.join("worker.log"))?;
         let mut command = tokio::process::Command::new(&exe);
         command
-            .args(worker_args(&argv, k, workers, &dir, run_id))
+            .args(worker_args(&argv, k, workers, &dir, &url))
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -52,15 +76,21 @@ pub(super) async fn run_workers(args: &RunArgs, workers: u32, out_dir: &Path) ->
         "redline: {workers} workers, run {run_id:016x}: {}",
         out_dir.join("workers").display()
     );
-    supervise(children, &dirs).await?;
+    supervise(children, &dirs, &coordinator).await?;
+    served.cancel();
+    server.await.context("the workers' coordinator failed")??;
     merge(&dirs, out_dir, args.strict, args.quiet, false).await
 }
 
-/// Waits for every worker. A worker that stopped on an SLO it was certain to fail
-/// (`abort_on_fail`) stops the run: the others are sent SIGTERM, as are all on Ctrl-C
-/// or SIGTERM (a terminal's Ctrl-C reaches them too); each drains as a run does, and
-/// their partial results are merged.
-async fn supervise(children: Vec<tokio::process::Child>, dirs: &[PathBuf]) -> Result<()> {
+/// Waits for every worker. Ctrl-C or SIGTERM is passed to all as SIGTERM (a terminal's
+/// Ctrl-C reaches them too); each drains as a run does, and their partial results are
+/// merged. A worker that fails before the run has started stops the others, which
+/// would otherwise wait for it at the coordinator.
+async fn supervise(
+    children: Vec<tokio::process::Child>,
+    dirs: &[PathBuf],
+    coordinator: &crate::coordinator::Coordinator,
+) -> Result<()> {
     let n = children.len();
     let pids: Vec<Option<u32>> = children.iter().map(tokio::process::Child::id).collect();
     let mut running = vec![true; n];
@@ -85,18 +115,16 @@ async fn supervise(children: Vec<tokio::process::Child>, dirs: &[PathBuf]) -> Re
                 let (k, status) = joined?;
                 let status = status?;
                 running[k] = false;
-                if !status.success() {
-                    errln!(
-                        "redline: worker {}/{n} ended with {status}: see {}",
-                        k + 1,
-                        dirs[k].join("worker.log").display()
-                    );
+                if status.success() || status.code() == Some(exit::SLO_FAILED) {
+                    continue;
                 }
-                if !stopping && stopped_on_an_slo(&dirs[k]) {
-                    errln!(
-                        "redline: worker {}/{n} stopped on an SLO it was certain to fail: stopping the others",
-                        k + 1
-                    );
+                errln!(
+                    "redline: worker {}/{n} ended with {status}: see {}",
+                    k + 1,
+                    dirs[k].join("worker.log").display()
+                );
+                if !stopping && !coordinator.has_started() {
+                    errln!("redline: the run had not started: stopping the other workers");
                     stopping = true;
                     stop(&running);
                 }
@@ -111,14 +139,9 @@ async fn supervise(children: Vec<tokio::process::Child>, dirs: &[PathBuf]) -> Re
     Ok(())
 }
 
-/// Whether the run in `dir` ended on `abort_on_fail` (its summary says `aborted`).
-fn stopped_on_an_slo(dir: &Path) -> bool {
-    crate::report::read_summary(dir).is_ok_and(|s| s.aborted.is_some())
-}
-
 /// The command line of worker `k` of `n`: the run's own arguments without `--workers`,
-/// `--out` and `--quiet`, plus the worker's segment, folder and the shared run ID.
-fn worker_args(argv: &[String], k: u32, n: u32, dir: &Path, run_id: u64) -> Vec<String> {
+/// `--out` and `--quiet`, plus the worker's segment, folder and the coordinator.
+fn worker_args(argv: &[String], k: u32, n: u32, dir: &Path, coordinator: &str) -> Vec<String> {
     let mut args = Vec::new();
     let mut skip_value = false;
     for arg in argv {
@@ -137,8 +160,8 @@ fn worker_args(argv: &[String], k: u32, n: u32, dir: &Path, run_id: u64) -> Vec<
         format!("{k}/{n}"),
         "--out".to_owned(),
         dir.display().to_string(),
-        "--run-id".to_owned(),
-        format!("{run_id:016x}"),
+        "--coordinator".to_owned(),
+        coordinator.to_owned(),
         "--quiet".to_owned(),
     ]);
     args
@@ -499,7 +522,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_worker_runs_the_same_command_with_its_segment_folder_and_run_id() {
+    fn a_worker_runs_the_same_command_with_its_segment_folder_and_coordinator() {
         let argv: Vec<String> = [
             "run",
             "spec.yaml",
@@ -511,10 +534,16 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let args = worker_args(&argv, 2, 4, Path::new("o/workers/2-of-4"), 0xab);
+        let args = worker_args(
+            &argv,
+            2,
+            4,
+            Path::new("o/workers/2-of-4"),
+            "http://127.0.0.1:9",
+        );
         assert_eq!(
             args.join(" "),
-            "run spec.yaml --strict --segment 2/4 --out o/workers/2-of-4 --run-id 00000000000000ab --quiet"
+            "run spec.yaml --strict --segment 2/4 --out o/workers/2-of-4 --coordinator http://127.0.0.1:9 --quiet"
         );
     }
 }

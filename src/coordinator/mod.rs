@@ -161,6 +161,11 @@ impl Coordinator {
             .with_state(self.clone())
     }
 
+    /// Whether every worker has joined and been given the start.
+    pub fn has_started(&self) -> bool {
+        self.lock().start.is_some()
+    }
+
     /// Whether the run is over: every worker done, or silent for [`SILENCE`].
     pub fn finished(&self) -> bool {
         let inner = self.lock();

@@ -389,7 +389,13 @@ pub async fn run(
     // own spans and logs can be told apart by run.
     let run_id = match &coordinator {
         // Every worker waits here until all have joined, so they start together.
-        Some(link) => link.join(JOIN_PATIENCE).await.map_err(anyhow::Error::msg)?,
+        Some(link) => tokio::select! {
+            joined = link.join(JOIN_PATIENCE) => joined.map_err(anyhow::Error::msg)?,
+            () = stop.cancelled() => {
+                servers.stop_replicas().await;
+                anyhow::bail!("stopped while waiting for the other workers at the coordinator")
+            }
+        },
         None => run_id.unwrap_or_else(new_run_id),
     };
     let baggage = baggage_of(run_id, &scenario.name);
