@@ -2,7 +2,8 @@
 # The parsers under coverage-guided fuzzing (cargo-fuzz, libFuzzer):
 # the SSE decoder and the proxy's framer (and gRPC message framing and the proxy's
 # protobuf field drop), the spec and chaos-rules parsers, the OTLP
-# decoders of `redline collect`, the records reader and the dataset/trace readers.
+# decoders of `redline collect`, the records reader, the dataset/trace readers and
+# `aggregate.json` (a worker's delta, as the coordinator reads it).
 # Each target runs SECONDS (default 60) from its committed corpus in fuzz/corpus/; new
 # inputs go to a scratch folder, so the committed corpus changes only by hand
 # (`cargo fuzz cmin`). A crash stops the script, its input in fuzz/artifacts/TARGET/:
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/../fuzz"
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(sse spec chaos_rules otlp records datasets)
+[ ${#targets[@]} -gt 0 ] || targets=(sse spec chaos_rules otlp records datasets aggregate)
 command -v cargo-fuzz > /dev/null || cargo install cargo-fuzz --locked --version 0.13.2 --quiet
 # libFuzzer's instrumentation needs nightly flags: the nightly toolchain when the
 # machine has one, else the stable compiler allowed them (RUSTC_BOOTSTRAP).

@@ -324,44 +324,55 @@ fn workers_job(name: &str, args: &Render, joined: &[String]) -> Value {
     })
 }
 
-/// The coordinator: a Job (it ends when the workers are done; a Deployment would start
-/// it again), one pod, reached through [`coordinator_service`].
-fn coordinator_job(name: &str, args: &Render) -> Value {
-    let resources = json!({ "cpu": "500m", "memory": "256Mi" });
+/// A Job of one pod that is not run again (`backoffLimit: 0`): the coordinator's and
+/// the merge's. `container` is the pod's one container, given its name, the image and
+/// the security context here.
+fn one_pod_job(
+    name: &str,
+    component: &str,
+    args: &Render,
+    mut container: Value,
+    volumes: Value,
+) -> Value {
+    container["name"] = component.into();
+    container["image"] = args.image.clone().into();
+    container["securityContext"] = container_security();
     json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": { "name": format!("{name}-coordinator"), "namespace": args.namespace, "labels": labels(name, "coordinator") },
+        "metadata": { "name": format!("{name}-{component}"), "namespace": args.namespace, "labels": labels(name, component) },
         "spec": {
             "backoffLimit": 0,
             "template": {
-                "metadata": { "labels": labels(name, "coordinator") },
+                "metadata": { "labels": labels(name, component) },
                 "spec": {
                     "restartPolicy": "Never",
                     "securityContext": pod_security(),
-                    "containers": [{
-                        "name": "coordinator",
-                        "image": args.image,
-                        "args": [
-                            "coordinate", "/etc/redline/spec.yaml",
-                            "--workers", args.workers.to_string(),
-                            "--listen", format!("0.0.0.0:{COORDINATOR_PORT}"),
-                            "--allow-remote",
-                        ],
-                        "ports": [{ "name": "coordinator", "containerPort": COORDINATOR_PORT }],
-                        "resources": { "requests": resources, "limits": resources },
-                        "securityContext": container_security(),
-                        "volumeMounts": [
-                            { "name": "spec", "mountPath": "/etc/redline", "readOnly": true },
-                        ],
-                    }],
-                    "volumes": [
-                        { "name": "spec", "configMap": { "name": format!("{name}-spec") } },
-                    ],
+                    "containers": [container],
+                    "volumes": volumes,
                 },
             },
         },
     })
+}
+
+/// The coordinator: a Job (it ends when the workers are done; a Deployment would start
+/// it again), one pod, reached through [`coordinator_service`].
+fn coordinator_job(name: &str, args: &Render) -> Value {
+    let resources = json!({ "cpu": "500m", "memory": "256Mi" });
+    let container = json!({
+        "args": [
+            "coordinate", "/etc/redline/spec.yaml",
+            "--workers", args.workers.to_string(),
+            "--listen", format!("0.0.0.0:{COORDINATOR_PORT}"),
+            "--allow-remote",
+        ],
+        "ports": [{ "name": "coordinator", "containerPort": COORDINATOR_PORT }],
+        "resources": { "requests": resources, "limits": resources },
+        "volumeMounts": [{ "name": "spec", "mountPath": "/etc/redline", "readOnly": true }],
+    });
+    let volumes = json!([{ "name": "spec", "configMap": { "name": format!("{name}-spec") } }]);
+    one_pod_job(name, "coordinator", args, container, volumes)
 }
 
 fn coordinator_service(name: &str, namespace: &str) -> Value {
@@ -388,32 +399,15 @@ fn merge_job(name: &str, args: &Render) -> Value {
         "/results/merged".to_owned(),
         "--quiet".to_owned(),
     ]);
-    json!({
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": { "name": format!("{name}-merge"), "namespace": args.namespace, "labels": labels(name, "merge") },
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "metadata": { "labels": labels(name, "merge") },
-                "spec": {
-                    "restartPolicy": "Never",
-                    "securityContext": pod_security(),
-                    "containers": [{
-                        "name": "merge",
-                        "image": args.image,
-                        "args": command,
-                        "securityContext": container_security(),
-                        "volumeMounts": [
-                            { "name": "results", "mountPath": "/results" },
-                            { "name": "tmp", "mountPath": "/tmp" },
-                        ],
-                    }],
-                    "volumes": [results_volume(args), { "name": "tmp", "emptyDir": {} }],
-                },
-            },
-        },
-    })
+    let container = json!({
+        "args": command,
+        "volumeMounts": [
+            { "name": "results", "mountPath": "/results" },
+            { "name": "tmp", "mountPath": "/tmp" },
+        ],
+    });
+    let volumes = json!([results_volume(args), { "name": "tmp", "emptyDir": {} }]);
+    one_pod_job(name, "merge", args, container, volumes)
 }
 
 #[cfg(test)]
