@@ -2,8 +2,6 @@
 //! several machines (`run --segment K/N --coordinator URL`).
 
 use super::*;
-use std::future::IntoFuture;
-
 use crate::coordinator::Coordinator;
 
 /// `redline coordinate SPEC --workers N`.
@@ -51,11 +49,7 @@ pub(super) async fn coordinate(args: CoordinateArgs) -> Result<i32> {
         scenario.name
     );
     let stop = CancellationToken::new();
-    let server = tokio::spawn(
-        axum::serve(listener, coordinator.router())
-            .with_graceful_shutdown(stop.clone().cancelled_owned())
-            .into_future(),
-    );
+    let server = coordinator.serve(listener, stop.clone());
     let mut poll = tokio::time::interval(std::time::Duration::from_millis(250));
     let interrupted = loop {
         tokio::select! {

@@ -33,7 +33,6 @@ pub(super) async fn run_workers(
     out_dir: &Path,
     scenario: &Scenario,
 ) -> Result<i32> {
-    use std::future::IntoFuture;
     if workers == 0 {
         bail!("--workers 0: give at least one worker");
     }
@@ -50,11 +49,7 @@ pub(super) async fn run_workers(
         .context("cannot listen for the workers' coordinator")?;
     let url = format!("http://{}", listener.local_addr()?);
     let served = CancellationToken::new();
-    let server = tokio::spawn(
-        axum::serve(listener, coordinator.router())
-            .with_graceful_shutdown(served.clone().cancelled_owned())
-            .into_future(),
-    );
+    let server = coordinator.serve(listener, served.clone());
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut children = Vec::new();
     let mut dirs = Vec::new();

@@ -27,6 +27,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Aggregator;
 use crate::segment::Segment;
@@ -150,8 +151,20 @@ impl Coordinator {
         }
     }
 
-    /// The routes, to serve with `axum::serve`.
-    pub fn router(&self) -> Router {
+    /// Serves the coordinator on `listener` until `stop` fires, on a task of its own.
+    pub fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        stop: CancellationToken,
+    ) -> tokio::task::JoinHandle<std::io::Result<()>> {
+        use std::future::IntoFuture;
+        let serving = axum::serve(listener, self.router())
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .into_future();
+        tokio::spawn(serving)
+    }
+
+    fn router(&self) -> Router {
         Router::new()
             .route("/v1/join", post(join))
             .route("/v1/delta", post(delta))
@@ -202,8 +215,9 @@ impl Coordinator {
     fn share_of(&self, text: &str) -> Result<String, (StatusCode, String)> {
         let bad = |why: String| (StatusCode::BAD_REQUEST, why);
         let segment = Segment::parse(text).map_err(bad)?;
-        let n = self.lock().expected.len();
-        if !self.lock().expected.contains(&segment) {
+        let expected = &self.lock().expected;
+        if !expected.contains(&segment) {
+            let n = expected.len();
             return Err(bad(format!(
                 "segment {segment} is not one of this run's {n} equal shares"
             )));
@@ -212,7 +226,8 @@ impl Coordinator {
     }
 }
 
-fn unix_ms() -> u64 {
+/// Now, in Unix milliseconds.
+pub(crate) fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

@@ -2,7 +2,7 @@
 //! aggregator's delta every [`PUSH_EVERY`] while the run goes.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -82,13 +82,8 @@ impl Link {
                 Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
             }
         };
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        tokio::time::sleep(Duration::from_millis(
-            joined.start_unix_ms.saturating_sub(now_ms),
-        ))
-        .await;
+        let wait = joined.start_unix_ms.saturating_sub(super::unix_ms());
+        tokio::time::sleep(Duration::from_millis(wait)).await;
         Ok(joined.run_id)
     }
 }
