@@ -331,6 +331,9 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
             payload_template: PayloadTemplate {
                 prompts: Some(prompts),
                 request: None,
+                image: None,
+                audio: None,
+                speech: None,
                 service: None,
                 stream: !args.no_stream,
                 include_usage: true,

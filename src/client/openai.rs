@@ -697,7 +697,7 @@ fn read_truth_headers(response: &Response<Incoming>, record: &mut Record) {
 }
 
 /// The `error.message` of an error body, or its first bytes.
-fn error_message(bytes: &[u8]) -> String {
+pub(super) fn error_message(bytes: &[u8]) -> String {
     serde_json::from_slice::<Value>(bytes)
         .ok()
         .map(|v| error_text(v.get("error").unwrap_or(&v)))

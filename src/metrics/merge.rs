@@ -44,6 +44,7 @@ impl Aggregator {
         self.window_end_us = self.window_end_us.max(other.window_end_us);
         self.faults.merge(&other.faults);
         self.flow.merge(&other.flow);
+        self.media.merge(&other.media);
     }
 
     /// A prefix both parts sent was first sent by whichever finished it first; the
@@ -98,7 +99,7 @@ fn add(ours: &mut Histogram<u64>, theirs: &Histogram<u64>) {
 }
 
 impl Counts {
-    fn merge(&mut self, other: &Counts) {
+    pub(super) fn merge(&mut self, other: &Counts) {
         self.scheduled += other.scheduled;
         self.ok += other.ok;
         self.error += other.error;

@@ -5,6 +5,7 @@
 
 pub mod file;
 pub mod flow;
+pub mod media;
 pub mod merge;
 
 use std::collections::BTreeMap;
@@ -335,6 +336,9 @@ pub struct Aggregator {
     pub faults: FaultTally,
     /// Steps, sessions, recall and tool calls of flows.
     pub flow: flow::FlowTally,
+    /// Image, transcription and speech requests, by kind.
+    #[serde(default)]
+    pub media: media::MediaTally,
 }
 
 /// The first successful request that sent a shared prefix: what a merge needs to
@@ -414,6 +418,7 @@ impl Aggregator {
         self.counts.bump(r.outcome);
         self.faults.add(r);
         self.flow.add(r);
+        self.media.add(r);
         let good = self.goodput_slo.is_some_and(|slo| slo.met_by(r));
         let repeated_prefix = match (r.outcome, r.prefix) {
             (Outcome::Ok, Some(prefix)) => self.first_or_repeat(r, prefix),

@@ -27,6 +27,7 @@ impl Record {
             traceparent,
             faults,
             step,
+            media,
             session_end,
             intended_us,
             sent_us,
@@ -69,6 +70,7 @@ impl Record {
             line.value_at(b"faults", faults)?;
         }
         line.some_value_at(b"step", step)?;
+        line.some_value_at(b"media", media)?;
         line.some_value_at(b"session_end", session_end)?;
         line.number_at(b"intended_us", *intended_us);
         for (key, mark) in [
@@ -198,6 +200,13 @@ mod tests {
             results: Some(10),
             recall: Some(0.9),
         });
+        record.media = Some(MediaMark {
+            kind: MediaKind::Transcription,
+            audio_s: Some(12.25),
+            images: None,
+            bytes: 392_044,
+            words: Some(31),
+        });
         record.session_end = Some(SessionEnd {
             outcome: SessionOutcome::Fallback,
             fallback_reason: Some(FallbackReason {
@@ -262,13 +271,14 @@ mod tests {
     /// Clears the optional fields whose bit in `mask` is set.
     fn thinned(mask: u64) -> Record {
         let mut r = full();
-        let clears: [&mut dyn FnMut(&mut Record); 26] = [
+        let clears: [&mut dyn FnMut(&mut Record); 27] = [
             &mut |r| r.error = None,
             &mut |r| r.session = None,
             &mut |r| r.prefix = None,
             &mut |r| r.traceparent = None,
             &mut |r| r.faults.clear(),
             &mut |r| r.step = None,
+            &mut |r| r.media = None,
             &mut |r| r.session_end = None,
             &mut |r| r.sent_us = None,
             &mut |r| r.connect_us = None,

@@ -234,6 +234,66 @@ pub struct InjectedFault {
     pub added_ms: Option<f64>,
 }
 
+/// What an image, transcription or speech request carried and got back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MediaMark {
+    pub kind: MediaKind,
+    /// Seconds of audio: the clip sent (transcription) or the clip received (speech).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_s: Option<f64>,
+    /// Images received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<u32>,
+    /// Bytes of media received: the decoded images, the audio.
+    pub bytes: u64,
+    /// Words of the transcript.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub words: Option<u32>,
+}
+
+/// The kinds of media request (docs/metrics.md, "Media").
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum MediaKind {
+    /// `POST /v1/images/generations`.
+    Image,
+    /// `POST /v1/audio/transcriptions`.
+    Transcription,
+    /// `POST /v1/audio/speech`.
+    Speech,
+}
+
+impl MediaKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            MediaKind::Image => "image",
+            MediaKind::Transcription => "transcription",
+            MediaKind::Speech => "speech",
+        }
+    }
+}
+
+impl MediaMark {
+    /// Audio seconds per second of the request, send to last byte: a transcription's
+    /// RTFx, or how many times faster than real time speech was made.
+    pub fn realtime_factor(&self, record: &Record) -> Option<f64> {
+        let (audio_s, e2e) = (self.audio_s?, record.e2e_us()?);
+        (e2e > 0).then(|| audio_s / (e2e as f64 / 1e6))
+    }
+}
+
 /// Where a request sits in a flow (a RAG or agent session).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepMark {
@@ -331,6 +391,9 @@ pub struct Record {
     /// Its step, for requests of a flow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<StepMark>,
+    /// For image, transcription and speech requests: what was sent and received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<MediaMark>,
     /// On a flow session's last record: how the session ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_end: Option<SessionEnd>,
@@ -474,6 +537,7 @@ impl Record {
             traceparent: None,
             faults: Vec::new(),
             step: None,
+            media: None,
             session_end: None,
             intended_us,
             sent_us: None,

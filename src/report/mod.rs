@@ -5,6 +5,7 @@
 mod availability;
 mod chain;
 mod drift;
+mod media;
 mod terminal;
 pub mod compare;
 pub mod html;
@@ -66,6 +67,9 @@ pub struct Summary {
     /// Flow sessions: per-step figures, how sessions ended, recall@k, tool calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow: Option<FlowSummary>,
+    /// Image, transcription and speech requests, by kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub media: Vec<media::MediaSummary>,
     /// The spans collected during the run (`--collect`): the dependency graph and,
     /// per step, client time against server span time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -555,6 +559,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
             .then(|| default_gate(&agg.counts, faults.as_ref())),
         faults,
         flow: flow_summary(&agg.flow),
+        media: media::media_summary(&agg.media, window_s),
         traces: info.traces,
         verdicts: info.verdicts,
         aborted: info.aborted,

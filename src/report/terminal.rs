@@ -251,6 +251,9 @@ pub fn render_terminal(s: &Summary) -> String {
     if let Some(f) = &s.flow {
         chain::render_flow(f, &mut line);
     }
+    if !s.media.is_empty() {
+        super::media::render_media(&s.media, &mut line);
+    }
     if let Some(t) = &s.traces {
         chain::render_traces(t, &mut line);
     }

@@ -20,6 +20,7 @@ mod progress;
 mod services;
 mod threads;
 mod tokens;
+mod target;
 mod wiring;
 
 pub use drift::OnDrift;
@@ -29,6 +30,7 @@ use closed::run_closed;
 use recorder::*;
 pub use services::new_run_id;
 use services::*;
+use target::{Target, build_target};
 use wiring::{ObserverOptions, Observers, Scraper, Servers};
 
 use std::collections::BTreeMap;
@@ -49,7 +51,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use crate::chaos::ProxyCounts;
 use crate::chaos::{FaultLog, ProxyConfig, Rule, RunningProxy, upstream_uri};
 use crate::client::dialect::LlmApi;
-use crate::client::http::{self, HttpTarget};
+use crate::client::http;
 use crate::client::openai::{self, LlmTarget};
 use crate::client::{HttpClient, RunClock};
 use crate::metrics::Aggregator;
@@ -57,7 +59,7 @@ use crate::pacer::Pacer;
 use crate::prometheus::live::LiveMetrics;
 use crate::prometheus::scrape::ServerMetrics;
 use crate::record::{FailStage, Outcome, Phase, Record, SessionMark, TokenSource};
-use crate::scenario::{Endpoint, Scenario, Service, SessionPlan, Workload};
+use crate::scenario::{Endpoint, Scenario, Service, SessionPlan};
 use crate::schedule::{
     ClosedStage, ExecutedStage, OpenArrivals, OpenStage, ReplayStage, Stage, SweepRole, SweepStage,
     sweep_rates,
@@ -173,75 +175,6 @@ pub struct RunResult {
     pub availability: Option<availability::Availability>,
 }
 
-/// What a request is sent to, with everything it needs.
-enum Target {
-    Llm {
-        target: LlmTarget,
-        prompts: Arc<PromptSource>,
-    },
-    Http(HttpTarget),
-}
-
-fn build_target(
-    scenario: &Scenario,
-    base_url: &str,
-    model: &str,
-    baggage: &hyper::header::HeaderValue,
-) -> Result<Target> {
-    let max_response_bytes = scenario.max_response_bytes;
-    let service = scenario.service();
-    let mut service_headers = service.headers.clone();
-    service_headers.push((BAGGAGE.clone(), baggage.clone()));
-    Ok(match &scenario.workload {
-        Workload::Llm {
-            api,
-            prompts,
-            stream,
-            include_usage,
-            extra_body,
-        } => {
-            let path = api.path(model, *stream);
-            let target = LlmTarget {
-                uri: format!("{base_url}{path}")
-                    .parse()
-                    .context("building the request URL")?,
-                api: *api,
-                model: model.to_owned(),
-                stream: *stream,
-                include_usage: *include_usage,
-                api_key: service.api_key.clone(),
-                headers: service_headers,
-                extra_body: extra_body.clone(),
-                timeouts: scenario.timeouts,
-                max_response_bytes,
-                counting: service.counting.clone(),
-            };
-            Target::Llm {
-                target,
-                prompts: Arc::new(prompts.clone()),
-            }
-        }
-        Workload::Http(request) => {
-            let mut headers = service_headers;
-            headers.extend(request.headers.iter().cloned());
-            if let Some(key) = &service.api_key {
-                headers.push((AUTHORIZATION, key.clone()));
-            }
-            Target::Http(HttpTarget {
-                uri: format!("{base_url}{}", request.path)
-                    .parse()
-                    .context("building the request URL")?,
-                method: request.method.clone(),
-                headers,
-                body: request.body.clone(),
-                expect_status: request.expect_status,
-                timeouts: scenario.timeouts,
-                max_response_bytes,
-            })
-        }
-    })
-}
-
 /// What one arrival of a stage starts.
 enum Arrival {
     Request,
@@ -291,7 +224,7 @@ fn arrival_of(
 ) -> Result<Arrival> {
     let prompts = match target {
         Target::Llm { prompts, .. } => Some(prompts.clone()),
-        Target::Http(_) => None,
+        Target::Http(_) | Target::Media { .. } => None,
     };
     Ok(match (&scenario.flow, scenario.session, prompts) {
         (None, None, _) => Arrival::Request,
@@ -874,6 +807,22 @@ async fn execute(
                 let traceparent = request_traceparent(shared.trace_key, shared.scenario.seed, seq);
                 record.traceparent = Some(traceparent.clone());
                 http::call(http, target, &traceparent, shared.clock, &mut record).await;
+                None
+            }
+            Target::Media { target, input } => {
+                let traceparent = request_traceparent(shared.trace_key, shared.scenario.seed, seq);
+                record.traceparent = Some(traceparent.clone());
+                let (seed, clock) = (shared.scenario.seed, shared.clock);
+                target::send_media(
+                    http,
+                    target,
+                    input,
+                    (seed, seq),
+                    &traceparent,
+                    clock,
+                    &mut record,
+                )
+                .await;
                 None
             }
         }

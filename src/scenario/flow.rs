@@ -664,5 +664,8 @@ pub fn api_name(api: ApiKind) -> &'static str {
         ApiKind::QdrantGrpc => "qdrant_grpc",
         ApiKind::Pgvector => "pgvector",
         ApiKind::Tools => "tools",
+        ApiKind::Images => "images",
+        ApiKind::Transcriptions => "transcriptions",
+        ApiKind::Speech => "speech",
     }
 }

@@ -4,6 +4,7 @@
 
 mod disruption;
 pub mod flow;
+pub mod media;
 mod prompts;
 mod service;
 mod stages;
@@ -95,6 +96,8 @@ pub enum Workload {
     },
     /// A plain HTTP request, the same every time.
     Http(HttpRequest),
+    /// Images, transcriptions or speech.
+    Media(media::MediaWorkload),
 }
 
 /// A validated plain HTTP request.

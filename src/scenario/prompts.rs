@@ -12,6 +12,9 @@ pub(super) fn workload_from_spec(
 ) -> Option<Workload> {
     let spec = &file.inference;
     let template = &spec.payload_template;
+    if let Some(api) = api {
+        media::check_unused_sections(template, api, problems);
+    }
     match (api, &template.prompts, &template.request) {
         (None, prompts, request) => {
             // The service is already reported; still check what the payload says.
@@ -47,6 +50,14 @@ pub(super) fn workload_from_spec(
         }
         (Some(ApiKind::Http), None, Some(request)) => {
             http_request_from_spec(request, problems).map(Workload::Http)
+        }
+        (Some(kind), prompts, None) if media::is_media(kind) => {
+            let prompts = prompts
+                .as_ref()
+                .and_then(|p| prompts_from_spec(p, &file.path, spec.seed, tokenizer, problems));
+            let spec_dir = Path::new(&file.path).parent().unwrap_or(Path::new("."));
+            media::media_workload(kind, template, prompts, spec_dir, spec.seed, problems)
+                .map(Workload::Media)
         }
         (Some(_), _, Some(_)) => {
             problems.add(

@@ -33,6 +33,9 @@ pub(super) fn service_from_spec(
             | ApiKind::OllamaGenerate
             | ApiKind::Kserve
             | ApiKind::KserveGrpc
+            | ApiKind::Images
+            | ApiKind::Transcriptions
+            | ApiKind::Speech
     );
     if s.model.is_none() && s.url != "embedded" && needs_model {
         problems.add(

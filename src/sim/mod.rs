@@ -10,6 +10,7 @@ pub mod engine;
 pub mod grpc;
 pub mod kserve_grpc;
 pub mod kv;
+pub mod media;
 pub mod metrics;
 pub mod native;
 pub mod openai;

@@ -16,6 +16,7 @@
 //! 2.2); `docs/simulator.md` shows the fit and how the table's figures relate.
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +58,83 @@ pub struct Profile {
     /// Which real server's API quirks to reproduce.
     #[serde(default)]
     pub server: ServerKind,
+    /// The image, transcription and speech endpoints' timing.
+    #[serde(default)]
+    pub media: MediaCost,
+}
+
+/// How long the image, transcription and speech endpoints take: plain functions of
+/// what is asked, so a test can compute what redline should measure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MediaCost {
+    /// Image generation: fixed part, milliseconds.
+    pub image_base_ms: f64,
+    /// Image generation: per megapixel of each image, milliseconds.
+    pub image_per_megapixel_ms: f64,
+    /// Transcription: fixed part, milliseconds.
+    pub transcribe_base_ms: f64,
+    /// Transcription: per second of audio, milliseconds (for long clips the RTFx tends
+    /// to 1000 / this).
+    pub transcribe_per_audio_second_ms: f64,
+    /// Speech: send to the first audio byte, milliseconds.
+    pub speech_first_byte_ms: f64,
+    /// Speech: seconds of audio made per second once it flows.
+    pub speech_realtime_factor: f64,
+    /// Words per second of speech, both ways: a transcript's length and a synthesised
+    /// clip's duration.
+    pub words_per_second: f64,
+}
+
+impl Default for MediaCost {
+    /// Scaled-down figures of SDXL, Whisper large-v3 and a TTS model on one GPU, so a
+    /// demo runs in seconds: 0.4 s for a 1024×1024 image, RTFx ~50, speech at 10×.
+    fn default() -> Self {
+        MediaCost {
+            image_base_ms: 60.0,
+            image_per_megapixel_ms: 320.0,
+            transcribe_base_ms: 40.0,
+            transcribe_per_audio_second_ms: 20.0,
+            speech_first_byte_ms: 80.0,
+            speech_realtime_factor: 10.0,
+            words_per_second: 2.5,
+        }
+    }
+}
+
+impl MediaCost {
+    /// Generating `n` images of `width` × `height`.
+    pub fn image_time(&self, width: u32, height: u32, n: u32) -> Duration {
+        let megapixels = f64::from(width) * f64::from(height) / 1e6;
+        millis(self.image_base_ms + self.image_per_megapixel_ms * megapixels * f64::from(n))
+    }
+
+    /// Transcribing a clip of `audio_seconds`.
+    pub fn transcribe_time(&self, audio_seconds: f64) -> Duration {
+        millis(self.transcribe_base_ms + self.transcribe_per_audio_second_ms * audio_seconds)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let all = [
+            self.image_base_ms,
+            self.image_per_megapixel_ms,
+            self.transcribe_base_ms,
+            self.transcribe_per_audio_second_ms,
+            self.speech_first_byte_ms,
+        ];
+        if all.iter().any(|c| !c.is_finite() || *c < 0.0) {
+            return Err("media costs must be finite and non-negative".into());
+        }
+        let rates = [self.speech_realtime_factor, self.words_per_second];
+        if rates.iter().any(|r| !r.is_finite() || *r <= 0.0) {
+            return Err("speech_realtime_factor and words_per_second must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+fn millis(ms: f64) -> Duration {
+    Duration::from_secs_f64(ms.max(0.0) / 1e3)
 }
 
 /// The API behaviour of a simulated server, beside its engine model.
@@ -167,6 +245,7 @@ impl Profile {
             embedding_base_ms: 4.0,
             embedding_per_token_us: 20.0,
             server: ServerKind::Vllm,
+            media: MediaCost::default(),
         }
     }
 
@@ -195,6 +274,7 @@ impl Profile {
             embedding_base_ms: 4.0,
             embedding_per_token_us: 20.0,
             server: ServerKind::Llamacpp,
+            media: MediaCost::default(),
         }
     }
 
@@ -221,6 +301,7 @@ impl Profile {
             embedding_base_ms: 0.5,
             embedding_per_token_us: 1.0,
             server: ServerKind::Vllm,
+            media: MediaCost::default(),
         }
     }
 
@@ -284,7 +365,7 @@ impl Profile {
         if costs.iter().any(|c| !c.is_finite() || *c < 0.0) {
             return Err(invalid("step costs must be finite and non-negative".into()));
         }
-        Ok(())
+        self.media.check().map_err(invalid)
     }
 
     /// Duration of a step of the given shape, in nanoseconds.

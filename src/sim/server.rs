@@ -24,6 +24,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::embed::embed;
 use super::engine::{Clock, Engine, Event};
+use super::media;
 use super::metrics::SimMetrics;
 use super::native;
 use super::openai::{self, ApiError, Context, Plan};
@@ -132,6 +133,10 @@ impl SimState {
         &self.profile
     }
 
+    pub(super) fn seed(&self) -> u64 {
+        self.seed
+    }
+
     pub(super) fn now_ns(&self) -> u64 {
         self.clock.now_ns()
     }
@@ -170,6 +175,10 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
         .route("/v1/embeddings", post(embeddings))
+        .route("/v1/images/generations", post(media::images))
+        .route("/v1/audio/transcriptions", post(media::transcriptions))
+        .route("/v1/audio/speech", post(media::speech))
+        .route("/redline/images/{size}/{file}", get(media::image_file))
         .route("/v1/models", get(models))
         .route("/", post(native::tgi_compat))
         .route("/generate", post(native::tgi_generate))
@@ -367,7 +376,7 @@ impl Drop for EmbeddedSim {
     }
 }
 
-fn error_response(error: ApiError) -> Response {
+pub(super) fn error_response(error: ApiError) -> Response {
     let status = StatusCode::from_u16(error.status).unwrap_or(StatusCode::BAD_REQUEST);
     json_response(status, &error.body())
 }

@@ -6,6 +6,7 @@
 pub mod error;
 pub mod faults;
 pub mod flow;
+pub mod media;
 pub mod problems;
 pub mod replicas;
 pub mod schema;
@@ -287,6 +288,12 @@ pub enum ApiKind {
     Pgvector,
     /// Tool endpoints (flows' `tool` steps): `POST <url>/tools/<name>`.
     Tools,
+    /// `/v1/images/generations`: `payloadTemplate.image` says what to ask for.
+    Images,
+    /// `/v1/audio/transcriptions`: `payloadTemplate.audio` gives the clips.
+    Transcriptions,
+    /// `/v1/audio/speech`: `payloadTemplate.speech` gives the voice.
+    Speech,
 }
 
 /// Where a pgvector service keeps its documents.
@@ -340,6 +347,15 @@ pub struct PayloadTemplate {
     /// The request to send (`api: http`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<HttpRequestSpec>,
+    /// Image requests (`api: images`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<media::ImageSpec>,
+    /// The clips to transcribe (`api: transcriptions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<media::AudioSpec>,
+    /// Speech requests (`api: speech`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speech: Option<media::SpeechSpec>,
     /// The service to call (default: the only service, or the one named `llm`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,

@@ -5,10 +5,12 @@
 //! - [`payload`] — what one request sends
 //! - [`dataset`] — prompt datasets (JSONL, ShareGPT, CSV), checked and ordered
 //! - [`replay`] — timestamped request traces
+//! - [`media`] — audio clips to transcribe, read or generated
 //! - [`datagen`] — synthetic corpora and prompts from templates
 
 pub mod datagen;
 pub mod dataset;
+pub mod media;
 pub mod payload;
 pub mod replay;
 

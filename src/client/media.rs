@@ -1,0 +1,439 @@
+//! The image, transcription and speech clients, on the one send path: OpenAI's
+//! `/v1/images/generations`, `/v1/audio/transcriptions` (multipart) and
+//! `/v1/audio/speech`. Each checks what came back is what was asked for — images of
+//! the asked size, a transcript, audio whose length its header states — and records
+//! it in the record's [`MediaMark`].
+
+use std::io::Cursor;
+use std::time::Instant;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
+use hyper::{Method, Request, Uri};
+use serde_json::{Value, json};
+
+use super::{HttpClient, RunClock, Timeouts};
+use crate::record::{FailStage, MediaKind, MediaMark, Outcome, Record};
+use crate::workload::media::{Clip, wav_seconds};
+
+/// What a media request asks for, the same for every request of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MediaRequest {
+    Image {
+        /// `1024x1024`.
+        size: String,
+        width: u32,
+        height: u32,
+        n: u32,
+        /// Ask for `b64_json` (the images are decoded and their size checked) rather
+        /// than `url` (the URLs are counted, not fetched).
+        b64: bool,
+    },
+    Transcription {
+        language: Option<String>,
+        /// `json`, `verbose_json` or `text`.
+        response_format: String,
+    },
+    Speech {
+        voice: String,
+        /// `wav` (its length is read from its header) or `pcm` (16-bit mono at
+        /// `pcm_rate`).
+        response_format: String,
+        speed: Option<f64>,
+    },
+}
+
+/// Sample rate of OpenAI's raw `pcm` speech: 24 kHz, 16-bit, mono.
+pub const PCM_RATE: f64 = 24_000.0;
+
+impl MediaRequest {
+    pub fn kind(&self) -> MediaKind {
+        match self {
+            MediaRequest::Image { .. } => MediaKind::Image,
+            MediaRequest::Transcription { .. } => MediaKind::Transcription,
+            MediaRequest::Speech { .. } => MediaKind::Speech,
+        }
+    }
+
+    /// The endpoint's path.
+    pub fn path(&self) -> &'static str {
+        match self {
+            MediaRequest::Image { .. } => "/v1/images/generations",
+            MediaRequest::Transcription { .. } => "/v1/audio/transcriptions",
+            MediaRequest::Speech { .. } => "/v1/audio/speech",
+        }
+    }
+}
+
+/// Everything one media request needs but its input.
+#[derive(Debug, Clone)]
+pub struct MediaTarget {
+    pub uri: Uri,
+    pub request: MediaRequest,
+    pub model: String,
+    pub api_key: Option<HeaderValue>,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub timeouts: Timeouts,
+    pub max_response_bytes: usize,
+}
+
+/// What one request sends: a prompt (images, speech) or a clip (transcription).
+pub enum MediaInput<'a> {
+    Text(&'a str),
+    Clip(&'a Clip),
+}
+
+/// The multipart boundary: fixed, and not a byte sequence a WAV header or a form
+/// value of ours contains.
+const BOUNDARY: &str = "redline-7f3a91c2e5d84b06a1f0";
+
+impl MediaTarget {
+    fn request(&self, input: &MediaInput<'_>, traceparent: &str) -> Request<Full<Bytes>> {
+        let (content_type, body) = self.body(input);
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = self.uri.clone();
+        let headers = request.headers_mut();
+        headers.insert(CONTENT_TYPE, content_type);
+        if let Ok(value) = HeaderValue::from_str(traceparent) {
+            headers.insert(HeaderName::from_static("traceparent"), value);
+        }
+        if let Some(key) = &self.api_key {
+            headers.insert(AUTHORIZATION, key.clone());
+        }
+        for (name, value) in &self.headers {
+            headers.append(name.clone(), value.clone());
+        }
+        request
+    }
+
+    fn body(&self, input: &MediaInput<'_>) -> (HeaderValue, Bytes) {
+        let json_body = |value: Value| {
+            let bytes = serde_json::to_vec(&value).expect("a JSON value serializes");
+            (HeaderValue::from_static("application/json"), bytes.into())
+        };
+        let text = match input {
+            MediaInput::Text(text) => *text,
+            MediaInput::Clip(_) => "",
+        };
+        match (&self.request, input) {
+            (MediaRequest::Image { size, n, b64, .. }, _) => json_body(json!({
+                "model": self.model, "prompt": text, "n": n, "size": size,
+                "response_format": if *b64 { "b64_json" } else { "url" },
+            })),
+            (
+                MediaRequest::Speech {
+                    voice,
+                    response_format,
+                    speed,
+                },
+                _,
+            ) => {
+                let mut body = json!({
+                    "model": self.model, "input": text, "voice": voice,
+                    "response_format": response_format,
+                });
+                if let Some(speed) = speed {
+                    body["speed"] = json!(speed);
+                }
+                json_body(body)
+            }
+            (
+                MediaRequest::Transcription {
+                    language,
+                    response_format,
+                },
+                MediaInput::Clip(clip),
+            ) => {
+                let mut fields = vec![("model", self.model.as_str())];
+                fields.push(("response_format", response_format));
+                if let Some(language) = language {
+                    fields.push(("language", language));
+                }
+                let content_type = format!("multipart/form-data; boundary={BOUNDARY}");
+                let value = HeaderValue::from_str(&content_type).expect("an ASCII header");
+                (value, multipart(&fields, clip))
+            }
+            (MediaRequest::Transcription { .. }, MediaInput::Text(_)) => {
+                unreachable!("a transcription's input is a clip")
+            }
+        }
+    }
+}
+
+/// A `multipart/form-data` body (RFC 7578): the text fields, then the clip as `file`.
+fn multipart(fields: &[(&str, &str)], clip: &Clip) -> Bytes {
+    let mut body = Vec::with_capacity(clip.wav.len() + 512);
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!(
+                "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    let filename = clip.name.replace(['"', '\r', '\n'], "_");
+    body.extend_from_slice(
+        format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\nContent-Type: audio/wav\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(&clip.wav);
+    body.extend_from_slice(format!("\r\n--{BOUNDARY}--\r\n").as_bytes());
+    body.into()
+}
+
+/// Sends one media request and fills `record` with what happened.
+pub async fn call(
+    http: &HttpClient,
+    target: &MediaTarget,
+    input: MediaInput<'_>,
+    traceparent: &str,
+    clock: RunClock,
+    record: &mut Record,
+) {
+    let sent = Instant::now();
+    record.sent_us = Some(clock.us(sent));
+    let deadline = sent + target.timeouts.total;
+    let first_deadline = deadline.min(sent + target.timeouts.first_token);
+    let request = target.request(&input, traceparent);
+    let mut mark = MediaMark {
+        kind: target.request.kind(),
+        audio_s: match input {
+            MediaInput::Clip(clip) => Some(clip.seconds),
+            MediaInput::Text(_) => None,
+        },
+        images: None,
+        bytes: 0,
+        words: None,
+    };
+    let timeout = "no response headers before the deadline";
+    let Some(response) =
+        super::send_until(http, request, first_deadline, timeout, clock, record).await
+    else {
+        record.media = Some(mark);
+        return;
+    };
+    let status = response.status().as_u16();
+    let limit = target.max_response_bytes;
+    let body = super::read_body(response.into_body(), deadline, limit, true, clock, record).await;
+    if let Some(body) = body {
+        if (200..300).contains(&status) {
+            if let Err((kind, message)) = check_answer(&target.request, &body, &mut mark) {
+                record.fail(Outcome::Error, FailStage::Decode, kind, message);
+            }
+        } else {
+            let message = format!("HTTP {status}: {}", super::openai::error_message(&body));
+            record.fail(
+                Outcome::Error,
+                FailStage::FirstByte,
+                super::status_kind(status),
+                message,
+            );
+        }
+    }
+    record.media = Some(mark);
+}
+
+/// Checks a successful answer is what was asked for, filling in what it carried; the
+/// failure's kind and message when it is not.
+fn check_answer(
+    request: &MediaRequest,
+    body: &[u8],
+    mark: &mut MediaMark,
+) -> Result<(), (&'static str, String)> {
+    match request {
+        MediaRequest::Image {
+            width,
+            height,
+            n,
+            b64,
+            ..
+        } => check_images(body, (*width, *height), *n, *b64, mark),
+        MediaRequest::Transcription {
+            response_format, ..
+        } => {
+            let text = transcript(body, response_format)?;
+            mark.words = Some(text.split_whitespace().count() as u32);
+            mark.bytes = body.len() as u64;
+            Ok(())
+        }
+        MediaRequest::Speech {
+            response_format, ..
+        } => {
+            mark.bytes = body.len() as u64;
+            mark.audio_s = Some(match response_format.as_str() {
+                "pcm" => body.len() as f64 / 2.0 / PCM_RATE,
+                _ => wav_seconds(body).map_err(|e| {
+                    (
+                        "invalid_audio",
+                        format!("the answer is not a WAV file: {e}"),
+                    )
+                })?,
+            });
+            Ok(())
+        }
+    }
+}
+
+/// The images of an answer: `n` of them, each a PNG of the asked size when base64.
+fn check_images(
+    body: &[u8],
+    (width, height): (u32, u32),
+    n: u32,
+    b64: bool,
+    mark: &mut MediaMark,
+) -> Result<(), (&'static str, String)> {
+    let answer: Value = serde_json::from_slice(body)
+        .map_err(|e| ("invalid_json", format!("the answer is not JSON: {e}")))?;
+    let data = answer["data"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let key = if b64 { "b64_json" } else { "url" };
+    let images: Vec<&str> = data.iter().filter_map(|d| d[key].as_str()).collect();
+    if images.is_empty() {
+        return Err((
+            "no_image",
+            format!("the answer holds no image (no `data[].{key}`)"),
+        ));
+    }
+    mark.images = Some(images.len() as u32);
+    if images.len() as u32 != n {
+        return Err((
+            "image_count",
+            format!("asked for {n} images, got {}", images.len()),
+        ));
+    }
+    if !b64 {
+        return Ok(());
+    }
+    for image in images {
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(image)
+            .map_err(|e| ("invalid_image", format!("an image is not base64: {e}")))?;
+        mark.bytes += png.len() as u64;
+        let size =
+            png_size(&png).map_err(|e| ("invalid_image", format!("an image is not a PNG: {e}")))?;
+        if size != (width, height) {
+            return Err((
+                "image_size",
+                format!("asked for {width}x{height}, got {}x{}", size.0, size.1),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A PNG's width and height, from its header: the pixels are not decoded (a server's
+/// huge image must not cost the client its decoding).
+fn png_size(png: &[u8]) -> Result<(u32, u32), png::DecodingError> {
+    let reader = png::Decoder::new(Cursor::new(png)).read_info()?;
+    Ok((reader.info().width, reader.info().height))
+}
+
+/// A transcription answer's text.
+fn transcript(body: &[u8], response_format: &str) -> Result<String, (&'static str, String)> {
+    if response_format == "text" {
+        return String::from_utf8(body.to_vec())
+            .map_err(|_| ("invalid_text", "the transcript is not UTF-8".to_owned()));
+    }
+    let answer: Value = serde_json::from_slice(body)
+        .map_err(|e| ("invalid_json", format!("the answer is not JSON: {e}")))?;
+    answer["text"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or(("no_text", "the answer has no `text`".to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::media::generated_clips;
+
+    fn mark(kind: MediaKind) -> MediaMark {
+        MediaMark {
+            kind,
+            audio_s: None,
+            images: None,
+            bytes: 0,
+            words: None,
+        }
+    }
+
+    fn image_request(b64: bool) -> MediaRequest {
+        MediaRequest::Image {
+            size: "64x32".into(),
+            width: 64,
+            height: 32,
+            n: 1,
+            b64,
+        }
+    }
+
+    #[test]
+    fn an_image_answer_is_checked_for_its_images_and_their_size() {
+        let mut png = Vec::new();
+        let mut encoder = png::Encoder::new(&mut png, 64, 32);
+        encoder.set_color(png::ColorType::Grayscale);
+        let mut writer = encoder.write_header().unwrap();
+        writer.write_image_data(&[7; 64 * 32]).unwrap();
+        writer.finish().unwrap();
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&png);
+        let good = json!({"data": [{"b64_json": encoded}]}).to_string();
+        let mut m = mark(MediaKind::Image);
+        assert_eq!(
+            check_answer(&image_request(true), good.as_bytes(), &mut m),
+            Ok(())
+        );
+        assert_eq!((m.images, m.bytes), (Some(1), png.len() as u64));
+        let wrong = MediaRequest::Image {
+            size: "64x64".into(),
+            width: 64,
+            height: 64,
+            n: 1,
+            b64: true,
+        };
+        let error = check_answer(&wrong, good.as_bytes(), &mut mark(MediaKind::Image));
+        assert_eq!(error.unwrap_err().0, "image_size");
+        let empty = br#"{"created": 1, "data": []}"#;
+        let error = check_answer(&image_request(true), empty, &mut mark(MediaKind::Image));
+        assert_eq!(error.unwrap_err().0, "no_image");
+        let error = check_answer(
+            &image_request(false),
+            b"<html>",
+            &mut mark(MediaKind::Image),
+        );
+        assert_eq!(error.unwrap_err().0, "invalid_json");
+    }
+
+    #[test]
+    fn speech_length_comes_from_the_wav_header() {
+        let clip = &generated_clips(1, 1.25, 1.25, 3)[0];
+        let speech = MediaRequest::Speech {
+            voice: "alloy".into(),
+            response_format: "wav".into(),
+            speed: None,
+        };
+        let mut m = mark(MediaKind::Speech);
+        assert_eq!(check_answer(&speech, &clip.wav, &mut m), Ok(()));
+        assert!((m.audio_s.unwrap() - 1.25).abs() < 1e-9);
+        let error = check_answer(&speech, b"{}", &mut mark(MediaKind::Speech));
+        assert_eq!(error.unwrap_err().0, "invalid_audio");
+    }
+
+    #[test]
+    fn a_multipart_body_carries_the_fields_and_the_clip() {
+        let clip = &generated_clips(1, 0.1, 0.1, 3)[0];
+        let body = multipart(&[("model", "whisper"), ("language", "en")], clip);
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.starts_with(&format!("--{BOUNDARY}\r\n")));
+        assert!(text.contains("name=\"language\"\r\n\r\nen\r\n"));
+        assert!(text.contains("filename=\"clip-0000.wav\"\r\nContent-Type: audio/wav"));
+        assert!(text.ends_with(&format!("--{BOUNDARY}--\r\n")));
+        assert!(body.windows(clip.wav.len()).any(|w| w == clip.wav));
+    }
+}

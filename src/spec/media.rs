@@ -1,0 +1,120 @@
+//! What image, transcription and speech requests send (`payloadTemplate.image`,
+//! `.audio`, `.speech`), for `api: images`, `transcriptions` and `speech` services.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Image generation (`POST /v1/images/generations`); the prompts come from
+/// `payloadTemplate.prompts`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImageSpec {
+    /// `WIDTHxHEIGHT` (default `1024x1024`).
+    #[serde(default = "default_size")]
+    pub size: String,
+    /// Images per request (default 1).
+    #[serde(default = "one")]
+    pub n: u32,
+    /// `b64_json` (default: each image is decoded and its size checked) or `url`
+    /// (the URLs are counted, not fetched).
+    #[serde(default = "b64_json")]
+    pub response_format: String,
+}
+
+impl Default for ImageSpec {
+    fn default() -> Self {
+        ImageSpec {
+            size: default_size(),
+            n: 1,
+            response_format: b64_json(),
+        }
+    }
+}
+
+/// Audio transcription (`POST /v1/audio/transcriptions`, multipart): the clips to send,
+/// one per request in turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AudioSpec {
+    /// A directory of `.wav` files (relative to the spec), sent in name order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
+    /// Or clips redline generates: `count` tones of lengths drawn from `seconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clips: Option<ClipsSpec>,
+    /// The clips' language (ISO-639-1), sent as `language` when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    /// `json` (default), `verbose_json` or `text`.
+    #[serde(default = "json_format")]
+    pub response_format: String,
+}
+
+/// Generated clips.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClipsSpec {
+    /// How many distinct clips (default 16).
+    #[serde(default = "sixteen")]
+    pub count: u32,
+    /// Their lengths in seconds, drawn uniformly: `{ min: 2, max: 30 }`.
+    pub seconds: SecondsRange,
+}
+
+/// A range of seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SecondsRange {
+    pub min: f64,
+    pub max: f64,
+}
+
+/// Speech synthesis (`POST /v1/audio/speech`); the text comes from
+/// `payloadTemplate.prompts`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpeechSpec {
+    /// The voice (default `alloy`).
+    #[serde(default = "alloy")]
+    pub voice: String,
+    /// `wav` (default) or `pcm` (24 kHz 16-bit mono): formats whose length redline
+    /// reads without decoding.
+    #[serde(default = "wav")]
+    pub response_format: String,
+    /// 0.25 to 4.0, sent when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<f64>,
+}
+
+impl Default for SpeechSpec {
+    fn default() -> Self {
+        SpeechSpec {
+            voice: alloy(),
+            response_format: wav(),
+            speed: None,
+        }
+    }
+}
+
+fn default_size() -> String {
+    "1024x1024".into()
+}
+fn one() -> u32 {
+    1
+}
+fn sixteen() -> u32 {
+    16
+}
+fn b64_json() -> String {
+    "b64_json".into()
+}
+fn json_format() -> String {
+    "json".into()
+}
+fn alloy() -> String {
+    "alloy".into()
+}
+fn wav() -> String {
+    "wav".into()
+}

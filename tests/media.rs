@@ -1,0 +1,229 @@
+//! Image, transcription and speech requests against the simulator, whose times are
+//! known functions of what is asked (`MediaCost`): redline's RTFx, time to first
+//! audio and latencies are compared with them; broken answers are typed outcomes.
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::routing::post;
+use redline::record::{MediaKind, Outcome, Record};
+use redline::scenario::Scenario;
+use redline::sim::profile::MediaCost;
+
+use crate::common::*;
+
+fn media_profile(media: MediaCost) -> Profile {
+    Profile {
+        media,
+        ..Profile::tiny()
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn all_ok(records: &[Record]) {
+    let failed = records.iter().find(|r| r.outcome != Outcome::Ok);
+    assert!(failed.is_none(), "{failed:?}");
+}
+
+/// Transcription takes 30 ms + 15 ms per second of audio: each request's RTFx is
+/// a / (0.030 + 0.015 a) for a clip of a seconds. Over 60 requests of clips of 4–20 s,
+/// the median of measured ÷ expected is within 5 % below 1 (the client's own time and
+/// the multipart upload only add), and the summary's RTFx p50 is the records' own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transcription_rtfx_is_the_simulators_known_function_of_clip_length() {
+    let _serial = CLIENT_TIMING.lock().await;
+    let media = MediaCost {
+        transcribe_base_ms: 30.0,
+        transcribe_per_audio_second_ms: 15.0,
+        ..MediaCost::default()
+    };
+    let words_per_second = media.words_per_second;
+    let sim = sim(media_profile(media)).await;
+    let spec = format!(
+        "  seed: 11\n  services:\n    whisper: {{ url: \"{}\", api: transcriptions, model: sim-tiny }}\n  payloadTemplate:\n    audio: {{ clips: {{ count: 24, seconds: {{ min: 4, max: 20 }} }}, language: en }}\n  load:\n    - {{ concurrency: 2, requests: 60 }}\n",
+        sim.base_url()
+    );
+    let (result, records) = run_to_records(scenario(&spec), "media-rtfx").await;
+    assert_eq!(records.len(), 60);
+    all_ok(&records);
+    let mut ratios = Vec::new();
+    let mut measured = Vec::new();
+    for r in &records {
+        let mark = r.media.as_ref().unwrap();
+        assert_eq!(mark.kind, MediaKind::Transcription);
+        let audio = mark.audio_s.unwrap();
+        assert!((4.0..=20.0).contains(&audio), "{audio}");
+        assert_eq!(mark.words, Some((audio * words_per_second).round() as u32));
+        let expected = audio / (0.030 + 0.015 * audio);
+        let rtfx = mark.realtime_factor(r).unwrap();
+        ratios.push(rtfx / expected);
+        measured.push(rtfx);
+    }
+    let ratio = median(ratios);
+    assert!(
+        (0.95..=1.001).contains(&ratio),
+        "median measured/expected RTFx {ratio:.4}"
+    );
+    let summary = summary_of(&result);
+    let section = &summary.media[0];
+    assert_eq!(
+        (section.kind, section.requests, section.ok),
+        (MediaKind::Transcription, 60, 60)
+    );
+    let p50 = section.rtfx.unwrap().p50;
+    let own = median(measured);
+    assert!(
+        (p50 / own - 1.0).abs() < 0.02,
+        "summary p50 {p50} vs records' {own}"
+    );
+}
+
+/// Speech: the first audio after 50 ms, then 3 s of audio (30 words at 10 words/s)
+/// made at 20× real time, in 100 ms pieces: the last piece leaves at 50 + 29 × 5 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speech_first_audio_and_length_are_the_simulators() {
+    let _serial = CLIENT_TIMING.lock().await;
+    let media = MediaCost {
+        speech_first_byte_ms: 50.0,
+        speech_realtime_factor: 20.0,
+        words_per_second: 10.0,
+        ..MediaCost::default()
+    };
+    let sim = sim(media_profile(media)).await;
+    let spec = format!(
+        "  seed: 5\n  services:\n    tts: {{ url: \"{}\", api: speech, model: sim-tiny }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 30, output_tokens: 1 }} }}\n    speech: {{ voice: verse }}\n  load:\n    - {{ concurrency: 2, requests: 30 }}\n",
+        sim.base_url()
+    );
+    let (result, records) = run_to_records(scenario(&spec), "media-speech").await;
+    all_ok(&records);
+    for r in &records {
+        let mark = r.media.as_ref().unwrap();
+        assert_eq!(mark.audio_s, Some(3.0));
+        assert_eq!(mark.bytes, 44 + 2 * 3 * 24_000);
+    }
+    let section = &summary_of(&result).media[0];
+    let first = section.first_byte_ms.p50;
+    assert!(
+        (50.0..65.0).contains(&first),
+        "time to first audio p50 {first} ms"
+    );
+    let e2e = section.latency_ms.p50;
+    assert!((195.0..215.0).contains(&e2e), "speech e2e p50 {e2e} ms");
+    assert_eq!(section.audio_seconds, Some(90.0));
+}
+
+/// Images of 256×128, two a request: 60 + 320 × 0.0328 × 2 = 81 ms each; every image
+/// is decoded far enough to check its size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_are_counted_checked_and_timed() {
+    let _serial = CLIENT_TIMING.lock().await;
+    let sim = sim(media_profile(MediaCost::default())).await;
+    let spec = |format: &str| {
+        format!(
+            "  seed: 5\n  services:\n    sdxl: {{ url: \"{}\", api: images, model: sim-tiny }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 12, output_tokens: 1 }} }}\n    image: {{ size: 256x128, n: 2, response_format: {format} }}\n  load:\n    - {{ concurrency: 2, requests: 20 }}\n",
+            sim.base_url()
+        )
+    };
+    let (result, records) = run_to_records(scenario(&spec("b64_json")), "media-images").await;
+    all_ok(&records);
+    assert!(records.iter().all(|r| {
+        let mark = r.media.as_ref().unwrap();
+        mark.images == Some(2) && mark.bytes > 200
+    }));
+    let section = &summary_of(&result).media[0];
+    assert_eq!(section.images, Some(40));
+    let e2e = section.latency_ms.p50;
+    assert!((81.0..96.0).contains(&e2e), "image e2e p50 {e2e} ms");
+    let (_, records) = run_to_records(scenario(&spec("url")), "media-image-urls").await;
+    all_ok(&records);
+    assert!(
+        records
+            .iter()
+            .all(|r| r.media.as_ref().unwrap().images == Some(2))
+    );
+}
+
+/// A server that answers 200 with JSON but no image, or with JSON where audio should
+/// be: every request is a typed failure at `decode`, none lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_without_the_media_are_typed_failures() {
+    let app = Router::new()
+        .route(
+            "/v1/images/generations",
+            post(|| async { axum::Json(serde_json::json!({"created": 1, "data": []})) }),
+        )
+        .route(
+            "/v1/audio/speech",
+            post(|| async { axum::Json(serde_json::json!({"audio": "none"})) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    for (api, section, kind) in [
+        ("images", "image: { size: 64x64 }", "no_image"),
+        ("speech", "speech: { voice: alloy }", "invalid_audio"),
+    ] {
+        let spec = format!(
+            "  services:\n    m: {{ url: \"http://{addr}\", api: {api}, model: m }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 4, output_tokens: 1 }} }}\n    {section}\n  load:\n    - {{ concurrency: 2, requests: 12 }}\n"
+        );
+        let (_, records) = run_to_records(scenario(&spec), "media-hostile").await;
+        assert_eq!(records.len(), 12);
+        for r in &records {
+            let error = r.error.as_ref().unwrap();
+            assert_eq!(
+                (r.outcome, error.kind.as_str()),
+                (Outcome::Error, kind),
+                "{error:?}"
+            );
+        }
+    }
+    server.abort();
+}
+
+fn spec_error(body: &str) -> String {
+    let text = format!(
+        "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: {{ name: t }}\nspec:\n{body}"
+    );
+    let file = redline::spec::parse("test.yaml", &text).unwrap();
+    Scenario::from_spec(&file, &text).unwrap_err().to_string()
+}
+
+/// A directory whose `.wav` is not audio, a missing directory, a media section on the
+/// wrong API: each named before anything is sent.
+#[test]
+fn bad_media_specs_name_the_file_and_the_field() {
+    let dir = temp_dir("media-bad-clips");
+    std::fs::write(dir.join("speech.wav"), "this is text, not audio").unwrap();
+    let services =
+        "  services:\n    w: { url: embedded, api: transcriptions }\n  payloadTemplate:\n";
+    let load = "  load:\n    - { concurrency: 1, requests: 1 }\n";
+    let error = spec_error(&format!(
+        "{services}    audio: {{ dir: \"{}\" }}\n{load}",
+        dir.display()
+    ));
+    assert!(error.contains("speech.wav is not a WAV file"), "{error}");
+    assert!(error.contains("spec.payloadTemplate.audio.dir"), "{error}");
+    let error = spec_error(&format!(
+        "{services}    audio: {{ dir: /no/such/clips }}\n{load}"
+    ));
+    assert!(
+        error.contains("cannot read the audio directory /no/such/clips"),
+        "{error}"
+    );
+    let error = spec_error(&format!("{services}    audio: {{ language: en }}\n{load}"));
+    assert!(
+        error.contains("needs exactly one of `dir` and `clips`"),
+        "{error}"
+    );
+    let chat = "  services:\n    llm: { url: embedded }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 4, output_tokens: 1 } }\n    image: { size: 64x64 }\n";
+    let error = spec_error(&format!("{chat}{load}"));
+    assert!(
+        error.contains("applies only to `api: images` services"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
