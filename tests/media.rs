@@ -227,3 +227,75 @@ fn bad_media_specs_name_the_file_and_the_field() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A mix of chat, images and speech at 3 : 1 : 1 on one closed loop: over 300
+/// requests each share is within 2.5 binomial standard deviations of its weight, and
+/// each request went to its own service (chat records carry tokens, media records
+/// their mark).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mix_sends_each_service_its_weighted_share() {
+    let _serial = CLIENT_TIMING.lock().await;
+    let media = MediaCost {
+        image_base_ms: 2.0,
+        image_per_megapixel_ms: 0.0,
+        speech_first_byte_ms: 2.0,
+        speech_realtime_factor: 1000.0,
+        ..MediaCost::default()
+    };
+    let sim = sim(media_profile(media)).await;
+    let url = sim.base_url();
+    let spec = format!(
+        "  seed: 21\n  services:\n    llm: {{ url: \"{url}\", model: sim-tiny }}\n    img: {{ url: \"{url}\", api: images, model: sim-tiny }}\n    tts: {{ url: \"{url}\", api: speech, model: sim-tiny }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 10, output_tokens: 4 }} }}\n    image: {{ size: 64x64 }}\n    mix:\n      - {{ service: llm, weight: 3 }}\n      - {{ service: img }}\n      - {{ service: tts }}\n  load:\n    - {{ concurrency: 4, requests: 300 }}\n"
+    );
+    let (result, records) = run_to_records(scenario(&spec), "media-mix").await;
+    assert_eq!(records.len(), 300);
+    all_ok(&records);
+    let count = |kind: Option<MediaKind>| {
+        records
+            .iter()
+            .filter(|r| r.media.as_ref().map(|m| m.kind) == kind)
+            .count() as f64
+    };
+    for (kind, share) in [
+        (None, 0.6_f64),
+        (Some(MediaKind::Image), 0.2),
+        (Some(MediaKind::Speech), 0.2),
+    ] {
+        let sd = (share * (1.0 - share) / 300.0).sqrt();
+        let seen = count(kind) / 300.0;
+        assert!(
+            (seen - share).abs() < 2.5 * sd,
+            "{kind:?}: {seen:.3} of the requests, weight {share}"
+        );
+    }
+    assert!(
+        records
+            .iter()
+            .all(|r| r.media.is_some() || r.output_tokens == Some(4))
+    );
+    let summary = summary_of(&result);
+    let kinds: Vec<MediaKind> = summary.media.iter().map(|m| m.kind).collect();
+    assert_eq!(kinds, [MediaKind::Image, MediaKind::Speech]);
+}
+
+#[test]
+fn a_bad_mix_names_the_entry_and_the_fix() {
+    let services = "  services:\n    llm: { url: embedded }\n    vectors: { url: embedded, api: qdrant }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 4, output_tokens: 1 } }\n";
+    let load = "  load:\n    - { concurrency: 1, requests: 1 }\n";
+    let error = spec_error(&format!(
+        "{services}    mix: [{{ service: lm }}, {{ service: llm, weight: 0 }}, {{ service: vectors }}]\n{load}"
+    ));
+    assert!(
+        error.contains("mix[0].service: names service `lm`"),
+        "{error}"
+    );
+    assert!(error.contains("did you mean `llm`?"), "{error}");
+    assert!(
+        error.contains("mix[1].weight: must be at least 1"),
+        "{error}"
+    );
+    assert!(
+        error.contains("`vectors` speaks `api: qdrant`, which a mix cannot send to"),
+        "{error}"
+    );
+}

@@ -334,6 +334,7 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
                 image: None,
                 audio: None,
                 speech: None,
+                mix: Vec::new(),
                 service: None,
                 stream: !args.no_stream,
                 include_usage: true,

@@ -224,7 +224,7 @@ fn arrival_of(
 ) -> Result<Arrival> {
     let prompts = match target {
         Target::Llm { prompts, .. } => Some(prompts.clone()),
-        Target::Http(_) | Target::Media { .. } => None,
+        Target::Http(_) | Target::Media { .. } | Target::Mix(_) => None,
     };
     Ok(match (&scenario.flow, scenario.session, prompts) {
         (None, None, _) => Arrival::Request,
@@ -332,8 +332,7 @@ pub async fn run(
         None => run_id.unwrap_or_else(new_run_id),
     };
     let baggage = baggage_of(run_id, &scenario.name);
-    let request_base = servers.request_base(&scenario.service().name, base_url.clone());
-    let target = build_target(&scenario, &request_base, &model, &baggage)?;
+    let target = build_target(&scenario, &servers, &baggage)?;
     let arrival = arrival_of(&scenario, &servers, baggage, &target)?;
 
     let file = std::fs::File::create(&records_path)
@@ -789,8 +788,10 @@ async fn execute(
         payload,
         _permits,
     } = admitted;
+    let (target, http) = shared.target.pick(http, shared.scenario.seed, seq);
     let request = async {
-        match &shared.target {
+        match target {
+            Target::Mix(_) => unreachable!("a mix picks one of its targets"),
             Target::Llm { target, prompts } => {
                 let mut payload =
                     payload.unwrap_or_else(|| prompts.payload(shared.scenario.seed, seq));

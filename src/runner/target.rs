@@ -8,13 +8,15 @@ use anyhow::{Context, Result};
 use hyper::header::AUTHORIZATION;
 
 use super::services::BAGGAGE;
+use super::wiring::Servers;
 use crate::client::http::HttpTarget;
 use crate::client::media::{self, MediaInput, MediaTarget};
 use crate::client::openai::LlmTarget;
 use crate::client::{HttpClient, RunClock};
 use crate::record::Record;
 use crate::scenario::media::MediaSource;
-use crate::scenario::{Scenario, Workload};
+use crate::scenario::{Scenario, Service, Workload};
+use crate::seed::mix_seed;
 use crate::workload::PromptSource;
 
 /// What a request is sent to, with everything it needs.
@@ -28,19 +30,83 @@ pub(super) enum Target {
         target: MediaTarget,
         input: MediaSource,
     },
+    /// Each arrival goes to one of these, drawn by weight.
+    Mix(Vec<Choice>),
 }
 
+/// One share of a mix: its target and its service's own connections.
+pub(super) struct Choice {
+    /// The cumulative weight up to and with this share.
+    until: u64,
+    target: Target,
+    http: HttpClient,
+}
+
+impl Target {
+    /// What request `seq` is sent to, and on which connections (`http`, the main
+    /// service's, unless a mix draws another service).
+    pub(super) fn pick<'a>(
+        &'a self,
+        http: &'a HttpClient,
+        seed: u64,
+        seq: u64,
+    ) -> (&'a Target, &'a HttpClient) {
+        let Target::Mix(choices) = self else {
+            return (self, http);
+        };
+        let total = choices.last().map_or(1, |c| c.until);
+        let draw = mix_seed(&[seed, 0x4d49_5845, seq]) % total;
+        let choice = choices
+            .iter()
+            .find(|c| draw < c.until)
+            .expect("the draw is below the total");
+        (&choice.target, &choice.http)
+    }
+}
+
+/// The run's target: the main service's workload, or each mixed service's.
 pub(super) fn build_target(
     scenario: &Scenario,
-    base_url: &str,
-    model: &str,
+    servers: &Servers,
     baggage: &hyper::header::HeaderValue,
 ) -> Result<Target> {
+    let Workload::Mix(entries) = &scenario.workload else {
+        return target_for(
+            scenario,
+            scenario.service(),
+            &scenario.workload,
+            servers,
+            baggage,
+        );
+    };
+    let mut until = 0;
+    let mut choices = Vec::new();
+    for entry in entries {
+        let service = &scenario.services[&entry.service];
+        until += u64::from(entry.weight);
+        choices.push(Choice {
+            until,
+            target: target_for(scenario, service, &entry.workload, servers, baggage)?,
+            http: service.http_client(&scenario.timeouts),
+        });
+    }
+    Ok(Target::Mix(choices))
+}
+
+/// What `workload`'s requests to `service` need.
+fn target_for(
+    scenario: &Scenario,
+    service: &Service,
+    workload: &Workload,
+    servers: &Servers,
+    baggage: &hyper::header::HeaderValue,
+) -> Result<Target> {
+    let base_url = &servers.request_base(&service.name, servers.url_of(service));
+    let model = &servers.model_of(service);
     let max_response_bytes = scenario.max_response_bytes;
-    let service = scenario.service();
     let mut service_headers = service.headers.clone();
     service_headers.push((BAGGAGE.clone(), baggage.clone()));
-    Ok(match &scenario.workload {
+    Ok(match workload {
         Workload::Llm {
             api,
             prompts,
@@ -101,6 +167,7 @@ pub(super) fn build_target(
             },
             input: workload.input.clone(),
         },
+        Workload::Mix(_) => anyhow::bail!("a mix's entries are single workloads"),
     })
 }
 

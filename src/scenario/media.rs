@@ -34,15 +34,19 @@ pub fn is_media(api: ApiKind) -> bool {
     )
 }
 
-/// The media sections a template gives that its API does not use, each reported.
-pub fn check_unused_sections(template: &PayloadTemplate, api: ApiKind, problems: &mut Problems) {
+/// The media sections a template gives that none of its APIs uses, each reported.
+pub fn check_unused_sections(
+    template: &PayloadTemplate,
+    apis: &[ApiKind],
+    problems: &mut Problems,
+) {
     let sections = [
         ("image", template.image.is_some(), ApiKind::Images),
         ("audio", template.audio.is_some(), ApiKind::Transcriptions),
         ("speech", template.speech.is_some(), ApiKind::Speech),
     ];
     for (name, given, owner) in sections {
-        if given && api != owner {
+        if given && !apis.contains(&owner) {
             let owner = crate::scenario::flow::api_name(owner);
             problems.add(
                 &format!("spec.payloadTemplate.{name}"),
@@ -82,7 +86,8 @@ pub fn media_workload(
             );
             return None;
         }
-        (false, true) => {
+        // In a mix the prompts are the other services'.
+        (false, true) if template.mix.is_empty() => {
             problems.add(
                 "spec.payloadTemplate.prompts",
                 "does not apply to `api: transcriptions`: each request sends a clip".into(),

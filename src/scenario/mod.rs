@@ -5,6 +5,7 @@
 mod disruption;
 pub mod flow;
 pub mod media;
+pub mod mix;
 mod prompts;
 mod service;
 mod stages;
@@ -98,6 +99,8 @@ pub enum Workload {
     Http(HttpRequest),
     /// Images, transcriptions or speech.
     Media(media::MediaWorkload),
+    /// Several services on one arrival process, drawn by weight.
+    Mix(Vec<mix::MixEntry>),
 }
 
 /// A validated plain HTTP request.
@@ -236,7 +239,7 @@ impl Scenario {
             .map(|s| s.api)
             // A flow's prompts feed its steps, whatever API the first one speaks.
             .map(|api| if flow.is_some() { ApiKind::Chat } else { api });
-        let workload = workload_from_spec(file, api, tokenizer, &mut problems);
+        let workload = workload_from_spec(file, api, tokenizer, &resolved, &mut problems);
 
         let (stages, traces) = stages_from_spec(spec, spec_dir, &mut problems);
 
@@ -267,8 +270,11 @@ impl Scenario {
             return Err(problems.located(&file.path, text));
         }
         let main = service_name.expect("no problems means a service");
+        let mixed = |name: &String| spec.payload_template.mix.iter().any(|e| e.service == *name);
         resolved.retain(|name, _| {
-            *name == main || flow.as_ref().is_some_and(|f| f.services.contains_key(name))
+            *name == main
+                || mixed(name)
+                || flow.as_ref().is_some_and(|f| f.services.contains_key(name))
         });
         let sim_tiers = embedded_tiers(&resolved, &spec.services);
         Ok(Scenario {
@@ -429,6 +435,10 @@ fn main_service(
     let names: Vec<&str> = spec.services.keys().map(String::as_str).collect();
     let service_name = match &spec.payload_template.service {
         Some(name) => Some(name.clone()),
+        // A mix's first service is the one its header and scrapes name.
+        None if !spec.payload_template.mix.is_empty() => {
+            Some(spec.payload_template.mix[0].service.clone())
+        }
         None if names.len() == 1 => Some(names[0].to_owned()),
         None if names.contains(&"llm") => Some("llm".to_owned()),
         // A flow calls many services; its prompts are the first step's input.

@@ -3,8 +3,27 @@
 
 use super::*;
 
-/// What each request sends, checked against the service's API.
+/// What each request sends, checked against the service's API (a mix's: each of its
+/// services').
 pub(super) fn workload_from_spec(
+    file: &SpecFile,
+    api: Option<ApiKind>,
+    tokenizer: LocalTokenizer,
+    services: &BTreeMap<String, Service>,
+    problems: &mut Problems,
+) -> Option<Workload> {
+    let template = &file.inference.payload_template;
+    if !template.mix.is_empty() {
+        return mix::mix_from_spec(file, services, problems).map(Workload::Mix);
+    }
+    if let Some(api) = api {
+        media::check_unused_sections(template, &[api], problems);
+    }
+    single_workload(file, api, tokenizer, problems)
+}
+
+/// What each request to a service of `api` sends.
+pub(super) fn single_workload(
     file: &SpecFile,
     api: Option<ApiKind>,
     tokenizer: LocalTokenizer,
@@ -12,9 +31,6 @@ pub(super) fn workload_from_spec(
 ) -> Option<Workload> {
     let spec = &file.inference;
     let template = &spec.payload_template;
-    if let Some(api) = api {
-        media::check_unused_sections(template, api, problems);
-    }
     match (api, &template.prompts, &template.request) {
         (None, prompts, request) => {
             // The service is already reported; still check what the payload says.

@@ -5,6 +5,17 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+/// One share of a mix: a service (whose `api` says what it is sent) and its weight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MixEntrySpec {
+    /// A service under `spec.services`.
+    pub service: String,
+    /// Its share of the arrivals, relative to the others' (default 1).
+    #[serde(default = "one")]
+    pub weight: u32,
+}
+
 /// Image generation (`POST /v1/images/generations`); the prompts come from
 /// `payloadTemplate.prompts`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

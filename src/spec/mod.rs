@@ -7,6 +7,7 @@ pub mod error;
 pub mod faults;
 pub mod flow;
 pub mod media;
+pub mod pgvector;
 pub mod problems;
 pub mod replicas;
 pub mod schema;
@@ -19,6 +20,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use error::{SpecError, SpecErrors};
+pub use pgvector::{Distance, PgvectorSpec};
 pub use problems::{Problem, Problems};
 pub use values::{Dur, Size};
 
@@ -296,47 +298,6 @@ pub enum ApiKind {
     Speech,
 }
 
-/// Where a pgvector service keeps its documents.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PgvectorSpec {
-    pub table: String,
-    #[serde(default = "id_column")]
-    pub id_column: String,
-    #[serde(default = "text_column")]
-    pub text_column: String,
-    #[serde(default = "vector_column")]
-    pub vector_column: String,
-    /// `cosine` (`<=>`, default) or `l2` (`<->`).
-    #[serde(default)]
-    pub distance: Distance,
-    /// Connections in the pool (default 8).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pool_size: Option<u32>,
-}
-
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Distance {
-    #[default]
-    Cosine,
-    L2,
-}
-
-fn id_column() -> String {
-    "id".into()
-}
-
-fn text_column() -> String {
-    "text".into()
-}
-
-fn vector_column() -> String {
-    "embedding".into()
-}
-
 /// What one session sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -356,6 +317,9 @@ pub struct PayloadTemplate {
     /// Speech requests (`api: speech`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speech: Option<media::SpeechSpec>,
+    /// Requests to several services on one arrival process, each drawn by weight.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mix: Vec<media::MixEntrySpec>,
     /// The service to call (default: the only service, or the one named `llm`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,

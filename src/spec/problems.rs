@@ -59,6 +59,10 @@ impl Problems {
         self.found.len()
     }
 
+    pub fn len(&self) -> usize {
+        self.found.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.found.is_empty()
     }
