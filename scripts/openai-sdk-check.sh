@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The official `openai` Python SDK, used as a new user would, against `redline sim`:
 # streaming chat with usage, a streamed tool call, completions, embeddings (the SDK
-# asks for base64 by default) and an error. Then the simulator's native routes with
+# asks for base64 by default), images, a multipart transcription, speech and errors. Then the simulator's native routes with
 # the official `ollama` package, Hugging Face's `text-generation` (TGI's client) and
 # NVIDIA's `tritonclient` (KServe v2, over HTTP and over gRPC: a decoupled token
 # stream), and the Qdrant gRPC listener with the official `qdrant-client`

@@ -85,6 +85,44 @@ check(len(vectors) == 2 and len(vectors[0]) == 384, "two 384-d embeddings")
 dot = sum(a * b for a, b in zip(*vectors))
 check(dot > 0.7, f"similar texts have similar embeddings: {dot:.3f}")
 
+# Images, transcription and speech, as the SDK sends them (the transcription as
+# multipart): real PNG and WAV files come back, of the asked size and length.
+import base64
+import io
+import struct
+import wave
+
+image = client.images.generate(model=model, prompt="a red bicycle", size="256x128", n=2, response_format="b64_json")
+pngs = [base64.b64decode(d.b64_json) for d in image.data]
+sizes = [struct.unpack(">II", png[16:24]) for png in pngs if png[:8] == b"\x89PNG\r\n\x1a\n"]
+check(sizes == [(256, 128), (256, 128)], f"two 256x128 PNGs: {sizes}")
+urls = client.images.generate(model=model, prompt="a red bicycle", size="64x64")
+check(urls.data[0].url.endswith(".png"), f"an image URL by default: {urls.data[0].url}")
+
+clip = io.BytesIO()
+with wave.open(clip, "wb") as w:
+    w.setnchannels(1)
+    w.setsampwidth(2)
+    w.setframerate(16000)
+    w.writeframes(b"\x00\x10" * 16000 * 4)  # 4 s
+clip.seek(0)
+clip.name = "four-seconds.wav"
+transcript = client.audio.transcriptions.create(model=model, file=clip, language="en")
+check(len(transcript.text.split()) == 10, f"4 s at 2.5 words/s is 10 words: {transcript.text!r}")
+clip.seek(0)
+verbose = client.audio.transcriptions.create(model=model, file=clip, response_format="verbose_json")
+check(abs(verbose.duration - 4.0) < 1e-6, f"verbose_json states the duration: {verbose.duration}")
+try:
+    client.audio.transcriptions.create(model=model, file=("notes.wav", b"this is text, not audio"))
+    check(False, "a file that is not audio is refused")
+except openai.BadRequestError as error:
+    check("Invalid file format" in str(error), f"400 for text posing as audio: {error}")
+
+speech = client.audio.speech.create(model=model, voice="alloy", input="five words to read aloud", response_format="wav")
+with wave.open(io.BytesIO(speech.content)) as w:
+    seconds = w.getnframes() / w.getframerate()
+check(abs(seconds - 2.0) < 1e-3, f"5 words at 2.5 words/s is a 2 s WAV: {seconds}")
+
 # Errors arrive as the SDK's typed exceptions.
 try:
     client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "x"}])
