@@ -299,3 +299,122 @@ fn a_bad_mix_names_the_entry_and_the_fix() {
         "{error}"
     );
 }
+
+/// One GPU of 80 GiB shared by chat (12 GiB a request), images (8) and audio (6).
+fn gpu_profile() -> Profile {
+    Profile {
+        gpu: Some(redline::sim::gpu::GpuSpec {
+            wait_ms: 1_000,
+            ..Default::default()
+        }),
+        media: MediaCost {
+            image_base_ms: 150.0,
+            image_per_megapixel_ms: 0.0,
+            ..MediaCost::default()
+        },
+        ..Profile::tiny()
+    }
+}
+
+const GPU_MIX: &str = "  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 64, output_tokens: 200 } }\n    image: { size: 256x256 }\n    audio: { clips: { count: 8, seconds: { min: 2, max: 6 } } }\n    mix:\n      - { service: llm, weight: 30 }\n      - { service: img, weight: 8 }\n      - { service: asr, weight: 10 }\n";
+
+fn gpu_services(url: &str) -> String {
+    format!(
+        "  seed: 4\n  services:\n    llm: {{ url: \"{url}\", model: sim-tiny }}\n    img: {{ url: \"{url}\", api: images, model: sim-tiny }}\n    asr: {{ url: \"{url}\", api: transcriptions, model: sim-tiny }}\n"
+    )
+}
+
+fn out_of_memory(records: &[Record]) -> usize {
+    records
+        .iter()
+        .filter(|r| {
+            r.error
+                .as_ref()
+                .is_some_and(|e| e.message.contains("CUDA out of memory"))
+        })
+        .count()
+}
+
+/// The clients want chat 30/s, images 8/s, audio 10/s: more than the GPU holds. Sent
+/// at that rate, requests run out of memory. With the controller reading the
+/// simulator's nvidia-smi gauge, none do, and every rate it set is its formula at
+/// the smoothed reading, within the step limit of the rate before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_keeps_memory_under_capacity_where_the_fixed_load_runs_out() {
+    let _serial = CLIENT_TIMING.lock().await;
+    let off_sim = sim(gpu_profile()).await;
+    let url = off_sim.base_url();
+    let fixed = format!(
+        "{}{GPU_MIX}  load:\n    - {{ arrival: poisson, rate: 48, duration: 6s }}\n",
+        gpu_services(&url)
+    );
+    let (_, records) = run_to_records(scenario(&fixed), "gpu-off").await;
+    let without = out_of_memory(&records);
+    assert!(
+        without > 0,
+        "the fixed load must overflow the GPU to show anything"
+    );
+
+    let on_sim = sim(gpu_profile()).await;
+    let url = on_sim.base_url();
+    let controlled = format!(
+        "{}{GPU_MIX}  feedback:\n    gauge: {{ url: \"{url}/redline/nvidia-smi\" }}\n    interval: 250ms\n    smoothing: 0.5\n    max_step: 0.3\n    duration: 6s\n    rates:\n      llm: {{ base: 30, floor: 1 }}\n      img: {{ base: 8, floor: 1, exponent: 2 }}\n      asr: {{ base: 10, floor: 1, exponent: 1.5 }}\n",
+        gpu_services(&url)
+    );
+    let (result, records) = run_to_records(scenario(&controlled), "gpu-on").await;
+    let with = out_of_memory(&records);
+    assert_eq!(with, 0, "with the controller ({without} without it)");
+    let peak = get_text(&client(), format!("{url}/metrics")).await;
+    assert!(metric(&peak, "redline_sim_gpu_out_of_memory_total") == 0.0);
+
+    let report = result
+        .feedback
+        .expect("a controlled run reports its readings");
+    assert_eq!(report.services, ["llm", "img", "asr"]);
+    assert!(
+        report.events.len() >= 20,
+        "{} readings in 6 s at 250 ms",
+        report.events.len()
+    );
+    let formulas = [(30.0, 1.0, 1.0), (8.0, 1.0, 2.0), (10.0, 1.0, 1.5)];
+    let mut rates = vec![1.0_f64; 3];
+    let mut smoothed: Option<f64> = None;
+    for event in &report.events {
+        let u = event.reading.expect("the simulator's gauge never fails");
+        let s = smoothed.map_or(u, |s| s + 0.5 * (u - s));
+        smoothed = Some(s);
+        for (i, (base, floor, exponent)) in formulas.iter().enumerate() {
+            let formula = (base * (1.0_f64 - s).powf(*exponent)).floor().max(*floor);
+            let (low, high) = (rates[i] * 0.7, rates[i] * 1.3 + 1.0);
+            rates[i] = formula.clamp(low, high).max(*floor);
+        }
+        assert_eq!(event.rates, rates, "at {} ms, u {u}", event.at_ms);
+    }
+    assert!(
+        report.events.iter().any(|e| e.reading.unwrap() > 0.3),
+        "the gauge moved"
+    );
+}
+
+/// A gauge that prints text: every reading fails and is counted, the rates stay
+/// where they started, and the run goes on to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gauge_that_prints_text_holds_the_rates_and_the_run_goes_on() {
+    let sim = sim(gpu_profile()).await;
+    let spec = format!(
+        "{}{GPU_MIX}  feedback:\n    gauge: {{ command: [echo, 'GPU is busy'] }}\n    interval: 200ms\n    duration: 2s\n    rates:\n      llm: {{ base: 30, floor: 2 }}\n      img: {{ base: 8, floor: 1 }}\n      asr: {{ base: 10, floor: 1 }}\n",
+        gpu_services(&sim.base_url())
+    );
+    let (result, records) = run_to_records(scenario(&spec), "gpu-garbage").await;
+    assert!(!records.is_empty());
+    all_ok(&records);
+    let report = result.feedback.unwrap();
+    assert!(report.gauge_failures >= 5, "{report:?}");
+    assert_eq!(report.gauge_failures as usize, report.events.len());
+    assert!(report.events.iter().all(|e| e.rates == [2.0, 1.0, 1.0]));
+    let why = report.last_failure.unwrap();
+    assert!(
+        why.contains("`GPU is busy`: neither `used, total` lines"),
+        "{why}"
+    );
+}

@@ -343,6 +343,7 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
                 flow: Vec::new(),
                 circuit_breaker: None,
             },
+            feedback: None,
             load: vec![StageSpec {
                 sweep,
                 rate,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::metrics::Dist;
 use crate::metrics::media::{MediaTally, RTFX_SCALE};
 use crate::record::MediaKind;
+use crate::runner::feedback::FeedbackReport;
 
 /// One kind's figures (measured phase).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -116,5 +117,31 @@ pub(super) fn render_media(media: &[MediaSummary], line: &mut impl FnMut(String)
         for (kind, n) in &m.errors {
             line(format!("      {n} × {kind}"));
         }
+    }
+}
+
+/// The terminal's line on the feedback controller: how often it read, what u did,
+/// where the rates ended, and failed readings.
+pub(super) fn render_feedback(f: &FeedbackReport, line: &mut impl FnMut(String)) {
+    let readings: Vec<f64> = f.events.iter().filter_map(|e| e.reading).collect();
+    let peak = readings.iter().copied().fold(0.0, f64::max);
+    line(format!(
+        "  feedback: {} readings every {:.0} ms · GPU memory peak {:.1}% · {} failed readings",
+        f.events.len(),
+        f.interval_ms,
+        peak * 100.0,
+        f.gauge_failures
+    ));
+    if let Some(last) = f.events.last() {
+        let rates: Vec<String> = f
+            .services
+            .iter()
+            .zip(&last.rates)
+            .map(|(service, rate)| format!("{service} {rate:.0}/s"))
+            .collect();
+        line(format!("    rates at the end: {}", rates.join(" · ")));
+    }
+    if let Some(why) = &f.last_failure {
+        line(format!("    last failed reading: {why}"));
     }
 }

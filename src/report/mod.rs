@@ -84,6 +84,9 @@ pub struct Summary {
     /// The streaming SLOs: windows, detectors, episodes (`streaming:` in the spec).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<crate::slo::streaming::DriftSummary>,
+    /// The feedback controller's readings and rates (`feedback:` in the spec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<crate::runner::feedback::FeedbackReport>,
     /// Availability through the run's `disruptions:` (restarts, hooks), step by step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disruptions: Option<crate::runner::availability::Availability>,
@@ -564,6 +567,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         verdicts: info.verdicts,
         aborted: info.aborted,
         drift: None,
+        feedback: None,
         disruptions: None,
         goodput: agg.goodput_slo.map(|slo| Goodput {
             slo,

@@ -84,6 +84,7 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
     summary.segment = about.segment.map(|s| s.to_string());
     summary.samples = result.samples.clone();
     summary.drift = result.drift.clone();
+    summary.feedback = result.feedback.clone();
     summary.disruptions = result.availability.clone();
     let code = exit_code(result, verdicts.as_deref(), &summary, about.strict);
     if code == exit::SLO_FAILED && summary.flow.is_some() {

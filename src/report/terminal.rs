@@ -254,6 +254,9 @@ pub fn render_terminal(s: &Summary) -> String {
     if !s.media.is_empty() {
         super::media::render_media(&s.media, &mut line);
     }
+    if let Some(f) = &s.feedback {
+        super::media::render_feedback(f, &mut line);
+    }
     if let Some(t) = &s.traces {
         chain::render_traces(t, &mut line);
     }

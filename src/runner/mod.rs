@@ -15,6 +15,7 @@ pub mod availability;
 mod closed;
 pub mod disrupt;
 mod drift;
+pub mod feedback;
 mod flow;
 mod progress;
 mod services;
@@ -173,6 +174,8 @@ pub struct RunResult {
     pub drift: Option<crate::slo::streaming::DriftSummary>,
     /// Availability through the run's disruptions, when it had any.
     pub availability: Option<availability::Availability>,
+    /// What the feedback controller read and set, when the spec has `feedback`.
+    pub feedback: Option<feedback::FeedbackReport>,
 }
 
 /// What one arrival of a stage starts.
@@ -245,6 +248,8 @@ fn arrival_of(
 struct Shared {
     http: HttpClient,
     target: Target,
+    /// The mix's live rates, when a feedback controller sets them.
+    rates: Option<Arc<feedback::LiveRates>>,
     /// What each arrival of a stage starts.
     arrival: Arrival,
     scenario: Scenario,
@@ -377,9 +382,14 @@ pub async fn run(
         scenario.aggregator(),
         listeners,
     ));
+    let rates = scenario
+        .feedback
+        .as_ref()
+        .map(|plan| Arc::new(feedback::LiveRates::new(&plan.initial_rates())));
     let shared = Arc::new(Shared {
         http: scenario.service().http_client(&scenario.timeouts),
         target,
+        rates,
         arrival,
         planned_end: scenario.planned_duration(),
         in_flight: Arc::new(Semaphore::new(scenario.max_in_flight as usize)),
@@ -409,8 +419,16 @@ pub async fn run(
         shared.planned_end,
         disruptions_stop.clone(),
     ));
+    let controller = start_controller(&shared, &servers, clock);
     let executed = run_stages(&shared, &stop).await;
     disruptions_stop.cancel();
+    let feedback = match controller {
+        Some((task, stop)) => {
+            stop.cancel();
+            Some(task.await.context("the feedback controller panicked")?)
+        }
+        None => None,
+    };
     let steps = disruptions
         .await
         .context("the disruptions' task panicked")?;
@@ -477,7 +495,49 @@ pub async fn run(
         samples: recorded.samples,
         drift,
         availability,
+        feedback,
     })
+}
+
+/// Starts the feedback controller, when the scenario has one: its task and its stop.
+fn start_controller(
+    shared: &Arc<Shared>,
+    servers: &Servers,
+    clock: RunClock,
+) -> Option<(
+    tokio::task::JoinHandle<feedback::FeedbackReport>,
+    CancellationToken,
+)> {
+    use crate::scenario::feedback::GaugeSource;
+    let (plan, rates) = (shared.scenario.feedback.clone()?, shared.rates.clone()?);
+    let source = match &plan.gauge {
+        GaugeSource::Embedded => match servers.embedded_url() {
+            Some(base) => GaugeSource::Url(format!("{base}/redline/nvidia-smi")),
+            None => GaugeSource::Embedded,
+        },
+        other => other.clone(),
+    };
+    let gauge = feedback::Gauge {
+        source,
+        reduce: plan.reduce,
+        http: crate::client::http_client(&crate::client::Timeouts::default(), false),
+    };
+    let services = match &shared.scenario.workload {
+        crate::scenario::Workload::Mix(entries) => {
+            entries.iter().map(|e| e.service.clone()).collect()
+        }
+        _ => Vec::new(),
+    };
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(feedback::control(
+        plan,
+        services,
+        gauge,
+        rates,
+        clock,
+        stop.clone(),
+    ));
+    Some((task, stop))
 }
 
 /// How long a worker waits at the coordinator's barrier for the others to join (pods
@@ -618,11 +678,16 @@ async fn run_open(
     // it, so its prompt and trace ID are those one process would have sent.
     let base = shared.next_seq.load(Ordering::Relaxed);
     let mut last = stage_start;
+    let offsets: Box<dyn Iterator<Item = Duration> + Send> = match &shared.rates {
+        Some(live) => {
+            let end = stage.duration.unwrap_or(Duration::MAX);
+            Box::new(feedback::FeedbackArrivals::new(live.clone(), end, seed))
+        }
+        None => Box::new(OpenArrivals::new(stage, seed)),
+    };
     let mut pacer = Pacer::start(
         shared.clock.start() + stage_start,
-        (0u64..)
-            .zip(OpenArrivals::new(stage, seed))
-            .filter(move |(i, _)| segment.owns(*i)),
+        (0u64..).zip(offsets).filter(move |(i, _)| segment.owns(*i)),
     )
     .context("cannot start the pacer thread")?;
     let mut scheduled = 0;
@@ -788,7 +853,10 @@ async fn execute(
         payload,
         _permits,
     } = admitted;
-    let (target, http) = shared.target.pick(http, shared.scenario.seed, seq);
+    let (target, http) =
+        shared
+            .target
+            .pick(http, shared.scenario.seed, seq, shared.rates.as_deref());
     let request = async {
         match target {
             Target::Mix(_) => unreachable!("a mix picks one of its targets"),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use hyper::header::AUTHORIZATION;
 
+use super::feedback::LiveRates;
 use super::services::BAGGAGE;
 use super::wiring::Servers;
 use crate::client::http::HttpTarget;
@@ -45,21 +46,29 @@ pub(super) struct Choice {
 impl Target {
     /// What request `seq` is sent to, and on which connections (`http`, the main
     /// service's, unless a mix draws another service).
+    /// A feedback controller's `live` rates, when given, weigh the draw instead of
+    /// the mix's weights.
     pub(super) fn pick<'a>(
         &'a self,
         http: &'a HttpClient,
         seed: u64,
         seq: u64,
+        live: Option<&LiveRates>,
     ) -> (&'a Target, &'a HttpClient) {
         let Target::Mix(choices) = self else {
             return (self, http);
         };
-        let total = choices.last().map_or(1, |c| c.until);
-        let draw = mix_seed(&[seed, 0x4d49_5845, seq]) % total;
-        let choice = choices
-            .iter()
-            .find(|c| draw < c.until)
-            .expect("the draw is below the total");
+        let draw = mix_seed(&[seed, 0x4d49_5845, seq]);
+        let choice = match live {
+            Some(rates) => &choices[rates.pick(draw as f64 / (u64::MAX as f64 + 1.0))],
+            None => {
+                let total = choices.last().map_or(1, |c| c.until);
+                choices
+                    .iter()
+                    .find(|c| draw % total < c.until)
+                    .expect("the draw is below the total")
+            }
+        };
         (&choice.target, &choice.http)
     }
 }

@@ -135,6 +135,11 @@ impl Servers {
         }
     }
 
+    /// The embedded simulator's base URL, when the run started one.
+    pub(super) fn embedded_url(&self) -> Option<String> {
+        self.embedded.as_ref().map(|(sim, _)| sim.base_url())
+    }
+
     pub(super) fn model_of(&self, service: &Service) -> String {
         service
             .model

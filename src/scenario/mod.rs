@@ -4,6 +4,7 @@
 
 mod disruption;
 pub mod flow;
+pub mod feedback;
 pub mod media;
 pub mod mix;
 mod prompts;
@@ -157,6 +158,8 @@ pub struct Scenario {
     pub remediate: Option<crate::spec::RemediateSpec>,
     /// Restarts and hooks during the run.
     pub disruptions: Vec<Disruption>,
+    /// Rates set by a gauge of GPU memory (`spec.feedback`).
+    pub feedback: Option<feedback::FeedbackPlan>,
 }
 
 /// `remediate:` with its runbook found beside the spec.
@@ -241,7 +244,8 @@ impl Scenario {
             .map(|api| if flow.is_some() { ApiKind::Chat } else { api });
         let workload = workload_from_spec(file, api, tokenizer, &resolved, &mut problems);
 
-        let (stages, traces) = stages_from_spec(spec, spec_dir, &mut problems);
+        let feedback = feedback::feedback_from_spec(spec, &mut problems);
+        let (stages, traces) = stages_from_spec(spec, spec_dir, feedback.as_ref(), &mut problems);
 
         let timeouts = timeouts_from_spec(&spec.timeouts);
         let goodput = goodput_from_spec(spec, &mut problems);
@@ -310,6 +314,7 @@ impl Scenario {
             flow: flow.map(Arc::new),
             remediate,
             disruptions,
+            feedback,
         })
     }
 

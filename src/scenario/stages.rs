@@ -6,10 +6,25 @@ use super::*;
 pub(super) fn stages_from_spec(
     spec: &InferenceSpec,
     spec_dir: &Path,
+    feedback: Option<&feedback::FeedbackPlan>,
     problems: &mut Problems,
 ) -> (Vec<Stage>, Vec<TracePrompts>) {
     let mut stages = Vec::new();
     let mut traces = Vec::new();
+    if let Some(plan) = feedback {
+        // One Poisson stage at the live total rate; its `rate` is where it starts.
+        let rate = plan.initial_rates().iter().sum();
+        let duration = Some(plan.duration);
+        stages.push(Stage::Open(OpenStage {
+            arrival: Arrival::Poisson,
+            rate,
+            ramp_to: None,
+            duration,
+            requests: None,
+            max_concurrency: None,
+        }));
+        return (stages, traces);
+    }
     match (spec.qps_target, spec.load.is_empty()) {
         (Some(_), false) => problems.add("spec.qpsTarget", "cannot be combined with `load`".into(), Some("keep one: `qpsTarget` + `duration`, or `load` stages".into())),
         (Some(rate), true) if !(rate.is_finite() && rate > 0.0) => problems.add("spec.qpsTarget", format!("must be a positive number, got {rate}"), None),
@@ -17,6 +32,7 @@ pub(super) fn stages_from_spec(
             Some(d) => stages.push(Stage::Open(OpenStage { arrival: Arrival::Constant, rate, ramp_to: None, duration: Some(d.0), requests: None, max_concurrency: None })),
             None => problems.add("spec.qpsTarget", "needs a `duration`".into(), Some("add e.g. `duration: 60s` beside it".into())),
         },
+        (None, true) if spec.feedback.is_some() => {} // reported with the feedback
         (None, true) => problems.add("spec.load", "no load: nothing to run".into(), Some("add stages, e.g. `load: [{ arrival: poisson, rate: 10, duration: 30s }]`, or `qpsTarget` + `duration`".into())),
         (None, false) => {
             for (i, stage) in spec.load.iter().enumerate() {

@@ -133,7 +133,7 @@ fn check_image_request(
     Ok((width, height, n, as_url))
 }
 
-/// `1024x768` → (1024, 768), each side 64 to [`MAX_SIDE`].
+/// `1024x768` → (1024, 768), each side 64 to 2048.
 pub fn parse_size(size: &str) -> Option<(u32, u32)> {
     let (w, h) = size.split_once('x')?;
     let (w, h) = (w.parse().ok()?, h.parse().ok()?);

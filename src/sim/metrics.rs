@@ -273,6 +273,11 @@ impl SimMetrics {
     }
 
     /// The exposition text.
+    /// Adds the GPU's gauges (DCGM's names) to what `/metrics` serves.
+    pub fn register_gpu(&mut self, gpu: &super::gpu::Gpu) {
+        gpu.register(&mut self.registry);
+    }
+
     pub fn render(&self) -> String {
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");

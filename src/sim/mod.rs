@@ -7,6 +7,7 @@
 
 pub mod embed;
 pub mod engine;
+pub mod gpu;
 pub mod grpc;
 pub mod kserve_grpc;
 pub mod kv;

@@ -24,6 +24,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::embed::embed;
 use super::engine::{Clock, Engine, Event};
+use super::gpu::{self, Gpu};
 use super::media;
 use super::metrics::SimMetrics;
 use super::native;
@@ -76,6 +77,8 @@ pub struct SimState {
     seed: u64,
     engine: Engine,
     metrics: Arc<SimMetrics>,
+    /// The GPU's memory, when the profile models one.
+    gpu: Option<Arc<Gpu>>,
     nonce: AtomicU64,
     clock: Clock,
     tiers: Arc<Tiers>,
@@ -92,7 +95,12 @@ impl SimState {
     pub fn new(config: SimConfig) -> Arc<SimState> {
         let model = config.model.unwrap_or_else(|| config.profile.model.clone());
         let profile = Arc::new(config.profile);
-        let metrics = Arc::new(SimMetrics::new(&model));
+        let gpu = profile.gpu.clone().map(Gpu::new);
+        let mut metrics = SimMetrics::new(&model);
+        if let Some(gpu) = &gpu {
+            metrics.register_gpu(gpu);
+        }
+        let metrics = Arc::new(metrics);
         let clock = Clock::new();
         let tiers = Arc::new(Tiers::new(
             config.tiers,
@@ -114,6 +122,7 @@ impl SimState {
             model,
             seed: config.seed,
             metrics,
+            gpu,
             nonce: AtomicU64::new(0),
             clock,
             script: config.script,
@@ -197,6 +206,15 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/v2/models/{model}/ready", get(native::kserve_model))
         .route("/v2/health/ready", get(native::kserve_health))
         .route("/v2/health/live", get(native::kserve_health));
+    let (model, gpu) = match &state.gpu {
+        Some(g) => (
+            model.route_layer(axum::middleware::from_fn_with_state(g.clone(), gpu::gate)),
+            Router::new()
+                .route("/redline/nvidia-smi", get(gpu::nvidia_smi))
+                .with_state(g.clone()),
+        ),
+        None => (model, Router::new()),
+    };
     let (model, health) = match &state.startup {
         Some(startup) => (
             model.route_layer(axum::middleware::from_fn_with_state(
@@ -219,6 +237,7 @@ pub fn app(state: Arc<SimState>) -> Router {
         .with_state(state)
         .merge(tiers)
         .merge(health)
+        .merge(gpu)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
 

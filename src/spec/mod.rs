@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod faults;
+pub mod feedback;
 pub mod flow;
 pub mod media;
 pub mod pgvector;
@@ -80,6 +81,9 @@ pub struct InferenceSpec {
     /// Load stages, run in order.
     #[serde(default)]
     pub load: Vec<StageSpec>,
+    /// Rates driven by a gauge of GPU memory, instead of `load`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<feedback::FeedbackSpec>,
     /// Shorthand for one constant-rate stage of `duration` (requests per second).
     #[serde(rename = "qpsTarget", default, skip_serializing_if = "Option::is_none")]
     pub qps_target: Option<f64>,
