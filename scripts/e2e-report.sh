@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# report.html as a reader opens it: the quickstart, a sweep, the rag-agent example and
-# the explain example (a flow run that fails and says why) run, then each report opened in Debian's Chromium (headless, offline, driven by
+# report.html as a reader opens it: the quickstart, a sweep, the rag-agent example,
+# the explain example (a flow run that fails and says why) and the multimodal example
+# (media and the feedback controller) run, then each report opened in Debian's Chromium (headless, offline, driven by
 # playwright-core from npm) by scripts/report_check.mjs. Screenshots go to a temporary
 # folder (kept with REDLINE_REPORT_SHOTS=DIR); none is committed.
 set -euo pipefail
@@ -36,6 +37,10 @@ grep -q "duration: 4s" "$work/sweep.yaml" || fail "examples/sweep.yaml changed: 
 run sweep "$work/sweep.yaml"
 run rag-agent examples/rag-agent.yaml
 run explain examples/explain.yaml
+# The multimodal example at 8 s rather than 20: the controller still reads 8 times.
+sed 's/duration: 20s/duration: 8s/' examples/multimodal.yaml > "$work/multimodal.yaml"
+grep -q "duration: 8s" "$work/multimodal.yaml" || fail "examples/multimodal.yaml changed: shorten it here again"
+run multimodal "$work/multimodal.yaml"
 
 # `redline report` builds the same page again from the folder.
 cp "$work/quickstart/report.html" "$work/first.html"
@@ -47,5 +52,6 @@ node "$node_dir/report_check.mjs" "$shots" \
   "$work/quickstart/report.html:$common,server" \
   "$work/sweep/report.html:$common,sweep" \
   "$work/rag-agent/report.html:$common,flow,server" \
-  "$work/explain/report.html:$common,flow,explain,errors"
+  "$work/explain/report.html:$common,flow,explain,errors" \
+  "$work/multimodal/report.html:$common,media"
 echo "e2e-report: ok"

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../fuzz"
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(sse spec chaos_rules otlp records datasets aggregate)
+[ ${#targets[@]} -gt 0 ] || targets=(sse spec chaos_rules otlp records datasets aggregate media)
 command -v cargo-fuzz > /dev/null || cargo install cargo-fuzz --locked --version 0.13.2 --quiet
 # libFuzzer's instrumentation needs nightly flags: the nightly toolchain when the
 # machine has one, else the stable compiler allowed them (RUSTC_BOOTSTRAP).

@@ -384,7 +384,9 @@ async fn the_controller_keeps_memory_under_capacity_where_the_fixed_load_runs_ou
         let s = smoothed.map_or(u, |s| s + 0.5 * (u - s));
         smoothed = Some(s);
         for (i, (base, floor, exponent)) in formulas.iter().enumerate() {
-            let formula = (base * (1.0_f64 - s).powf(*exponent)).floor().max(*floor);
+            let formula = (base * (1.0_f64 - s).powf(*exponent) + 1e-9)
+                .floor()
+                .max(*floor);
             let (low, high) = (rates[i] * 0.7, rates[i] * 1.3 + 1.0);
             rates[i] = formula.clamp(low, high).max(*floor);
         }

@@ -400,7 +400,8 @@ pub struct DatagenArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct SimArgs {
-    /// Engine profile: a built-in name (7b, tiny) or a YAML/JSON profile file.
+    /// Engine profile: a built-in name (7b, 7b-multimodal, tiny, llamacpp) or a YAML/JSON
+    /// profile file.
     #[arg(long, default_value = "7b")]
     pub profile: String,
     /// Address to listen on. Loopback by default; anything else needs --allow-remote.

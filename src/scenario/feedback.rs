@@ -30,10 +30,12 @@ pub struct RateFormula {
 }
 
 impl RateFormula {
-    /// max(floor, ⌊base × (1 − u)^exponent⌋), u clamped to [0, 1].
+    /// max(floor, ⌊base × (1 − u)^exponent⌋), u clamped to [0, 1]. The floor is
+    /// taken a hair above the product, so that 120 × (1 − 0.9) is 12 and not the 11
+    /// its binary rounding (11.999…) would give.
     pub fn rate(&self, u: f64) -> f64 {
         let free = (1.0 - u.clamp(0.0, 1.0)).powf(self.exponent);
-        (self.base * free).floor().max(self.floor)
+        (self.base * free + 1e-9).floor().max(self.floor)
     }
 }
 

@@ -424,7 +424,7 @@ mod tests {
         let err = Profile::load("13b").unwrap_err().to_string();
         assert_eq!(
             err,
-            "unknown profile `13b`: choose from 7b, tiny, llamacpp, or give a path to a YAML/JSON profile file"
+            "unknown profile `13b`: choose from 7b, 7b-multimodal, tiny, llamacpp, or give a path to a YAML/JSON profile file"
         );
     }
 

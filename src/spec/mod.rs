@@ -185,7 +185,7 @@ pub struct ServiceSpec {
     /// Model name sent in requests (default: the embedded simulator's, else required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// Simulator profile for `url: embedded`: `7b`, `tiny`, or a profile file.
+    /// Simulator profile for `url: embedded`: `7b`, `7b-multimodal`, `tiny`, `llamacpp`, or a profile file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
     /// Which OpenAI API to call.

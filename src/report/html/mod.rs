@@ -13,6 +13,7 @@ mod drift;
 mod explain;
 mod flows;
 mod heal;
+mod media;
 mod sections;
 pub mod svg;
 
@@ -48,6 +49,7 @@ pub fn render(summary: &Summary, digest: &Digest) -> String {
         sections::sweep(summary),
         sections::sessions(summary),
         sections::flow(summary, digest),
+        media::media(summary, &sections::marks(summary, digest)),
         sections::server(summary, digest),
         sections::errors(summary),
         about::samples(summary),
