@@ -57,6 +57,21 @@ pub struct LiveMetrics {
     window_value: Family<Labels, Gauge<f64, AtomicU64>>,
     window_threshold: Family<Labels, Gauge<f64, AtomicU64>>,
     slo_state: Family<Labels, Gauge>,
+    /// Image, transcription and speech requests, by kind.
+    media: Family<Labels, Counter>,
+    media_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    media_rtfx: Family<Labels, Histogram, fn() -> Histogram>,
+    /// The feedback controller: each service's rate, the last reading, failed readings.
+    feedback_rate: Family<Labels, Gauge<f64, AtomicU64>>,
+    feedback_reading: Gauge<f64, AtomicU64>,
+    feedback_failures: Counter,
+}
+
+/// RTFx buckets: 1× (real time) to 1000×.
+const RTFX_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
+
+fn rtfx_histogram() -> Histogram {
+    Histogram::new(RTFX_BUCKETS.iter().copied())
 }
 
 impl Default for LiveMetrics {
@@ -68,6 +83,42 @@ impl Default for LiveMetrics {
 impl LiveMetrics {
     pub fn new() -> LiveMetrics {
         let mut registry = Registry::with_prefix("redline");
+        let media = Family::<Labels, Counter>::default();
+        registry.register(
+            "media_requests",
+            "Image, transcription and speech requests ended, by kind and outcome",
+            media.clone(),
+        );
+        let media_duration = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
+        registry.register(
+            "media_request_duration_seconds",
+            "Send to last byte of successful media requests, by kind",
+            media_duration.clone(),
+        );
+        let media_rtfx = Family::new_with_constructor(rtfx_histogram as fn() -> Histogram);
+        registry.register(
+            "media_rtfx",
+            "Seconds of audio per second of request (transcription, speech)",
+            media_rtfx.clone(),
+        );
+        let feedback_rate = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "feedback_rate",
+            "The feedback controller's rate for each service, requests per second",
+            feedback_rate.clone(),
+        );
+        let feedback_reading = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "feedback_gpu_memory_ratio",
+            "The feedback controller's last reading of GPU memory used over total",
+            feedback_reading.clone(),
+        );
+        let feedback_failures = Counter::default();
+        registry.register(
+            "feedback_gauge_failures",
+            "Readings of the feedback controller's gauge that failed",
+            feedback_failures.clone(),
+        );
         let requests = Family::<Labels, Counter>::default();
         registry.register(
             "requests",
@@ -161,6 +212,53 @@ impl LiveMetrics {
             errors,
             send_lag,
             elapsed,
+            media,
+            media_duration,
+            media_rtfx,
+            feedback_rate,
+            feedback_reading,
+            feedback_failures,
+        }
+    }
+
+    /// A reading of the feedback controller and the rates it set (`None`: the reading
+    /// failed and the rates were held).
+    pub fn set_feedback(&self, services: &[String], rates: &[f64], reading: Option<f64>) {
+        match reading {
+            Some(u) => {
+                self.feedback_reading.set(u);
+            }
+            None => {
+                self.feedback_failures.inc();
+            }
+        }
+        for (service, rate) in services.iter().zip(rates) {
+            self.feedback_rate
+                .get_or_create(&vec![("service", service.clone())])
+                .set(*rate);
+        }
+    }
+
+    fn observe_media(&self, r: &Record, outcome: &str) {
+        let Some(media) = &r.media else { return };
+        let kind = media.kind.name().to_owned();
+        self.media
+            .get_or_create(&vec![
+                ("media", kind.clone()),
+                ("outcome", outcome.to_owned()),
+            ])
+            .inc();
+        if r.outcome != Outcome::Ok {
+            return;
+        }
+        let labels = vec![("media", kind)];
+        if let Some(e2e) = r.e2e_us() {
+            self.media_duration
+                .get_or_create(&labels)
+                .observe(e2e as f64 / 1e6);
+        }
+        if let Some(rtfx) = media.realtime_factor(r) {
+            self.media_rtfx.get_or_create(&labels).observe(rtfx);
         }
     }
 
@@ -208,6 +306,7 @@ impl LiveMetrics {
                 ("phase", phase.to_owned()),
             ])
             .inc();
+        self.observe_media(r, outcome);
         if let Some(error) = &r.error {
             let stage = serde_json::to_value(error.stage)
                 .ok()
@@ -308,6 +407,37 @@ pub async fn serve(
 mod tests {
     use super::*;
     use crate::record::{InjectedFault, Record};
+
+    #[test]
+    fn media_records_and_the_controller_show_by_kind_and_service() {
+        let metrics = LiveMetrics::new();
+        let mut clip = Record::unsent(0, 0, Phase::Measure, 0);
+        clip.sent_us = Some(0);
+        clip.last_byte_us = Some(250_000);
+        clip.media = Some(crate::record::MediaMark {
+            kind: crate::record::MediaKind::Transcription,
+            audio_s: Some(10.0),
+            images: None,
+            bytes: 120,
+            words: Some(25),
+        });
+        metrics.observe(&clip);
+        let services = ["llm".to_owned(), "sdxl".to_owned()];
+        metrics.set_feedback(&services, &[60.0, 10.0], Some(0.5));
+        metrics.set_feedback(&services, &[60.0, 10.0], None);
+        let text = metrics.encode();
+        for line in [
+            "redline_media_requests_total{media=\"transcription\",outcome=\"ok\"} 1",
+            // RTFx 40: in the bucket up to 50, not the one up to 20.
+            "redline_media_rtfx_bucket{le=\"20.0\",media=\"transcription\"} 0",
+            "redline_media_rtfx_bucket{le=\"50.0\",media=\"transcription\"} 1",
+            "redline_feedback_rate{service=\"sdxl\"} 10.0",
+            "redline_feedback_gpu_memory_ratio 0.5",
+            "redline_feedback_gauge_failures_total 1",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+    }
 
     #[test]
     fn records_become_counters_and_histograms() {

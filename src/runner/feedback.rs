@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{HttpClient, RunClock};
+use crate::prometheus::live::LiveMetrics;
 use crate::scenario::feedback::{FeedbackPlan, GaugeSource};
 use crate::spec::feedback::GpuReduce;
 
@@ -127,55 +128,73 @@ pub struct Gauge {
     pub http: HttpClient,
 }
 
-/// Runs the controller until `stop`: the report of every reading.
-pub async fn control(
-    plan: FeedbackPlan,
-    services: Vec<String>,
-    gauge: Gauge,
-    live: Arc<LiveRates>,
-    clock: RunClock,
-    stop: CancellationToken,
-) -> FeedbackReport {
-    let mut report = FeedbackReport {
-        services,
-        interval_ms: plan.interval.as_secs_f64() * 1e3,
-        ..FeedbackReport::default()
-    };
-    let mut smoothed: Option<f64> = None;
-    let mut ticks = tokio::time::interval(plan.interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            () = stop.cancelled() => return report,
-        }
-        let reading = gauge.read(plan.interval).await;
-        let at_ms = clock.now_us() as f64 / 1e3;
-        let u = match reading {
-            Ok(u) => u,
-            Err(why) => {
-                report.gauge_failures += 1;
-                report.last_failure = Some(why);
-                let rates = live.all();
-                report.events.push(RateEvent {
-                    at_ms,
-                    reading: None,
-                    smoothed,
-                    rates,
-                });
-                continue;
-            }
-        };
-        let s = smoothed.map_or(u, |s| s + plan.smoothing * (u - s));
-        smoothed = Some(s);
-        let rates = next_rates(&plan, &live.all(), s);
-        live.set(&rates);
-        report.events.push(RateEvent {
-            at_ms,
-            reading: Some(u),
-            smoothed: Some(s),
+/// A controller, ready to run.
+pub struct Controller {
+    pub plan: FeedbackPlan,
+    /// The mix's services, in its order.
+    pub services: Vec<String>,
+    pub gauge: Gauge,
+    /// What the arrivals follow.
+    pub rates: Arc<LiveRates>,
+    /// The run's live metrics, to show each reading on `/metrics` as it happens.
+    pub metrics: Option<Arc<LiveMetrics>>,
+    pub clock: RunClock,
+}
+
+impl Controller {
+    /// Runs until `stop`: the report of every reading.
+    pub async fn run(self, stop: CancellationToken) -> FeedbackReport {
+        let Controller {
+            plan,
+            services,
+            gauge,
             rates,
-        });
+            metrics,
+            clock,
+        } = self;
+        let mut report = FeedbackReport {
+            services,
+            interval_ms: plan.interval.as_secs_f64() * 1e3,
+            ..FeedbackReport::default()
+        };
+        let mut smoothed: Option<f64> = None;
+        let mut ticks = tokio::time::interval(plan.interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                () = stop.cancelled() => return report,
+            }
+            let reading = gauge.read(plan.interval).await;
+            let at_ms = clock.now_us() as f64 / 1e3;
+            let event = match reading {
+                Ok(u) => {
+                    let s = smoothed.map_or(u, |s| s + plan.smoothing * (u - s));
+                    smoothed = Some(s);
+                    rates.set(&next_rates(&plan, &rates.all(), s));
+                    RateEvent {
+                        at_ms,
+                        reading: Some(u),
+                        smoothed: Some(s),
+                        rates: rates.all(),
+                    }
+                }
+                Err(why) => {
+                    report.gauge_failures += 1;
+                    report.last_failure = Some(why);
+                    RateEvent {
+                        at_ms,
+                        reading: None,
+                        smoothed,
+                        rates: rates.all(),
+                    }
+                }
+            };
+            if let Some(metrics) = &metrics {
+                metrics.set_feedback(&report.services, &event.rates, event.reading);
+            }
+            report.events.push(event);
+        }
     }
 }
 

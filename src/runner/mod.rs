@@ -419,7 +419,7 @@ pub async fn run(
         shared.planned_end,
         disruptions_stop.clone(),
     ));
-    let controller = start_controller(&shared, &servers, clock);
+    let controller = start_controller(&shared, &servers, observers.live.clone(), clock);
     let executed = run_stages(&shared, &stop).await;
     disruptions_stop.cancel();
     let feedback = match controller {
@@ -503,6 +503,7 @@ pub async fn run(
 fn start_controller(
     shared: &Arc<Shared>,
     servers: &Servers,
+    metrics: Option<Arc<LiveMetrics>>,
     clock: RunClock,
 ) -> Option<(
     tokio::task::JoinHandle<feedback::FeedbackReport>,
@@ -529,14 +530,15 @@ fn start_controller(
         _ => Vec::new(),
     };
     let stop = CancellationToken::new();
-    let task = tokio::spawn(feedback::control(
+    let controller = feedback::Controller {
         plan,
         services,
         gauge,
         rates,
+        metrics,
         clock,
-        stop.clone(),
-    ));
+    };
+    let task = tokio::spawn(controller.run(stop.clone()));
     Some((task, stop))
 }
 
