@@ -112,6 +112,11 @@ check(len(transcript.text.split()) == 10, f"4 s at 2.5 words/s is 10 words: {tra
 clip.seek(0)
 verbose = client.audio.transcriptions.create(model=model, file=clip, response_format="verbose_json")
 check(abs(verbose.duration - 4.0) < 1e-6, f"verbose_json states the duration: {verbose.duration}")
+clip.seek(0)
+events = list(client.audio.transcriptions.create(model=model, file=clip, stream=True))
+deltas = "".join(e.delta for e in events if e.type == "transcript.text.delta")
+check(events[-1].type == "transcript.text.done" and events[-1].text == deltas, f"streamed transcript: {len(events)} events")
+check(len(deltas.split()) == 10, f"the streamed transcript has 10 words: {deltas!r}")
 try:
     client.audio.transcriptions.create(model=model, file=("notes.wav", b"this is text, not audio"))
     check(False, "a file that is not audio is refused")

@@ -420,3 +420,40 @@ async fn a_gauge_that_prints_text_holds_the_rates_and_the_run_goes_on() {
         "{why}"
     );
 }
+
+/// A streamed transcript: its first text after the fixed 30 ms, its deltas four words
+/// each, its end at the same 30 ms + 15 ms per audio second as a whole answer's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_transcript_times_its_first_text_and_keeps_the_rtfx() {
+    let _serial = CLIENT_TIMING.lock().await;
+    let media = MediaCost {
+        transcribe_base_ms: 30.0,
+        transcribe_per_audio_second_ms: 15.0,
+        ..MediaCost::default()
+    };
+    let sim = sim(media_profile(media)).await;
+    let spec = format!(
+        "  seed: 12\n  services:\n    whisper: {{ url: \"{}\", api: transcriptions, model: sim-tiny }}\n  payloadTemplate:\n    audio: {{ clips: {{ count: 8, seconds: {{ min: 4, max: 12 }} }}, stream: true }}\n  load:\n    - {{ concurrency: 2, requests: 24 }}\n",
+        sim.base_url()
+    );
+    let (_, records) = run_to_records(scenario(&spec), "media-asr-stream").await;
+    all_ok(&records);
+    let mut first = Vec::new();
+    let mut ratios = Vec::new();
+    for r in &records {
+        let mark = r.media.as_ref().unwrap();
+        let audio = mark.audio_s.unwrap();
+        let words = (audio * 2.5).round() as u32;
+        assert_eq!(mark.words, Some(words));
+        assert_eq!(r.content_events, words.div_ceil(4));
+        first.push((r.first_token_us.unwrap() - r.sent_us.unwrap()) as f64 / 1e3);
+        ratios.push(mark.realtime_factor(r).unwrap() / (audio / (0.030 + 0.015 * audio)));
+    }
+    let first = median(first);
+    assert!((30.0..45.0).contains(&first), "first text p50 {first} ms");
+    let ratio = median(ratios);
+    assert!(
+        (0.95..=1.001).contains(&ratio),
+        "median measured/expected RTFx {ratio:.4}"
+    );
+}

@@ -14,6 +14,7 @@ use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, Request, Uri};
 use serde_json::{Value, json};
 
+use super::sse::SseDecoder;
 use super::{HttpClient, RunClock, Timeouts};
 use crate::record::{FailStage, MediaKind, MediaMark, Outcome, Record};
 use crate::workload::media::{Clip, wav_seconds};
@@ -35,6 +36,8 @@ pub enum MediaRequest {
         language: Option<String>,
         /// `json`, `verbose_json` or `text`.
         response_format: String,
+        /// Ask for the transcript as server-sent events (`stream=true`).
+        stream: bool,
     },
     Speech {
         voice: String,
@@ -144,11 +147,15 @@ impl MediaTarget {
                 MediaRequest::Transcription {
                     language,
                     response_format,
+                    stream,
                 },
                 MediaInput::Clip(clip),
             ) => {
                 let mut fields = vec![("model", self.model.as_str())];
                 fields.push(("response_format", response_format));
+                if *stream {
+                    fields.push(("stream", "true"));
+                }
                 if let Some(language) = language {
                     fields.push(("language", language));
                 }
@@ -219,6 +226,16 @@ pub async fn call(
     };
     let status = response.status().as_u16();
     let limit = target.max_response_bytes;
+    let streamed = is_event_stream(&response);
+    if streamed && (200..300).contains(&status) {
+        let text = read_transcript_stream(response.into_body(), deadline, limit, clock, record);
+        if let Some(text) = text.await {
+            mark.words = Some(text.split_whitespace().count() as u32);
+            mark.bytes = text.len() as u64;
+        }
+        record.media = Some(mark);
+        return;
+    }
     let body = super::read_body(response.into_body(), deadline, limit, true, clock, record).await;
     if let Some(body) = body {
         if (200..300).contains(&status) {
@@ -236,6 +253,114 @@ pub async fn call(
         }
     }
     record.media = Some(mark);
+}
+
+fn is_event_stream(response: &hyper::Response<hyper::body::Incoming>) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+}
+
+/// Reads a streamed transcript: OpenAI's `transcript.text.delta` events up to
+/// `transcript.text.done`, or vLLM's chunks (`choices[0].delta.content`) up to
+/// `[DONE]`. The first text is the record's first token, each delta a content event;
+/// a stream that ends before it says it is done is `truncated`.
+async fn read_transcript_stream(
+    mut body: hyper::body::Incoming,
+    deadline: Instant,
+    limit: usize,
+    clock: RunClock,
+    record: &mut Record,
+) -> Option<String> {
+    use http_body_util::BodyExt;
+    let mut decoder = SseDecoder::new(limit);
+    let mut text = String::new();
+    loop {
+        let frame = match tokio::time::timeout_at(deadline.into(), body.frame()).await {
+            Err(_) => {
+                let why = "transcript not complete before the total timeout";
+                record.fail(Outcome::Timeout, FailStage::Stream, "timeout", why);
+                return None;
+            }
+            Ok(None) => {
+                let why = "the stream ended before `transcript.text.done` or `[DONE]`";
+                record.fail(Outcome::Error, FailStage::Stream, "truncated", why);
+                return None;
+            }
+            Ok(Some(Err(e))) => {
+                let why = format!("stream broken: {e}");
+                record.fail(Outcome::Error, FailStage::Stream, "reset", why);
+                return None;
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(bytes) = frame.into_data() else {
+            continue;
+        };
+        let now = clock.now_us();
+        record.first_byte_us.get_or_insert(now);
+        decoder.feed(&bytes);
+        while let Some(event) = decoder.next_event() {
+            let event = match event {
+                Ok(event) => event,
+                Err(e) => {
+                    record.fail(
+                        Outcome::Error,
+                        FailStage::Stream,
+                        "invalid_sse",
+                        e.to_string(),
+                    );
+                    return None;
+                }
+            };
+            match transcript_event(&event.data) {
+                Ok(TranscriptEvent::Delta(delta)) => {
+                    record.first_token_us.get_or_insert(now);
+                    record.content_events += 1;
+                    text.push_str(&delta);
+                }
+                Ok(TranscriptEvent::Done(whole)) => {
+                    record.last_byte_us = Some(now);
+                    return Some(whole.unwrap_or(text));
+                }
+                Ok(TranscriptEvent::Other) => {}
+                Err(why) => {
+                    record.fail(Outcome::Error, FailStage::Decode, "invalid_json", why);
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// What one event of a transcript stream says.
+#[derive(Debug, PartialEq)]
+enum TranscriptEvent {
+    Delta(String),
+    /// The end, with the whole text when the event carries it.
+    Done(Option<String>),
+    Other,
+}
+
+fn transcript_event(data: &str) -> Result<TranscriptEvent, String> {
+    if data.trim() == "[DONE]" {
+        return Ok(TranscriptEvent::Done(None));
+    }
+    let event: Value =
+        serde_json::from_str(data).map_err(|e| format!("a stream event is not JSON: {e}"))?;
+    Ok(match event["type"].as_str() {
+        Some("transcript.text.delta") => {
+            TranscriptEvent::Delta(event["delta"].as_str().unwrap_or_default().to_owned())
+        }
+        Some("transcript.text.done") => {
+            TranscriptEvent::Done(event["text"].as_str().map(str::to_owned))
+        }
+        _ => match event["choices"][0]["delta"]["content"].as_str() {
+            Some(content) => TranscriptEvent::Delta(content.to_owned()),
+            None => TranscriptEvent::Other,
+        },
+    })
 }
 
 /// Checks a successful answer is what was asked for, filling in what it carried; the
@@ -408,6 +533,27 @@ mod tests {
             &mut mark(MediaKind::Image),
         );
         assert_eq!(error.unwrap_err().0, "invalid_json");
+    }
+
+    #[test]
+    fn transcript_streams_in_openais_and_vllms_shapes() {
+        let delta = r#"{"type":"transcript.text.delta","delta":" the model"}"#;
+        assert_eq!(
+            transcript_event(delta),
+            Ok(TranscriptEvent::Delta(" the model".into()))
+        );
+        let done = r#"{"type":"transcript.text.done","text":"the model"}"#;
+        assert_eq!(
+            transcript_event(done),
+            Ok(TranscriptEvent::Done(Some("the model".into())))
+        );
+        let vllm = r#"{"object":"transcription.chunk","choices":[{"delta":{"content":"hi"}}]}"#;
+        assert_eq!(
+            transcript_event(vllm),
+            Ok(TranscriptEvent::Delta("hi".into()))
+        );
+        assert_eq!(transcript_event("[DONE]"), Ok(TranscriptEvent::Done(None)));
+        assert!(transcript_event("{not json").is_err());
     }
 
     #[test]

@@ -191,9 +191,18 @@ fn transcription_request(spec: &AudioSpec, problems: &mut Problems) -> Option<Me
         "audio.response_format",
         problems,
     )?;
+    if spec.stream && spec.response_format == "verbose_json" {
+        problems.add(
+            "spec.payloadTemplate.audio.stream",
+            "a streamed transcript comes as text: `verbose_json` cannot be streamed".into(),
+            Some("use `response_format: json` with `stream: true`".into()),
+        );
+        return None;
+    }
     Some(MediaRequest::Transcription {
         language: spec.language.clone(),
         response_format: spec.response_format.clone(),
+        stream: spec.stream,
     })
 }
 

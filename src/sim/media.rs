@@ -12,6 +12,7 @@ use axum::extract::{Multipart, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
+use futures_util::StreamExt;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
@@ -182,6 +183,8 @@ struct TranscriptionForm {
     model: Option<String>,
     response_format: Option<String>,
     language: Option<String>,
+    /// `stream=true`: the transcript as server-sent events.
+    stream: bool,
 }
 
 /// `POST /v1/audio/transcriptions`: reads the WAV clip, waits the time its length
@@ -196,13 +199,72 @@ pub async fn transcriptions(
         Err(e) => return error_response(e),
     };
     match transcribe(&state, &form) {
-        Ok((seconds, answer)) => {
+        Ok((seconds, Transcript::Whole(answer))) => {
             let done = started + state.profile().media.transcribe_time(seconds);
             tokio::time::sleep_until(done.into()).await;
             answer
         }
+        Ok((seconds, Transcript::Streamed(text))) => {
+            let media = &state.profile().media;
+            let first = started + Duration::from_secs_f64(media.transcribe_base_ms / 1e3);
+            let done = started + media.transcribe_time(seconds);
+            let events = transcript_events(text, seconds, first, done);
+            let mut response = Body::from_stream(events).into_response();
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            );
+            response
+        }
         Err(e) => error_response(e),
     }
+}
+
+/// A transcription's answer: whole, or its text to stream.
+enum Transcript {
+    Whole(Response),
+    Streamed(String),
+}
+
+/// Words per `transcript.text.delta` event.
+const WORDS_PER_DELTA: usize = 4;
+
+/// The transcript as OpenAI streams it: `transcript.text.delta` events, the first at
+/// `first`, the rest spread evenly until `done`, then `transcript.text.done` with the
+/// whole text, at `done`.
+fn transcript_events(
+    text: String,
+    seconds: f64,
+    first: Instant,
+    done: Instant,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> {
+    let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
+    let deltas: Vec<String> = words
+        .chunks(WORDS_PER_DELTA)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let lead = if i == 0 { "" } else { " " };
+            format!("{lead}{}", chunk.join(" "))
+        })
+        .collect();
+    let every = done.saturating_duration_since(first) / deltas.len().max(1) as u32;
+    let mut events: Vec<(Instant, Value)> = deltas
+        .into_iter()
+        .enumerate()
+        .map(|(i, delta)| {
+            let event = json!({"type": "transcript.text.delta", "delta": delta});
+            (first + every * i as u32, event)
+        })
+        .collect();
+    let usage = json!({"type": "duration", "seconds": seconds.ceil()});
+    events.push((
+        done,
+        json!({"type": "transcript.text.done", "text": text, "usage": usage}),
+    ));
+    futures_util::stream::iter(events).then(|(at, event)| async move {
+        tokio::time::sleep_until(at.into()).await;
+        Ok(Bytes::from(format!("data: {event}\n\n")))
+    })
 }
 
 async fn read_form(mut multipart: Multipart) -> Result<TranscriptionForm, ApiError> {
@@ -217,6 +279,7 @@ async fn read_form(mut multipart: Multipart) -> Result<TranscriptionForm, ApiErr
             "model" => form.model = Some(field.text().await.map_err(broken)?),
             "response_format" => form.response_format = Some(field.text().await.map_err(broken)?),
             "language" => form.language = Some(field.text().await.map_err(broken)?),
+            "stream" => form.stream = field.text().await.map_err(broken)? == "true",
             // prompt, temperature, timestamp_granularities[]: read and not used.
             _ => drop(field.bytes().await.map_err(broken)?),
         }
@@ -225,7 +288,7 @@ async fn read_form(mut multipart: Multipart) -> Result<TranscriptionForm, ApiErr
 }
 
 /// The clip's length in seconds and the answer to send once it is "transcribed".
-fn transcribe(state: &SimState, form: &TranscriptionForm) -> Result<(f64, Response), ApiError> {
+fn transcribe(state: &SimState, form: &TranscriptionForm) -> Result<(f64, Transcript), ApiError> {
     openai::check_model(form.model.as_deref(), state.model())?;
     let file = form
         .file
@@ -240,6 +303,14 @@ fn transcribe(state: &SimState, form: &TranscriptionForm) -> Result<(f64, Respon
     let words = (seconds * media.words_per_second).round() as u32;
     let text = transcript(mix_seed(&[state.seed(), fnv64(file)]), words);
     let language = form.language.clone().unwrap_or_else(|| "english".into());
+    if form.stream {
+        return match form.response_format.as_deref() {
+            None | Some("json" | "text") => Ok((seconds, Transcript::Streamed(text))),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "response_format `{other}` cannot be streamed: use json or text"
+            ))),
+        };
+    }
     let answer = match form.response_format.as_deref() {
         None | Some("json") => json_response(
             StatusCode::OK,
@@ -261,7 +332,7 @@ fn transcribe(state: &SimState, form: &TranscriptionForm) -> Result<(f64, Respon
             )));
         }
     };
-    Ok((seconds, answer))
+    Ok((seconds, Transcript::Whole(answer)))
 }
 
 /// `words` of the simulator's vocabulary, seeded.

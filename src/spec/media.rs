@@ -60,6 +60,10 @@ pub struct AudioSpec {
     /// `json` (default), `verbose_json` or `text`.
     #[serde(default = "json_format")]
     pub response_format: String,
+    /// Ask for the transcript as it is made (`stream=true`, server-sent events): the
+    /// first text's time is the record's first token.
+    #[serde(default)]
+    pub stream: bool,
 }
 
 /// Generated clips.
