@@ -407,10 +407,22 @@ async fn a_gauge_that_prints_text_holds_the_rates_and_the_run_goes_on() {
         "{}{GPU_MIX}  feedback:\n    gauge: {{ command: [echo, 'GPU is busy'] }}\n    interval: 200ms\n    duration: 2s\n    rates:\n      llm: {{ base: 30, floor: 2 }}\n      img: {{ base: 8, floor: 1 }}\n      asr: {{ base: 10, floor: 1 }}\n",
         gpu_services(&sim.base_url())
     );
-    let (result, records) = run_to_records(scenario(&spec), "gpu-garbage").await;
-    assert!(!records.is_empty());
-    all_ok(&records);
+    let dir = temp_dir("gpu-garbage");
+    let options = redline::runner::RunOptions::records_to(dir.join("records.jsonl"));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let result = redline::runner::run(scenario(&spec), options, stop)
+        .await
+        .unwrap();
+    assert!(result.aggregator.counts.ok > 0 && result.aggregator.counts.failed() == 0);
     let report = result.feedback.unwrap();
+    // Each reading is also a line of feedback.jsonl beside the records, as it happens.
+    let logged = std::fs::read_to_string(dir.join("feedback.jsonl")).unwrap();
+    let lines: Vec<redline::runner::feedback::RateEvent> = logged
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines, report.events);
+    std::fs::remove_dir_all(dir).unwrap();
     assert!(report.gauge_failures >= 5, "{report:?}");
     assert_eq!(report.gauge_failures as usize, report.events.len());
     assert!(report.events.iter().all(|e| e.rates == [2.0, 1.0, 1.0]));

@@ -119,6 +119,9 @@ pub struct FeedbackReport {
     pub gauge_failures: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<String>,
+    /// Why `feedback.jsonl` stopped being written, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_error: Option<String>,
 }
 
 /// Where and how the gauge is read, resolved for this run.
@@ -139,6 +142,9 @@ pub struct Controller {
     /// The run's live metrics, to show each reading on `/metrics` as it happens.
     pub metrics: Option<Arc<LiveMetrics>>,
     pub clock: RunClock,
+    /// `feedback.jsonl` beside the records: each event as it happens, so a run that
+    /// is killed keeps them.
+    pub log: std::io::BufWriter<std::fs::File>,
 }
 
 impl Controller {
@@ -151,6 +157,7 @@ impl Controller {
             rates,
             metrics,
             clock,
+            mut log,
         } = self;
         let mut report = FeedbackReport {
             services,
@@ -193,9 +200,22 @@ impl Controller {
             if let Some(metrics) = &metrics {
                 metrics.set_feedback(&report.services, &event.rates, event.reading);
             }
+            if report.log_error.is_none()
+                && let Err(e) = append(&mut log, &event)
+            {
+                report.log_error = Some(format!("feedback.jsonl: {e}"));
+            }
             report.events.push(event);
         }
     }
+}
+
+/// One line of `feedback.jsonl`.
+fn append(log: &mut std::io::BufWriter<std::fs::File>, event: &RateEvent) -> std::io::Result<()> {
+    use std::io::Write;
+    serde_json::to_writer(&mut *log, event)?;
+    log.write_all(b"\n")?;
+    log.flush()
 }
 
 /// Each formula at `u`, no further from `current` than the step limit allows (and

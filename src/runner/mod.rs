@@ -419,7 +419,14 @@ pub async fn run(
         shared.planned_end,
         disruptions_stop.clone(),
     ));
-    let controller = start_controller(&shared, &servers, observers.live.clone(), clock);
+    let feedback_log = records_path.with_file_name("feedback.jsonl");
+    let controller = start_controller(
+        &shared,
+        &servers,
+        observers.live.clone(),
+        clock,
+        &feedback_log,
+    )?;
     let executed = run_stages(&shared, &stop).await;
     disruptions_stop.cancel();
     let feedback = match controller {
@@ -505,12 +512,19 @@ fn start_controller(
     servers: &Servers,
     metrics: Option<Arc<LiveMetrics>>,
     clock: RunClock,
-) -> Option<(
-    tokio::task::JoinHandle<feedback::FeedbackReport>,
-    CancellationToken,
-)> {
+    log: &std::path::Path,
+) -> Result<
+    Option<(
+        tokio::task::JoinHandle<feedback::FeedbackReport>,
+        CancellationToken,
+    )>,
+> {
     use crate::scenario::feedback::GaugeSource;
-    let (plan, rates) = (shared.scenario.feedback.clone()?, shared.rates.clone()?);
+    let (Some(plan), Some(rates)) = (shared.scenario.feedback.clone(), shared.rates.clone()) else {
+        return Ok(None);
+    };
+    let log =
+        std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
     let source = match &plan.gauge {
         GaugeSource::Embedded => match servers.embedded_url() {
             Some(base) => GaugeSource::Url(format!("{base}/redline/nvidia-smi")),
@@ -537,9 +551,10 @@ fn start_controller(
         rates,
         metrics,
         clock,
+        log: std::io::BufWriter::new(log),
     };
     let task = tokio::spawn(controller.run(stop.clone()));
-    Some((task, stop))
+    Ok(Some((task, stop)))
 }
 
 /// How long a worker waits at the coordinator's barrier for the others to join (pods
