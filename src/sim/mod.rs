@@ -15,6 +15,7 @@ pub mod media;
 pub mod metrics;
 pub mod native;
 pub mod openai;
+pub mod planted;
 pub mod profile;
 pub mod scheduler;
 pub mod script;

@@ -64,6 +64,9 @@ pub struct Profile {
     /// One GPU's memory, shared by every modality, when set (`7b-multimodal`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<super::gpu::GpuSpec>,
+    /// Known differences from this profile's answers (a candidate for a shadow diff).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planted: Option<super::planted::Planted>,
 }
 
 /// How long the image, transcription and speech endpoints take: plain functions of
@@ -250,6 +253,7 @@ impl Profile {
             server: ServerKind::Vllm,
             media: MediaCost::default(),
             gpu: None,
+            planted: None,
         }
     }
 
@@ -260,6 +264,7 @@ impl Profile {
         Profile {
             name: "7b-multimodal".into(),
             gpu: Some(super::gpu::GpuSpec::default()),
+            planted: None,
             ..Profile::seven_b()
         }
     }
@@ -291,6 +296,7 @@ impl Profile {
             server: ServerKind::Llamacpp,
             media: MediaCost::default(),
             gpu: None,
+            planted: None,
         }
     }
 
@@ -319,6 +325,7 @@ impl Profile {
             server: ServerKind::Vllm,
             media: MediaCost::default(),
             gpu: None,
+            planted: None,
         }
     }
 
@@ -384,6 +391,9 @@ impl Profile {
             return Err(invalid("step costs must be finite and non-negative".into()));
         }
         self.media.check().map_err(&invalid)?;
+        if let Some(planted) = &self.planted {
+            planted.check().map_err(&invalid)?;
+        }
         self.gpu
             .as_ref()
             .map_or(Ok(()), |g| g.check().map_err(invalid))

@@ -123,7 +123,9 @@ impl SimState {
             seed: config.seed,
             metrics,
             gpu,
-            nonce: AtomicU64::new(0),
+            // Random per instance, as real servers sample: two simulators (a primary
+            // and its shadow) must not give the same answers at temperature > 0.
+            nonce: AtomicU64::new(rand::random::<u64>() >> 1),
             clock,
             script: config.script,
             startup: config
@@ -206,6 +208,13 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/v2/models/{model}/ready", get(native::kserve_model))
         .route("/v2/health/ready", get(native::kserve_health))
         .route("/v2/health/live", get(native::kserve_health));
+    let model = match &state.profile.planted {
+        Some(planted) => model.route_layer(axum::middleware::from_fn_with_state(
+            Arc::new(planted.clone()),
+            super::planted::plant,
+        )),
+        None => model,
+    };
     let (model, gpu) = match &state.gpu {
         Some(g) => (
             model.route_layer(axum::middleware::from_fn_with_state(g.clone(), gpu::gate)),
