@@ -77,6 +77,8 @@ async fn proxy(upstream: SocketAddr, rules_yaml: &str, header_faults: bool) -> R
         log: Arc::new(FaultLog::to_writer(None)),
         tls: None,
         upstream_tls: None,
+        tap: None,
+        mirror: None,
     })
     .await
     .unwrap()

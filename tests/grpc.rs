@@ -378,6 +378,8 @@ async fn grpc_proxy(upstream: &str, rules_yaml: &str) -> RunningProxy {
         log: Arc::new(FaultLog::to_writer(None)),
         tls: None,
         upstream_tls: None,
+        tap: None,
+        mirror: None,
     })
     .await
     .unwrap()

@@ -13,6 +13,7 @@
 //! - [`proxy`] — the request path: decide, delay or answer, forward, shape
 //! - [`shape`] — response-body faults as the body streams
 //! - [`log`] — what was injected, by request
+//! - [`tap`] — watching exchanges (a recorder) and mirroring them to a shadow
 //! - [`admin`] — the live admin API
 
 pub mod admin;
@@ -22,6 +23,7 @@ pub mod log;
 pub mod proxy;
 pub mod rules;
 pub mod shape;
+pub mod tap;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -41,6 +43,7 @@ use crate::spec::faults::RulesFile;
 pub use log::FaultLog;
 pub use proxy::Chaos;
 pub use rules::{Rule, RuleDef};
+pub use tap::{Tap, Watch};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -61,6 +64,10 @@ pub struct ProxyConfig {
     pub tls: Option<crate::net::ServerTls>,
     /// Certificates for an https upstream (re-encrypting); none: the system's roots.
     pub upstream_tls: Option<crate::client::tls::TlsSettings>,
+    /// Sees every exchange (a recorder).
+    pub tap: Option<Arc<dyn Tap>>,
+    /// Copies a share of the requests to a shadow.
+    pub mirror: Option<tap::MirrorConfig>,
 }
 
 /// A proxy serving on its own tasks until dropped.
@@ -79,7 +86,7 @@ impl RunningProxy {
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
         let https = config.tls.is_some();
-        let chaos = Arc::new(Chaos::new(
+        let mut chaos = Chaos::new(
             balance::Pool::new(&config.upstreams, config.balance),
             config.upstream_http2,
             config.upstream_tls.as_ref(),
@@ -87,7 +94,12 @@ impl RunningProxy {
             config.seed,
             config.allow_header_faults,
             config.log,
-        ));
+        );
+        chaos.tap = config.tap;
+        chaos.mirror = config
+            .mirror
+            .map(|m| tap::Mirror::new(m, config.upstream_tls.as_ref(), config.seed));
+        let chaos = Arc::new(chaos);
         let admin_addr = match config.admin {
             Some(admin) => {
                 let admin = TcpListener::bind(admin)

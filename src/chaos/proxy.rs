@@ -106,6 +106,10 @@ pub struct Chaos {
     pub counters: ProxyCounters,
     started: Instant,
     next_key: AtomicU64,
+    /// Sees every exchange (a recorder), when set.
+    pub tap: Option<Arc<dyn super::tap::Tap>>,
+    /// Copies a share of the requests to a shadow, when set.
+    pub mirror: Option<super::tap::Mirror>,
 }
 
 impl Chaos {
@@ -139,6 +143,8 @@ impl Chaos {
             counters: ProxyCounters::default(),
             started: Instant::now(),
             next_key: AtomicU64::new(0),
+            tap: None,
+            mirror: None,
         }
     }
 
@@ -188,9 +194,16 @@ impl Chaos {
         }
         add_fault_baggage(&mut head.headers, &plan.noted);
         let lanes = lanes.for_version(head.version);
+        let (body, mut watch) = match self.watch(&head, body).await {
+            Ok(watched) => watched,
+            Err(message) => return Ok(proxy_error(grpc, StatusCode::PAYLOAD_TOO_LARGE, &message)),
+        };
         let (response, in_flight) = match self.forward(head, body, lanes).await {
             Ok(answered) => answered,
             Err(error) => {
+                if let Some(watch) = &mut watch {
+                    watch.end(Some(format!("the upstream did not answer: {error}")));
+                }
                 self.counters
                     .upstream_errors
                     .fetch_add(1, Ordering::Relaxed);
@@ -229,7 +242,40 @@ impl Chaos {
                 .headers
                 .insert(HeaderName::from_static(FAULT_HEADER), value);
         }
+        let body = match watch {
+            Some(mut watch) => {
+                watch.head(parts.status.as_u16(), &parts.headers);
+                super::tap::watched(body, watch)
+            }
+            None => body,
+        };
         Ok(Response::from_parts(parts, body))
+    }
+
+    /// With a tap or a mirror, the request's body read whole, shown to the tap and
+    /// copied to the shadow: the body to forward and the watch of its answer. Without,
+    /// the body streams through untouched. `Err` is why it could not be read.
+    async fn watch(
+        &self,
+        head: &Parts,
+        body: Incoming,
+    ) -> Result<(UpstreamBody, Option<Box<dyn super::tap::Watch>>), String> {
+        if self.tap.is_none() && self.mirror.is_none() {
+            return Ok((Either::Left(body), None));
+        }
+        let bytes = super::tap::capture(body).await?;
+        let mirror = self.mirror.as_ref().filter(|m| m.rolls(head));
+        let (watch, shadow) = match &self.tap {
+            Some(tap) => {
+                let (watch, shadow) = tap.request(head, &bytes, mirror.is_some());
+                (Some(watch), shadow)
+            }
+            None => (None, None),
+        };
+        if let Some(mirror) = mirror {
+            mirror.send(head, bytes.clone(), shadow);
+        }
+        Ok((Either::Right(Full::new(bytes)), watch))
     }
 
     /// Rolls every rule (and the header faults) for a request: what to do to it, and
@@ -357,7 +403,7 @@ impl Chaos {
     async fn forward(
         &self,
         mut head: Parts,
-        body: Incoming,
+        body: UpstreamBody,
         lanes: Option<&Lanes>,
     ) -> Result<(Response<Incoming>, InFlight), String> {
         strip_hop_by_hop(&mut head.headers);
@@ -374,7 +420,7 @@ impl Chaos {
             let i = self.pool.pick(&[]).expect("a pool has an upstream");
             let in_flight = self.pool.begin(i);
             self.point_at(i, &mut head.uri);
-            let request = Request::from_parts(head, Either::Left(body));
+            let request = Request::from_parts(head, body);
             let sent = self.send(i, request, lanes).await;
             return self.settle(i, sent, named.as_ref()).map(|r| (r, in_flight));
         }

@@ -99,6 +99,8 @@ pub(super) async fn start_proxy(
         log: Arc::new(FaultLog::for_run()),
         tls: None,
         upstream_tls: service.tls.clone(),
+        tap: None,
+        mirror: None,
     })
     .await
     .context("cannot start the chaos proxy")?;
