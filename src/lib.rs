@@ -43,6 +43,8 @@
 //! - [`scenario`]: the validated scenario a spec (or the CLI's shorthands) means.
 //! - [`runner`]: carries out a scenario: scheduling, sending, recording, draining.
 //! - [`report`]: the JSON summary, the terminal table, JUnit, the files a run writes.
+//! - [`shadow`]: shadow traffic: a recording proxy, replay against primary,
+//!   candidate and secondary, and a diff with the primary's own noise cancelled.
 //! - [`coldstart`]: a model server's start-up, cold and warm, timed from outside to
 //!   its first token, with the memory it took.
 //! - [`advise`]: measured start-ups and a sweep turned into autoscaler settings (a
@@ -77,6 +79,7 @@ pub mod flow;
 pub mod scenario;
 pub mod runner;
 pub mod report;
+pub mod shadow;
 pub mod coldstart;
 pub mod advise;
 pub mod heal;

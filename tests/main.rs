@@ -27,6 +27,7 @@ mod report;
 mod run;
 mod schema;
 mod segments;
+mod shadow;
 mod sim_http;
 mod snapshots;
 mod spec_errors;

@@ -35,6 +35,7 @@ mod serve;
 mod run;
 mod coordinate;
 mod segments;
+mod shadow;
 mod validate;
 mod watch;
 
@@ -239,6 +240,15 @@ pub enum Command {
     },
     /// Receive OTLP/HTTP traces (protobuf or JSON, POST /v1/traces) from the services
     /// under test and store them in DIR/spans.jsonl for `redline graph`.
+    /// A recording proxy: every exchange with a service (bodies, event streams with
+    /// their timing, trace IDs), credentials redacted, written to a versioned
+    /// recording; optionally mirrored to a shadow (Envoy's semantics).
+    Record(shadow::RecordArgs),
+    /// Replay a recording against a primary, a candidate and a secondary (the noise
+    /// baseline), and diff the answers field by field: flagged only where the
+    /// candidate differs beyond what the primary's version does anyway, each named
+    /// with its module. Writes diff.json; exit 1 under --fail-on-diff when flagged.
+    Replay(shadow::ReplayArgs),
     Collect {
         /// Where to listen (loopback unless --allow-remote).
         #[arg(long, default_value = "127.0.0.1:4318")]
@@ -404,6 +414,11 @@ pub struct SimArgs {
     /// profile file.
     #[arg(long, default_value = "7b")]
     pub profile: String,
+    /// Plant known differences in the answers, a candidate for `redline replay`:
+    /// `style_share=0.15,total_tokens_offset=1,ttft_factor=1.3,random_field=x_sample`
+    /// (any of them).
+    #[arg(long, value_parser = crate::sim::planted::Planted::parse)]
+    pub planted: Option<crate::sim::planted::Planted>,
     /// Address to listen on. Loopback by default; anything else needs --allow-remote.
     #[arg(long, default_value = "127.0.0.1:8000")]
     pub addr: SocketAddr,
@@ -673,6 +688,8 @@ pub enum SchemaOf {
     Spec,
     Summary,
     Record,
+    /// `redline replay`'s diff.json.
+    Diff,
 }
 
 #[derive(Debug, Subcommand)]
@@ -739,6 +756,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 SchemaOf::Spec => crate::spec::schema::spec_schema(),
                 SchemaOf::Summary => crate::report::summary_schema(),
                 SchemaOf::Record => crate::report::record_schema(),
+                SchemaOf::Diff => crate::shadow::diff::schema(),
             };
             outln!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(exit::OK)
@@ -757,6 +775,8 @@ pub async fn run(cli: Cli) -> Result<i32> {
             out,
             records,
         } => graph(&input, format, out.as_deref(), records.as_deref()),
+        Command::Record(args) => shadow::record(args).await,
+        Command::Replay(args) => shadow::replay(args).await,
         Command::Collect {
             listen,
             out,

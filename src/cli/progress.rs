@@ -19,6 +19,7 @@ use crate::schedule::Unit;
 /// A short bar, then the figures, most important first: a narrow terminal cuts the
 /// line from its end.
 const RUN_TEMPLATE: &str = "{prefix} [{bar:16.cyan/blue}] {wide_msg}";
+const COUNT_TEMPLATE: &str = "{prefix} [{bar:16.cyan/blue}] {pos}/{len}  {wide_msg}";
 const BYTES_TEMPLATE: &str = "{prefix} [{bar:16.cyan/blue}] {bytes}/{total_bytes}  {wide_msg}";
 /// How often the bar is redrawn.
 const TICK: Duration = Duration::from_millis(200);
@@ -79,6 +80,18 @@ impl Drawer {
                 .then(|| elapsed * (total - done) as f64 / done as f64)
                 .map_or(String::new(), |s| format!("  ETA {}", clock(s)));
             bar.set_message(format!("{}{eta}", clock(elapsed)));
+        })
+    }
+
+    /// A bar over a count of things done (`done` of `total`).
+    pub(super) fn for_count(what: &'static str, done: Arc<AtomicU64>, total: u64) -> Drawer {
+        let bar = new_bar(COUNT_TEMPLATE);
+        bar.set_prefix(what);
+        bar.set_length(total.max(1));
+        let started = Instant::now();
+        Drawer::start(bar, move |bar| {
+            bar.set_position(done.load(Ordering::Relaxed).min(total));
+            bar.set_message(clock(started.elapsed().as_secs_f64()));
         })
     }
 

@@ -49,7 +49,10 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
             args.addr
         );
     }
-    let profile = Profile::load(&args.profile)?;
+    let mut profile = Profile::load(&args.profile)?;
+    if args.planted.is_some() {
+        profile.planted = args.planted.clone();
+    }
     let tls = args.tls.load()?;
     let script = match &args.script {
         Some(path) => {
@@ -159,6 +162,8 @@ pub(super) async fn chaos(args: ChaosArgs) -> Result<i32> {
         log: log.clone(),
         tls: args.tls.load()?,
         upstream_tls: Some(upstream_tls),
+        tap: None,
+        mirror: None,
     })
     .await?;
     errln!(

@@ -116,6 +116,18 @@ fn embedded_summary(summary: &Summary) -> String {
     format!(r#"<script type="application/json" id="summary-json">{json}</script>"#)
 }
 
+/// A page of its own in the report's style (no script; the CSP allows none):
+/// `body` is HTML the caller built and escaped.
+pub fn standalone_page(title: &str, body: &str) -> String {
+    format!(
+        r##"<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<title>{}</title><style>{STYLE}</style></head><body><main>{body}</main></body></html>
+"##,
+        svg::escape(title)
+    )
+}
+
 const STYLE: &str = r#"
 :root { --fg: #1d2430; --muted: #5b6575; --line: #d9dee6; --ok: #0a7d45; --bad: #b3261e; --warn: #946200; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); margin: 0; background: #fff; }
