@@ -59,7 +59,7 @@ for round in $(seq "$rounds"); do
 import json, sys
 d = json.load(open(sys.argv[1]))
 l = d["latency_ms"]
-print(sys.argv[2], l["ttft"]["p50"], l["e2e"]["p50"], d["requests"]["ok"], d["requests"]["total"])
+print(sys.argv[2], l["ttft"]["p50"], l["e2e"]["p50"], d["requests"]["ok"], d["requests"]["scheduled"])
 PY
   done
 done
@@ -71,9 +71,9 @@ for line in open(sys.argv[1]):
     rows.setdefault(target, []).append((float(ttft), float(e2e), int(ok), int(total)))
 med = lambda t, i: statistics.median(r[i] for r in rows[t])
 print(f"mirror cost to the primary: redline run at {sys.argv[4]} req/s open loop, streaming chat (sim tiny), {sys.argv[2]}s x {sys.argv[3]} rounds, 2 shared cores")
-print(f"{'target':<13}{'TTFT p50':>10}{'E2E p50':>10}{'E2E vs record':>15}{'ok':>9}")
+print(f"{'target':<13}{'TTFT p50':>10}{'E2E p50':>10}{'TTFT vs record':>16}{'E2E vs record':>15}{'ok':>11}")
 for t in ("direct", "record", "mirror-2s", "mirror-dead"):
     ok = sum(r[2] for r in rows[t]); total = sum(r[3] for r in rows[t])
-    print(f"{t:<13}{med(t, 0):>8.2f}ms{med(t, 1):>8.2f}ms{med(t, 1) / med('record', 1):>14.2f}x{ok:>5}/{total}")
+    print(f"{t:<13}{med(t, 0):>8.2f}ms{med(t, 1):>8.2f}ms{med(t, 0) / med('record', 0):>15.3f}x{med(t, 1) / med('record', 1):>14.3f}x{ok:>6}/{total}")
 print("record − direct is the recording proxy's own overhead; a mirror should add nothing beyond it")
 PY
