@@ -929,7 +929,7 @@ fn empty_list(body: &[u8], path: &[String]) -> Option<Bytes> {
 }
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1).
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // The names present are looked at once and only those removed: removing the eight
     // standard names each time, most of them absent, cost 4,100 instructions a
     // proxied request under callgrind (each removal hashes its name).

@@ -171,15 +171,7 @@ impl Mirror {
         *request.uri_mut() = uri.parse().unwrap_or_else(|_| self.config.to.clone());
         *request.headers_mut() = head.headers.clone();
         let headers = request.headers_mut();
-        for hop in [
-            "connection",
-            "keep-alive",
-            "transfer-encoding",
-            "upgrade",
-            "te",
-        ] {
-            headers.remove(hop);
-        }
+        super::proxy::strip_hop_by_hop(headers);
         let shadow_host = format!("{host}{}", self.config.host_suffix);
         if let Ok(value) = HeaderValue::from_str(&shadow_host) {
             headers.insert(header::HOST, value);

@@ -267,6 +267,28 @@ pub enum Command {
     },
 }
 
+/// Certificates for an https upstream of one of redline's proxies (`chaos`, `record`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct UpstreamTlsArgs {
+    /// For an https upstream: trust only the CAs in this PEM file.
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca_cert: Option<PathBuf>,
+    /// For an https upstream: accept any certificate.
+    #[arg(long, conflicts_with = "upstream_ca_cert")]
+    pub upstream_insecure: bool,
+}
+
+impl UpstreamTlsArgs {
+    pub fn load(&self) -> Result<crate::client::tls::TlsSettings> {
+        crate::client::tls::TlsSettings::load(&crate::client::tls::TlsOptions {
+            ca_cert: self.upstream_ca_cert.clone(),
+            insecure_skip_verify: self.upstream_insecure,
+            ..Default::default()
+        })
+        .map_err(|e| anyhow::anyhow!("--upstream-{}: {}", e.field.replace('_', "-"), e.message))
+    }
+}
+
 /// TLS on one of redline's servers.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ServerTlsArgs {
@@ -344,12 +366,8 @@ pub struct ChaosArgs {
     /// Speak HTTP/2 to the upstream (ALPN over https, prior knowledge over http).
     #[arg(long)]
     pub upstream_http2: bool,
-    /// For an https upstream: trust only the CAs in this PEM file.
-    #[arg(long, value_name = "FILE")]
-    pub upstream_ca_cert: Option<PathBuf>,
-    /// For an https upstream: accept any certificate.
-    #[arg(long, conflicts_with = "upstream_ca_cert")]
-    pub upstream_insecure: bool,
+    #[command(flatten)]
+    pub upstream_tls: UpstreamTlsArgs,
     #[command(flatten)]
     pub tls: ServerTlsArgs,
     /// Allow an upstream that is not on this machine.

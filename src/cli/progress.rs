@@ -68,30 +68,28 @@ impl Drawer {
 
     /// A bar over bytes read of a file of `total` bytes (`datagen`, `check`).
     pub(super) fn for_bytes(what: &'static str, read: Arc<AtomicU64>, total: u64) -> Drawer {
-        let bar = new_bar(BYTES_TEMPLATE);
+        Drawer::for_share(BYTES_TEMPLATE, what, read, total)
+    }
+
+    /// A bar over a count of things done (`replay`).
+    pub(super) fn for_count(what: &'static str, done: Arc<AtomicU64>, total: u64) -> Drawer {
+        Drawer::for_share(COUNT_TEMPLATE, what, done, total)
+    }
+
+    /// `done` of `total` in `template`, with the time taken and the time left.
+    fn for_share(template: &str, what: &'static str, done: Arc<AtomicU64>, total: u64) -> Drawer {
+        let bar = new_bar(template);
         bar.set_prefix(what);
         bar.set_length(total.max(1));
         let started = Instant::now();
         Drawer::start(bar, move |bar| {
-            let done = read.load(Ordering::Relaxed);
+            let done = done.load(Ordering::Relaxed);
             bar.set_position(done.min(total));
             let elapsed = started.elapsed().as_secs_f64();
             let eta = (done > 0 && total > done)
                 .then(|| elapsed * (total - done) as f64 / done as f64)
                 .map_or(String::new(), |s| format!("  ETA {}", clock(s)));
             bar.set_message(format!("{}{eta}", clock(elapsed)));
-        })
-    }
-
-    /// A bar over a count of things done (`done` of `total`).
-    pub(super) fn for_count(what: &'static str, done: Arc<AtomicU64>, total: u64) -> Drawer {
-        let bar = new_bar(COUNT_TEMPLATE);
-        bar.set_prefix(what);
-        bar.set_length(total.max(1));
-        let started = Instant::now();
-        Drawer::start(bar, move |bar| {
-            bar.set_position(done.load(Ordering::Relaxed).min(total));
-            bar.set_message(clock(started.elapsed().as_secs_f64()));
         })
     }
 

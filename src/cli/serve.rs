@@ -143,12 +143,7 @@ pub(super) async fn chaos(args: ChaosArgs) -> Result<i32> {
         None => None,
     };
     let log = std::sync::Arc::new(crate::chaos::FaultLog::to_writer(log));
-    let upstream_tls = crate::client::tls::TlsSettings::load(&crate::client::tls::TlsOptions {
-        ca_cert: args.upstream_ca_cert.clone(),
-        insecure_skip_verify: args.upstream_insecure,
-        ..Default::default()
-    })
-    .map_err(|e| anyhow::anyhow!("--upstream-{}: {}", e.field.replace('_', "-"), e.message))?;
+    let upstream_tls = args.upstream_tls.load()?;
     let count = rules.len();
     let proxy = crate::chaos::RunningProxy::start(crate::chaos::ProxyConfig {
         upstreams: vec![upstream],

@@ -39,12 +39,8 @@ pub struct RecordArgs {
     /// Stop after this long (else at Ctrl-C or SIGTERM).
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// For an https upstream: trust only the CAs in this PEM file.
-    #[arg(long, value_name = "FILE")]
-    pub upstream_ca_cert: Option<PathBuf>,
-    /// For an https upstream: accept any certificate.
-    #[arg(long, conflicts_with = "upstream_ca_cert")]
-    pub upstream_insecure: bool,
+    #[command(flatten)]
+    pub upstream_tls: UpstreamTlsArgs,
     #[command(flatten)]
     pub tls: ServerTlsArgs,
     /// Allow an upstream (or mirror) that is not on this machine.
@@ -83,12 +79,7 @@ pub(super) async fn record(args: RecordArgs) -> Result<i32> {
         args.mirror.as_deref(),
         &args.redact,
     )?;
-    let upstream_tls = crate::client::tls::TlsSettings::load(&crate::client::tls::TlsOptions {
-        ca_cert: args.upstream_ca_cert.clone(),
-        insecure_skip_verify: args.upstream_insecure,
-        ..Default::default()
-    })
-    .map_err(|e| anyhow::anyhow!("--upstream-{}: {}", e.field.replace('_', "-"), e.message))?;
+    let upstream_tls = args.upstream_tls.load()?;
     let proxy = crate::chaos::RunningProxy::start(crate::chaos::ProxyConfig {
         upstreams: vec![upstream],
         balance: Default::default(),

@@ -33,8 +33,12 @@ pub struct Recorder {
 
 struct Shared {
     dir: PathBuf,
+    /// Header names (lower case) recorded as `[redacted]`; fixed at creation, so
+    /// reading them takes no lock.
+    redacted: Vec<String>,
     out: Mutex<std::io::BufWriter<std::fs::File>>,
-    manifest: Mutex<Manifest>,
+    /// As written at the start; `finish` writes a copy with the end and count.
+    manifest: Manifest,
     started: Instant,
     next_seq: AtomicU64,
     written: AtomicU64,
@@ -69,7 +73,7 @@ impl Recorder {
             ended_unix_ms: None,
             upstream: upstream.into(),
             mirror: mirror.map(str::to_owned),
-            redacted_headers: redacted,
+            redacted_headers: redacted.clone(),
             inline_body_limit: INLINE_BODY_LIMIT,
             exchanges: None,
         };
@@ -79,8 +83,9 @@ impl Recorder {
         Ok(Recorder {
             shared: Arc::new(Shared {
                 dir: dir.to_owned(),
+                redacted,
                 out: Mutex::new(std::io::BufWriter::new(file)),
-                manifest: Mutex::new(manifest),
+                manifest,
                 started: Instant::now(),
                 next_seq: AtomicU64::new(0),
                 written: AtomicU64::new(0),
@@ -97,9 +102,11 @@ impl Recorder {
     pub fn finish(&self) -> Result<()> {
         let shared = &self.shared;
         shared.out.lock().expect("writes do not panic").flush()?;
-        let mut manifest = shared.manifest.lock().expect("writes do not panic");
-        manifest.ended_unix_ms = Some(unix_ms());
-        manifest.exchanges = Some(self.written());
+        let manifest = Manifest {
+            ended_unix_ms: Some(unix_ms()),
+            exchanges: Some(self.written()),
+            ..shared.manifest.clone()
+        };
         write_manifest(&shared.dir, &manifest)
     }
 }
@@ -119,12 +126,11 @@ fn unix_ms() -> u64 {
 impl Shared {
     /// Headers as recorded: lower-case names, in order, secrets replaced.
     fn headers(&self, headers: &HeaderMap) -> Vec<(String, String)> {
-        let manifest = self.manifest.lock().expect("writes do not panic");
         headers
             .iter()
             .map(|(name, value)| {
                 let name = name.as_str().to_owned();
-                let value = if manifest.redacted_headers.contains(&name) {
+                let value = if self.redacted.contains(&name) {
                     REDACTED.to_owned()
                 } else {
                     String::from_utf8_lossy(value.as_bytes()).into_owned()

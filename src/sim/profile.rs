@@ -264,7 +264,6 @@ impl Profile {
         Profile {
             name: "7b-multimodal".into(),
             gpu: Some(super::gpu::GpuSpec::default()),
-            planted: None,
             ..Profile::seven_b()
         }
     }
