@@ -508,6 +508,29 @@ async fn broken_recordings_and_a_refusing_candidate_are_clear_outcomes() {
     assert_eq!(report.flagged.len(), 1, "{:?}", report.flagged);
     assert_eq!(report.flagged[0].field, "@outcome");
 
+    // A recording whose every line is cut: an error, not an empty diff that passes.
+    let empty = common::temp_dir("shadow-empty-recording");
+    std::fs::copy(dir.join("manifest.json"), empty.join("manifest.json")).unwrap();
+    std::fs::write(empty.join("exchanges.jsonl"), &text[..40]).unwrap();
+    let args = [
+        "replay",
+        empty.to_str().unwrap(),
+        "--primary",
+        &primary,
+        "--candidate",
+        &primary,
+    ];
+    let (code, _, stderr) = common::redline(&args);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("exchanges.jsonl:1: skipped: the line is cut short"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("holds no exchange that can be replayed"),
+        "{stderr}"
+    );
+
     // Another version of the format: refused, with what to do.
     let manifest = dir.join("manifest.json");
     let text = std::fs::read_to_string(&manifest).unwrap();

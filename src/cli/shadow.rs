@@ -223,6 +223,14 @@ pub(super) async fn replay(args: ReplayArgs) -> Result<i32> {
     for skipped in &recording.skipped {
         errln!("redline replay: {skipped}");
     }
+    // Nothing replayed would read as "no field differs": a pass nobody earned.
+    if recording.exchanges.is_empty() {
+        err(&format!(
+            "{} holds no exchange that can be replayed: record some traffic through `redline record` first",
+            args.recording.display()
+        ));
+        return Ok(exit::USAGE);
+    }
     let replay_config = Arc::new(replay_config(&args, pace)?);
     let noise = if args.secondary.is_some() {
         "secondary"
