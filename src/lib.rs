@@ -16,6 +16,7 @@
 //! - [`tokenizer`]: local token counting (the simulator's tokenizer, tiktoken BPEs,
 //!   Hugging Face files).
 //! - [`record`]: the outcome record, one per scheduled request, and its one reader.
+//! - [`folder`]: a run's folder and the names of the files in it.
 //! - [`net`]: the accept loop and TLS the simulator, the chaos proxy and the
 //!   receivers share.
 //! - [`workload`]: what each request sends: payloads, prompt sources, datasets,
@@ -61,6 +62,7 @@ pub mod pagecache;
 pub mod spec;
 pub mod tokenizer;
 pub mod record;
+pub mod folder;
 pub mod net;
 pub mod workload;
 pub mod client;

@@ -127,6 +127,13 @@ impl RunClock {
         self.us(Instant::now())
     }
 
+    /// Now on tokio's clock, which a test can pause: for what runs on the runtime's
+    /// timers (SLO windows, the feedback controller). Requests stamp their records
+    /// with [`RunClock::now_us`], which reads the OS clock without a lookup.
+    pub fn timer_now_us(&self) -> u64 {
+        self.us(tokio::time::Instant::now().into_std())
+    }
+
     pub fn at(&self, us: u64) -> Instant {
         self.start + Duration::from_micros(us)
     }

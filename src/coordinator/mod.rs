@@ -19,7 +19,7 @@ pub mod worker;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::extract::{RawQuery, State};
@@ -27,6 +27,8 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
+// tokio's clock, which a test can pause: the start, the gate's delay and silence.
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Aggregator;
@@ -341,6 +343,80 @@ mod tests {
         );
         assert!(c.share_of("nonsense").is_err());
         assert!(!c.finished(), "nobody joined");
+    }
+
+    /// One request to the coordinator's routes, no socket between: status and body.
+    async fn call(c: &Coordinator, path: &str, body: String) -> (StatusCode, String) {
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+        let request = axum::http::Request::post(path)
+            .body(axum::body::Body::from(body))
+            .unwrap();
+        let response = c.router().oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    /// A delta of `n` failed requests.
+    fn failures(n: u64) -> String {
+        let mut delta = Aggregator::new(None);
+        for seq in 0..n {
+            let mut r = crate::record::Record::unsent(seq, 0, crate::record::Phase::Measure, 0);
+            r.outcome = crate::record::Outcome::Error;
+            r.sent_us = Some(0);
+            r.last_byte_us = Some(1_000);
+            delta.add(&r);
+        }
+        crate::metrics::file::render(&delta).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_whole_run_is_stopped_at_the_first_push_past_the_delay_and_silence_is_named() {
+        let yaml = "error_rate: \"< 1%\"\nabort_on_fail: true\ndelay: 5s\n";
+        let mapping = yaml_serde::from_str(yaml).unwrap();
+        let slos = SloSet::from_spec(&mapping, &mut crate::spec::Problems::new());
+        let c = Coordinator::new(2, slos, Aggregator::new(None), 7);
+        let first = tokio::spawn({
+            let c = c.clone();
+            async move { call(&c, "/v1/join?segment=1/2", String::new()).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!c.has_started(), "one of two has joined");
+        let second = call(&c, "/v1/join?segment=2/2", String::new()).await;
+        let joined: Joined = serde_json::from_str(&second.1).unwrap();
+        assert_eq!((second.0, joined.run_id), (StatusCode::OK, 7));
+        assert_eq!(first.await.unwrap().0, StatusCode::OK);
+        let started = Instant::now() + START_LEAD;
+        tokio::time::sleep_until(started).await;
+        // Worker 1 pushes failures every 2 s; worker 2 never pushes.
+        let mut replies = Vec::new();
+        for _ in 0..3 {
+            tokio::time::sleep(PUSH_EVERY).await;
+            let (status, body) = call(&c, "/v1/delta?segment=1/2", failures(100)).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            replies.push(serde_json::from_str::<Reply>(&body).unwrap());
+        }
+        let stops: Vec<bool> = replies.iter().map(|r| r.stop).collect();
+        assert_eq!(
+            stops,
+            [false, false, true],
+            "certain from the first, judged past 5 s"
+        );
+        assert_eq!(replies[2].at_s, Some(6.0));
+        let (status, _) = call(&c, "/v1/delta?segment=1/2&done=true", failures(0)).await;
+        assert_eq!(status, StatusCode::OK);
+        tokio::time::sleep_until(started + SILENCE).await;
+        assert!(
+            !c.finished(),
+            "worker 2 is silent for exactly SILENCE, not longer"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(c.finished());
+        let outcome = c.outcome();
+        assert_eq!(outcome.silent, [c.share_of("2/2").unwrap()]);
+        assert_eq!(outcome.merged_requests, 300);
+        assert!(outcome.stopped.is_some_and(|r| r.stop));
     }
 
     #[test]

@@ -119,12 +119,6 @@ impl Pusher {
         }
     }
 
-    pub fn interval() -> tokio::time::Interval {
-        let mut every = tokio::time::interval(PUSH_EVERY);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        every
-    }
-
     pub fn observe(&mut self, record: &Record) {
         self.delta.add(record);
     }

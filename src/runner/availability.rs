@@ -91,34 +91,35 @@ impl Availability {
 
     /// Counts one record (in any order).
     pub fn add(&mut self, record: &Record) {
-        match record.outcome {
-            Outcome::Dropped => self.dropped += 1,
-            Outcome::Cancelled => {}
-            Outcome::Ok => {
-                self.requests += 1;
-                self.succeeded += 1;
-                if let Some(step) = step_of(&mut self.steps, record) {
-                    step.requests += 1;
-                    step.count_retry(record);
-                }
-            }
-            Outcome::Error | Outcome::Timeout => {
-                self.requests += 1;
-                self.failed += 1;
-                let done_s = record.done_us() as f64 / 1e6;
-                match step_of(&mut self.steps, record) {
-                    Some(step) => {
-                        step.requests += 1;
-                        step.failed += 1;
-                        let failing = (done_s - step.step.started_s).max(0.0) * 1e3;
-                        step.failing_for_ms = step.failing_for_ms.max(failing);
-                        step.failover_ms = step.failover_ms.max(failing);
-                        step.count_retry(record);
-                    }
-                    None => self.unattributed_failures += 1,
-                }
-            }
+        match Ended::of(record) {
+            Some(ended) => self.count(&ended),
+            None if record.outcome == Outcome::Dropped => self.dropped += 1,
+            None => {}
         }
+    }
+
+    /// Counts one sent request.
+    pub(in crate::runner) fn count(&mut self, ended: &Ended) {
+        self.requests += 1;
+        if ended.failed {
+            self.failed += 1;
+        } else {
+            self.succeeded += 1;
+        }
+        let Some(step) = step_of(&mut self.steps, ended) else {
+            if ended.failed {
+                self.unattributed_failures += 1;
+            }
+            return;
+        };
+        step.requests += 1;
+        if ended.failed {
+            step.failed += 1;
+            let failing = (ended.done_s() - step.step.started_s).max(0.0) * 1e3;
+            step.failing_for_ms = step.failing_for_ms.max(failing);
+            step.failover_ms = step.failover_ms.max(failing);
+        }
+        step.count_retry(ended);
     }
 
     /// The share, its bound and what the target would take, from the counts.
@@ -136,17 +137,54 @@ impl Availability {
     }
 }
 
+/// What availability needs of a sent request: kept for each as the run goes (the
+/// steps it may belong to are known only at the end), in 24 bytes rather than the
+/// record.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::runner) struct Ended {
+    done_us: u64,
+    /// The replica whose restart its faults name.
+    restarted: Option<u32>,
+    failed: bool,
+    /// The balancer resent it because a replica was restarting.
+    retried: bool,
+}
+
+impl Ended {
+    /// None for a request never sent (dropped or cancelled before it went).
+    pub(in crate::runner) fn of(record: &Record) -> Option<Ended> {
+        let failed = match record.outcome {
+            Outcome::Ok => false,
+            Outcome::Error | Outcome::Timeout => true,
+            Outcome::Dropped | Outcome::Cancelled => return None,
+        };
+        let restarted = record
+            .faults
+            .iter()
+            .find_map(|f| f.rule.strip_prefix("restart:")?.parse().ok());
+        Some(Ended {
+            done_us: record.done_us(),
+            restarted,
+            failed,
+            retried: record
+                .faults
+                .iter()
+                .any(|f| f.fault == "replica_restart_retried"),
+        })
+    }
+
+    fn done_s(&self) -> f64 {
+        self.done_us as f64 / 1e6
+    }
+}
+
 impl StepAvailability {
     /// A record the balancer resent because of this step: counted, and the failover
     /// lasted at least until it ended.
-    fn count_retry(&mut self, record: &Record) {
-        if record
-            .faults
-            .iter()
-            .any(|f| f.fault == "replica_restart_retried")
-        {
+    fn count_retry(&mut self, ended: &Ended) {
+        if ended.retried {
             self.retried += 1;
-            let at_ms = (record.done_us() as f64 / 1e6 - self.step.started_s).max(0.0) * 1e3;
+            let at_ms = (ended.done_s() - self.step.started_s).max(0.0) * 1e3;
             self.failover_ms = self.failover_ms.max(at_ms);
         }
     }
@@ -156,14 +194,13 @@ impl StepAvailability {
 /// ended in (or within a second after).
 fn step_of<'a>(
     steps: &'a mut [StepAvailability],
-    record: &Record,
+    ended: &Ended,
 ) -> Option<&'a mut StepAvailability> {
-    let done_s = record.done_us() as f64 / 1e6;
-    let named = record.faults.iter().find_map(|f| {
-        let replica: usize = f.rule.strip_prefix("restart:")?.parse().ok()?;
-        steps
-            .iter()
-            .rposition(|s| s.step.replica == Some(replica) && s.step.started_s <= done_s + SETTLE_S)
+    let done_s = ended.done_s();
+    let named = ended.restarted.and_then(|replica| {
+        steps.iter().rposition(|s| {
+            s.step.replica == Some(replica as usize) && s.step.started_s <= done_s + SETTLE_S
+        })
     });
     let at = named.or_else(|| {
         steps.iter().rposition(|s| {

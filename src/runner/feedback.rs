@@ -131,12 +131,18 @@ pub struct Gauge {
     pub http: HttpClient,
 }
 
+/// What the controller reads: the share of the GPUs in use.
+pub trait ReadUsage: Send + Sync + 'static {
+    /// u in [0, 1], or why not; never longer than `patience`.
+    fn read(&self, patience: Duration) -> impl Future<Output = Result<f64, String>> + Send;
+}
+
 /// A controller, ready to run.
-pub struct Controller {
+pub struct Controller<G = Gauge> {
     pub plan: FeedbackPlan,
     /// The mix's services, in its order.
     pub services: Vec<String>,
-    pub gauge: Gauge,
+    pub gauge: G,
     /// What the arrivals follow.
     pub rates: Arc<LiveRates>,
     /// The run's live metrics, to show each reading on `/metrics` as it happens.
@@ -147,7 +153,7 @@ pub struct Controller {
     pub log: std::io::BufWriter<std::fs::File>,
 }
 
-impl Controller {
+impl<G: ReadUsage> Controller<G> {
     /// Runs until `stop`: the report of every reading.
     pub async fn run(self, stop: CancellationToken) -> FeedbackReport {
         let Controller {
@@ -173,7 +179,7 @@ impl Controller {
                 () = stop.cancelled() => return report,
             }
             let reading = gauge.read(plan.interval).await;
-            let at_ms = clock.now_us() as f64 / 1e3;
+            let at_ms = clock.timer_now_us() as f64 / 1e3;
             let event = match reading {
                 Ok(u) => {
                     let s = smoothed.map_or(u, |s| s + plan.smoothing * (u - s));
@@ -237,8 +243,7 @@ pub fn next_rates(plan: &FeedbackPlan, current: &[f64], u: f64) -> Vec<f64> {
         .collect()
 }
 
-impl Gauge {
-    /// u in [0, 1], or why not; never longer than `patience`.
+impl ReadUsage for Gauge {
     async fn read(&self, patience: Duration) -> Result<f64, String> {
         let text = match &self.source {
             GaugeSource::Command(argv) => run_command(argv, patience).await?,
@@ -259,7 +264,9 @@ impl Gauge {
         };
         parse_usage(&text, self.reduce)
     }
+}
 
+impl Gauge {
     async fn get(&self, url: &str, patience: Duration) -> Result<String, String> {
         let uri: hyper::Uri = url
             .parse()
@@ -413,6 +420,60 @@ mod tests {
                 .contains("aggregate it")
         );
         assert!(prometheus_value("<html>", GpuReduce::Sum).is_err());
+    }
+
+    /// Readings in turn, each taking `takes`; the last one again after the list ends.
+    struct Scripted {
+        readings: Vec<Result<f64, String>>,
+        next: std::sync::atomic::AtomicUsize,
+        takes: Duration,
+    }
+
+    impl ReadUsage for Scripted {
+        async fn read(&self, _patience: Duration) -> Result<f64, String> {
+            tokio::time::sleep(self.takes).await;
+            let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.readings[i.min(self.readings.len() - 1)].clone()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn readings_come_on_the_interval_and_a_failed_one_holds_the_rates() {
+        let dir = std::env::temp_dir().join(format!("redline-feedback-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = std::fs::File::create(dir.join("feedback.jsonl")).unwrap();
+        let rates = Arc::new(LiveRates::new(&[120.0]));
+        let gauge = Scripted {
+            readings: vec![Ok(0.5), Ok(0.9), Err("gauge down".into()), Ok(0.2)],
+            next: Default::default(),
+            takes: Duration::from_millis(30),
+        };
+        let controller = Controller {
+            plan: plan(10.0),
+            services: vec!["llm".into()],
+            gauge,
+            rates: rates.clone(),
+            metrics: None,
+            clock: RunClock::new(tokio::time::Instant::now().into_std()),
+            log: std::io::BufWriter::new(log),
+        };
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(controller.run(stop.clone()));
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        stop.cancel();
+        let report = task.await.unwrap();
+        // The first reading at once, then one a second; each stamped when it came back.
+        let at: Vec<f64> = report.events.iter().map(|e| e.at_ms).collect();
+        assert_eq!(at, [30.0, 1030.0, 2030.0, 3030.0]);
+        let rate = |u: f64| next_rates(&plan(10.0), &[120.0], u)[0];
+        let set: Vec<f64> = report.events.iter().map(|e| e.rates[0]).collect();
+        assert_eq!(set, [rate(0.5), rate(0.9), rate(0.9), rate(0.2)]);
+        assert_eq!(report.events[2].reading, None);
+        assert_eq!(report.gauge_failures, 1);
+        assert_eq!(rates.all(), [rate(0.2)]);
+        let logged = std::fs::read_to_string(dir.join("feedback.jsonl")).unwrap();
+        assert_eq!(logged.lines().count(), 4);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -12,6 +12,7 @@ use hyper::Request;
 use hyper::header::CONTENT_TYPE;
 use serde_json::{Value, json};
 
+use super::breaker::{Breaker, Heed};
 use super::*;
 use crate::client::Timeouts;
 use crate::client::grpc::{self as grpc_client, GrpcTarget};
@@ -195,7 +196,7 @@ struct Session<'a> {
     /// Each chat step's conversation so far, and its latest answer.
     conversations: HashMap<String, (Vec<Value>, Answer)>,
     requests: u32,
-    timeouts_in_a_row: u32,
+    breaker: Breaker,
     failed: bool,
     fallback: Option<FallbackReason>,
     /// The latest record, held back so the last one can carry the session's end.
@@ -461,7 +462,7 @@ pub(super) async fn run_flow(
         vectors: HashMap::new(),
         conversations: HashMap::new(),
         requests: 0,
-        timeouts_in_a_row: 0,
+        breaker: Breaker::new(runtime.plan.breaker),
         failed: false,
         fallback: None,
         held: None,
@@ -919,25 +920,14 @@ async fn tool(session: &mut Session<'_>, step: &Step, plan: &ToolPlan) -> Went {
             };
             let outcome = slot.record.outcome;
             session.finish(slot);
-            match outcome {
-                Outcome::Timeout => {
-                    session.timeouts_in_a_row += 1;
-                    if session.timeouts_in_a_row >= flow.breaker {
-                        session.fallback = Some(FallbackReason {
-                            rule: "consecutive_tool_timeouts".into(),
-                            tool: call.name.clone(),
-                            timeouts: session.timeouts_in_a_row,
-                            skipped: Vec::new(),
-                        });
-                        return Went::Stopped;
-                    }
+            match session.breaker.heed(outcome, &call.name) {
+                Heed::On => {}
+                Heed::Failed => session.failed = true,
+                Heed::Open(reason) => {
+                    session.fallback = Some(reason);
+                    return Went::Stopped;
                 }
-                Outcome::Ok => session.timeouts_in_a_row = 0,
-                Outcome::Cancelled | Outcome::Dropped => return Went::Refused,
-                Outcome::Error => {
-                    session.timeouts_in_a_row = 0;
-                    session.failed = true;
-                }
+                Heed::Refused => return Went::Refused,
             }
             messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": content}));
         }

@@ -1,6 +1,8 @@
 //! Carries out a scenario: schedules requests on their intended times, sends them,
-//! and streams one record per scheduled request to the recorder, which writes
-//! `records.jsonl` as they complete and keeps the statistics.
+//! and streams one record per scheduled request to the recorder, which hands each to
+//! the run's sinks as it completes (`records.jsonl`, the statistics, live metrics,
+//! spans, the coordinator, streaming SLOs, the abort gate, availability: see
+//! `sinks/`). A run has three phases (`phases.rs`): prepare, execute, finish.
 //!
 //! Open-loop stages sleep until each absolute intended time (never chained sleeps), so
 //! a slow server cannot slow the schedule; latency is reported from the intended start
@@ -12,30 +14,33 @@
 
 mod recorder;
 pub mod availability;
+mod beside;
+mod breaker;
 mod closed;
 pub mod disrupt;
-mod drift;
 pub mod feedback;
 mod flow;
+mod phases;
 mod progress;
 mod services;
+mod sinks;
 mod threads;
 mod tokens;
 mod target;
 mod wiring;
 
-pub use drift::OnDrift;
 pub use progress::{Progress, ProgressSnapshot, StageStatus};
+pub use sinks::OnDrift;
 
 use closed::run_closed;
+use phases::Run;
 use recorder::*;
 pub use services::new_run_id;
 use services::*;
 use target::{Target, build_target};
-use wiring::{ObserverOptions, Observers, Scraper, Servers};
+use wiring::{ObserverOptions, Observers, Servers};
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
@@ -66,7 +71,7 @@ use crate::schedule::{
     sweep_rates,
 };
 use crate::seed::mix_seed;
-use crate::slo::{Aborted, SloSet};
+use crate::slo::Aborted;
 use crate::spec::TraceIds;
 use crate::trace::context::{new_trace_id, request_traceparent, traceparent};
 use crate::workload::PromptSource;
@@ -305,270 +310,9 @@ pub async fn run(
     options: RunOptions,
     stop: CancellationToken,
 ) -> Result<RunResult> {
-    let RunOptions {
-        records_path,
-        progress,
-        on_start,
-        metrics_listener,
-        otlp_endpoint,
-        otlp_tls,
-        collect: collect_options,
-        on_drift,
-        run_id,
-        coordinator,
-    } = options;
-    let out_dir = records_path
-        .parent()
-        .map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf);
-    let servers = Servers::start(&scenario, &out_dir).await?;
-    let base_url = servers.url_of(scenario.service());
-    let model = servers.model_of(scenario.service());
-    // W3C baggage on every request: which run and scenario sent it, so the services'
-    // own spans and logs can be told apart by run.
-    let run_id = match &coordinator {
-        // Every worker waits here until all have joined, so they start together.
-        Some(link) => tokio::select! {
-            joined = link.join(JOIN_PATIENCE) => joined.map_err(anyhow::Error::msg)?,
-            () = stop.cancelled() => {
-                servers.stop_replicas().await;
-                anyhow::bail!("stopped while waiting for the other workers at the coordinator")
-            }
-        },
-        None => run_id.unwrap_or_else(new_run_id),
-    };
-    let baggage = baggage_of(run_id, &scenario.name);
-    let target = build_target(&scenario, &servers, &baggage)?;
-    let arrival = arrival_of(&scenario, &servers, baggage, &target)?;
-
-    let file = std::fs::File::create(&records_path)
-        .with_context(|| format!("cannot create {}", records_path.display()))?;
-    let (records, inbox) = mpsc::unbounded_channel();
-    let clock = RunClock::new(Instant::now() + Duration::from_millis(20));
-    let mut notes = servers.notes.clone();
-    let observer_options = ObserverOptions {
-        metrics_listener,
-        otlp_endpoint,
-        otlp_tls,
-        collect: collect_options,
-    };
-    let (observers, span_sink) =
-        Observers::start(observer_options, &scenario, &model, clock, &mut notes)?;
-    let drift = match &scenario.streaming {
-        Some(plan) => Some(drift::Drift::start(
-            plan.clone(),
-            &records_path.with_file_name("drift.jsonl"),
-            clock,
-            on_drift,
-            observers.live.clone(),
-            stop.clone(),
-        )?),
-        None => None,
-    };
-    let pusher = coordinator.map(|link| {
-        crate::coordinator::worker::Pusher::new(link, scenario.aggregator(), stop.clone(), clock)
-    });
-    let listeners = Listeners {
-        // With a coordinator the SLOs are judged on the whole run, there.
-        gate: abort_gate(&scenario, &stop, clock).filter(|_| pusher.is_none()),
-        pusher,
-        faults: servers.fault_logs(),
-        live: observers.live.clone(),
-        spans: span_sink,
-        drift,
-    };
-    let recorder = tokio::spawn(record(
-        inbox,
-        std::io::BufWriter::new(file),
-        scenario.aggregator(),
-        listeners,
-    ));
-    let rates = scenario
-        .feedback
-        .as_ref()
-        .map(|plan| Arc::new(feedback::LiveRates::new(&plan.initial_rates())));
-    let shared = Arc::new(Shared {
-        http: scenario.service().http_client(&scenario.timeouts),
-        target,
-        rates,
-        arrival,
-        planned_end: scenario.planned_duration(),
-        in_flight: Arc::new(Semaphore::new(scenario.max_in_flight as usize)),
-        abort: CancellationToken::new(),
-        progress: progress.unwrap_or_default(),
-        next_seq: AtomicU64::new(0),
-        dynamic_seq_base: scenario.segment.seq_base(),
-        next_session: AtomicU64::new(0),
-        trace_key: match scenario.trace_ids {
-            TraceIds::PerRun => run_id,
-            TraceIds::Seeded => 0,
-        },
-        clock,
-        records,
-        scenario,
-    });
-    shared.progress.plan(shared.planned_end);
-    if let Some(on_start) = on_start {
-        on_start(&header_of(&shared.scenario, &base_url, &model, notes));
-    }
-    let scraper = Scraper::start(&shared.scenario, &shared.http, &base_url, clock)?;
-    let disruptions_stop = stop.child_token();
-    let disruptions = tokio::spawn(disrupt::run(
-        shared.scenario.disruptions.clone(),
-        servers.replicas.clone(),
-        clock,
-        shared.planned_end,
-        disruptions_stop.clone(),
-    ));
-    let feedback_log = records_path.with_file_name("feedback.jsonl");
-    let controller = start_controller(
-        &shared,
-        &servers,
-        observers.live.clone(),
-        clock,
-        &feedback_log,
-    )?;
-    let executed = run_stages(&shared, &stop).await;
-    disruptions_stop.cancel();
-    let feedback = match controller {
-        Some((task, stop)) => {
-            stop.cancel();
-            Some(task.await.context("the feedback controller panicked")?)
-        }
-        None => None,
-    };
-    let steps = disruptions
-        .await
-        .context("the disruptions' task panicked")?;
-    let executed = match executed {
-        Ok(executed) => executed,
-        Err(e) => {
-            servers.stop_replicas().await;
-            return Err(e);
-        }
-    };
-    let elapsed = clock.start().elapsed();
-    let server_metrics = scraper.finish().await?;
-    let recorded = close_recorder(&shared, recorder).await?;
-    let (drift, drift_aborted) = match recorded.drift {
-        Some(drift) => {
-            let (summary, aborted) = drift.finish(elapsed.as_micros() as u64).await?;
-            (Some(summary), aborted)
-        }
-        None => (None, None),
-    };
-    let aborted = recorded.aborted.or(drift_aborted);
-    let (aggregator, token_settlement) = settle_tokens(
-        &shared,
-        recorded.evidence,
-        recorded.aggregator,
-        &records_path,
-        &base_url,
-        &model,
-    )
-    .await?;
-    let (otlp, traces) = observers.finish(&stop, &records_path).await?;
-    let proxies = servers.proxy_counts();
-    servers.stop_replicas().await;
-    drop(servers);
-    let availability = if shared.scenario.disruptions.is_empty() {
-        None
-    } else {
-        let mut tally = availability::Availability::new(steps);
-        crate::record::read_records(&records_path, None, |r| tally.add(&r))?;
-        Some(tally.finish())
-    };
-    if !aggregator.counts.balanced() {
-        anyhow::bail!(
-            "internal error: outcomes do not add up to the scheduled requests: {:?}",
-            aggregator.counts
-        );
-    }
-    let mut warnings = shared.scenario.warnings();
-    warnings.extend(recorded.coordinator_trouble);
-    Ok(RunResult {
-        aggregator,
-        token_settlement,
-        warnings,
-        interrupted: stop.is_cancelled() && aborted.is_none(),
-        aborted,
-        server_metrics,
-        elapsed,
-        target_url: base_url,
-        model,
-        stages: executed,
-        proxies,
-        otlp,
-        traces,
-        samples: recorded.samples,
-        drift,
-        availability,
-        feedback,
-    })
-}
-
-/// Starts the feedback controller, when the scenario has one: its task and its stop.
-fn start_controller(
-    shared: &Arc<Shared>,
-    servers: &Servers,
-    metrics: Option<Arc<LiveMetrics>>,
-    clock: RunClock,
-    log: &std::path::Path,
-) -> Result<
-    Option<(
-        tokio::task::JoinHandle<feedback::FeedbackReport>,
-        CancellationToken,
-    )>,
-> {
-    use crate::scenario::feedback::GaugeSource;
-    let (Some(plan), Some(rates)) = (shared.scenario.feedback.clone(), shared.rates.clone()) else {
-        return Ok(None);
-    };
-    let log =
-        std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
-    let source = match &plan.gauge {
-        GaugeSource::Embedded => match servers.embedded_url() {
-            Some(base) => GaugeSource::Url(format!("{base}/redline/nvidia-smi")),
-            None => GaugeSource::Embedded,
-        },
-        other => other.clone(),
-    };
-    let gauge = feedback::Gauge {
-        source,
-        reduce: plan.reduce,
-        http: crate::client::http_client(&crate::client::Timeouts::default(), false),
-    };
-    let services = match &shared.scenario.workload {
-        crate::scenario::Workload::Mix(entries) => {
-            entries.iter().map(|e| e.service.clone()).collect()
-        }
-        _ => Vec::new(),
-    };
-    let stop = CancellationToken::new();
-    let controller = feedback::Controller {
-        plan,
-        services,
-        gauge,
-        rates,
-        metrics,
-        clock,
-        log: std::io::BufWriter::new(log),
-    };
-    let task = tokio::spawn(controller.run(stop.clone()));
-    Ok(Some((task, stop)))
-}
-
-/// How long a worker waits at the coordinator's barrier for the others to join (pods
-/// of an Indexed Job may be scheduled minutes apart).
-const JOIN_PATIENCE: Duration = Duration::from_secs(600);
-
-/// The SLO gate that stops a run once a breach is certain, when the SLOs ask.
-fn abort_gate(scenario: &Scenario, stop: &CancellationToken, clock: RunClock) -> Option<Gate> {
-    let slos = scenario.slos.clone().filter(|slos| slos.abort_on_fail)?;
-    Some(Gate {
-        slos,
-        stop: stop.clone(),
-        clock,
-    })
+    let mut run = Run::prepare(scenario, options, &stop).await?;
+    let (executed, elapsed) = run.execute(&stop).await;
+    run.finish(executed, elapsed, &stop).await
 }
 
 /// Runs the stages in order until they end or `stop` fires, then waits for every
@@ -576,18 +320,11 @@ fn abort_gate(scenario: &Scenario, stop: &CancellationToken, clock: RunClock) ->
 /// points, sessions): a stop gives in-flight requests the drain timeout, then the
 /// abort token ends them (each task records that).
 async fn run_stages(shared: &Arc<Shared>, stop: &CancellationToken) -> Result<Vec<ExecutedStage>> {
-    let drain_watch = tokio::spawn({
-        let (stop, abort, drain) = (
-            stop.clone(),
-            shared.abort.clone(),
-            shared.scenario.drain_timeout,
-        );
-        async move {
-            stop.cancelled().await;
-            tokio::time::sleep(drain).await;
-            abort.cancel();
-        }
-    });
+    let drain_watch = tokio::spawn(drain_watch(
+        stop.clone(),
+        shared.abort.clone(),
+        shared.scenario.drain_timeout,
+    ));
     let mut tasks = JoinSet::new();
     let mut stage_start = Duration::ZERO;
     let mut executed = Vec::new();
@@ -621,44 +358,12 @@ async fn run_stages(shared: &Arc<Shared>, stop: &CancellationToken) -> Result<Ve
     Ok(executed)
 }
 
-/// Every request task has ended: closes the recorder's inbox explicitly, whoever
-/// still holds a share of the run, and checks that each scheduled request has its
-/// one record.
-async fn close_recorder(
-    shared: &Shared,
-    recorder: tokio::task::JoinHandle<Result<recorder::Recorded>>,
-) -> Result<recorder::Recorded> {
-    let _ = shared.records.send(Inbox::Close);
-    let collected = recorder.await.context("the recorder failed")??;
-    let (scheduled, recorded) = shared.progress.balance();
-    if scheduled != recorded {
-        anyhow::bail!(
-            "internal error: {scheduled} requests were scheduled but {recorded} have a record"
-        );
-    }
-    Ok(collected)
-}
-
-/// Settles the counts of answers without usage; when they changed, the statistics
-/// are rebuilt from the settled records.
-async fn settle_tokens(
-    shared: &Shared,
-    evidence: tokens::TokenEvidence,
-    aggregator: Aggregator,
-    records_path: &std::path::Path,
-    base_url: &str,
-    model: &str,
-) -> Result<(Aggregator, Option<crate::record::TokenSettlement>)> {
-    let settlement = tokens::settle(evidence, records_path, &shared.http, base_url, model).await?;
-    let changed = settlement
-        .as_ref()
-        .is_some_and(|s| matches!(s.source, TokenSource::Events | TokenSource::ServerTokenizer));
-    if !changed {
-        return Ok((aggregator, settlement));
-    }
-    let mut rebuilt = shared.scenario.aggregator();
-    crate::record::read_records(records_path, None, |r| rebuilt.add(&r))?;
-    Ok((rebuilt, settlement))
+/// The drain watchdog: once `stop` fires, in-flight requests get `drain` to finish,
+/// then `abort` ends them.
+async fn drain_watch(stop: CancellationToken, abort: CancellationToken, drain: Duration) {
+    stop.cancelled().await;
+    tokio::time::sleep(drain).await;
+    abort.cancel();
 }
 
 /// Notes a stage as run (its index is the records' `stage`) and tells the progress.
@@ -1130,4 +835,26 @@ async fn run_sweep(
         start = shared.clock.start().elapsed();
     }
     Ok(start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_gives_in_flight_requests_the_drain_timeout_then_ends_them() {
+        let (stop, abort) = (CancellationToken::new(), CancellationToken::new());
+        let start = tokio::time::Instant::now();
+        let watch = tokio::spawn(drain_watch(
+            stop.clone(),
+            abort.clone(),
+            Duration::from_millis(1500),
+        ));
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert!(!abort.is_cancelled(), "nothing ends before the stop");
+        stop.cancel();
+        abort.cancelled().await;
+        assert_eq!(start.elapsed(), Duration::from_millis(5500));
+        watch.await.unwrap();
+    }
 }

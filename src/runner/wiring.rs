@@ -1,7 +1,7 @@
 //! What a run stands up around its requests and takes down after them: the embedded
 //! simulator and the chaos proxies in front of services with fault rules
 //! ([`Servers`]), and the observers — live metrics, the trace receiver, the span
-//! exporter and the server-metrics scraper ([`Observers`]).
+//! exporter ([`Observers`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,13 +14,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::disrupt::ReplicaSet;
-use super::recorder::SpanSink;
 use super::services::{embedded_profile, proxy_counts, start_proxy, through_proxy, trace_report};
+use super::sinks::SpanSink;
 use super::{CollectOptions, flow};
 use crate::chaos::{FaultLog, ProxyCounts, RunningProxy};
 use crate::client::{HttpClient, RunClock};
 use crate::prometheus::live::LiveMetrics;
-use crate::prometheus::scrape::ServerMetrics;
 use crate::scenario::flow::FlowPlan;
 use crate::scenario::{Disruption, Endpoint, Scenario, Service};
 use crate::sim::{EmbeddedSim, Profile, SimConfig};
@@ -368,56 +367,6 @@ fn start_exporter(
             .start()
             .saturating_duration_since(Instant::now())
             .as_nanos() as u64;
-    let sink = SpanSink {
-        sender,
-        model: model.to_owned(),
-        scenario: scenario.name.clone(),
-        origin_ns,
-        metrics: Default::default(),
-    };
+    let sink = SpanSink::new(sender, model.to_owned(), scenario.name.clone(), origin_ns);
     (exporter, sink)
-}
-
-/// Scrapes the server's Prometheus metrics through the run, when the spec asks.
-pub(super) struct Scraper {
-    task: Option<JoinHandle<ServerMetrics>>,
-    stop: CancellationToken,
-}
-
-impl Scraper {
-    pub(super) fn start(
-        scenario: &Scenario,
-        http: &HttpClient,
-        base_url: &str,
-        clock: RunClock,
-    ) -> Result<Scraper> {
-        let stop = CancellationToken::new();
-        let task = match &scenario.scrape {
-            Some(plan) => {
-                let url = match &plan.url {
-                    Some(url) => url.clone(),
-                    None => format!("{base_url}/metrics")
-                        .parse()
-                        .context("building the metrics URL")?,
-                };
-                Some(tokio::spawn(crate::prometheus::scrape::scrape(
-                    http.clone(),
-                    url,
-                    plan.interval,
-                    clock,
-                    stop.clone(),
-                )))
-            }
-            None => None,
-        };
-        Ok(Scraper { task, stop })
-    }
-
-    pub(super) async fn finish(self) -> Result<Option<ServerMetrics>> {
-        self.stop.cancel();
-        match self.task {
-            Some(task) => Ok(Some(task.await.context("the metrics scraper failed")?)),
-            None => Ok(None),
-        }
-    }
 }

@@ -1,5 +1,5 @@
-//! The run's streaming SLOs: the recorder feeds each record to the monitor and closes
-//! windows as time passes; each episode that opens, escalates or closes goes to
+//! The run's streaming SLOs: the recorder feeds each record to the monitor, which
+//! closes windows as time passes (every 200 ms); each episode that opens, escalates or closes goes to
 //! `drift.jsonl` and to whoever prints it, and an opening takes the spec's actions —
 //! stop the run, or call a webhook (in a task of its own, so a slow or failing hook
 //! never holds up the records).
@@ -16,6 +16,7 @@ use http_body_util::Full;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::{Every, Findings, Pending, RecordSink, SoFar};
 use crate::client::{self, HttpClient, RunClock, Timeouts};
 use crate::prometheus::live::{LiveMetrics, WindowGauges};
 use crate::record::Record;
@@ -27,12 +28,16 @@ use crate::slo::streaming::{
 /// Told of every change, to print it.
 pub type OnDrift = Box<dyn Fn(&Change) + Send + Sync>;
 
+/// How often windows are closed and the gauges set.
+const TICK_EVERY: Duration = Duration::from_millis(200);
+
 /// How long the end of a run waits for webhook calls still under way.
 const WEBHOOK_DRAIN: Duration = Duration::from_secs(5);
 
 /// The monitor and what it acts on.
-pub(super) struct Drift {
+pub(in crate::runner) struct Drift {
     monitor: Monitor,
+    every: Every,
     clock: RunClock,
     log: std::io::BufWriter<std::fs::File>,
     on_change: Option<OnDrift>,
@@ -44,7 +49,7 @@ pub(super) struct Drift {
     /// The run's `/metrics`, when served: each series' latest window as gauges.
     live: Option<Arc<LiveMetrics>>,
     /// The first episode that stopped the run (`on_violation: [abort]`).
-    pub(super) aborted: Option<Aborted>,
+    aborted: Option<Aborted>,
 }
 
 /// One line of `drift.jsonl`.
@@ -56,7 +61,7 @@ struct Line<'a> {
 
 impl Drift {
     /// Writes `drift.jsonl` at `path`.
-    pub(super) fn start(
+    pub(in crate::runner) fn start(
         plan: StreamingPlan,
         path: &Path,
         clock: RunClock,
@@ -68,6 +73,7 @@ impl Drift {
             .with_context(|| format!("cannot create {}", path.display()))?;
         Ok(Drift {
             monitor: Monitor::new(plan),
+            every: Every::new(TICK_EVERY),
             clock,
             log: std::io::BufWriter::new(file),
             on_change,
@@ -81,13 +87,9 @@ impl Drift {
         })
     }
 
-    pub(super) fn observe(&mut self, record: &Record) {
-        self.monitor.observe(record);
-    }
-
     /// Closes the windows that have ended by now and acts on what changed.
-    pub(super) fn tick(&mut self) -> Result<()> {
-        let changes = self.monitor.advance(self.clock.now_us());
+    fn close_windows(&mut self) -> Result<()> {
+        let changes = self.monitor.advance(self.clock.timer_now_us());
         for change in &changes {
             self.act(change)?;
         }
@@ -112,7 +114,7 @@ impl Drift {
 
     /// Closes the windows that ended within the run, waits a bounded time for the
     /// webhook calls, and sums up.
-    pub(super) async fn finish(mut self, end_us: u64) -> Result<(DriftSummary, Option<Aborted>)> {
+    async fn summarize(mut self, end_us: u64) -> Result<(DriftSummary, Option<Aborted>)> {
         let (mut summary, changes) = self.monitor.finish(end_us);
         for change in &changes {
             self.act(change)?;
@@ -173,6 +175,37 @@ impl Drift {
             }
         }
         Ok(())
+    }
+}
+
+impl RecordSink for Drift {
+    fn observe(&mut self, record: &Record) -> Result<()> {
+        self.monitor.observe(record);
+        Ok(())
+    }
+
+    fn next_tick(&self) -> Option<tokio::time::Instant> {
+        Some(self.every.due())
+    }
+
+    fn tick<'a>(&'a mut self, _so_far: SoFar<'a>) -> Pending<'a, Result<()>> {
+        self.every.taken();
+        let closed = self.close_windows();
+        Box::pin(async { closed })
+    }
+
+    /// The windows that ended within the schedule closed; an episode that stopped
+    /// the run counts only if nothing stopped it before.
+    fn finish<'a>(self: Box<Self>, findings: &'a mut Findings) -> Pending<'a, Result<()>> {
+        Box::pin(async move {
+            let end_us = findings.elapsed.as_micros() as u64;
+            let (summary, aborted) = self.summarize(end_us).await?;
+            findings.drift = Some(summary);
+            if findings.aborted.is_none() {
+                findings.aborted = aborted;
+            }
+            Ok(())
+        })
     }
 }
 
