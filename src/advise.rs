@@ -93,7 +93,7 @@ pub fn measure(dirs: &[PathBuf], policy: CachePolicy) -> Result<Measured, String
                 .map_err(|e| format!("{}: not JSON: {e}", coldstart.display()))?;
             let runs = json["runs"].as_array().cloned().unwrap_or_default();
             starts.extend(runs.into_iter().map(|run| (dir.clone(), run)));
-        } else if dir.join("summary.json").exists() {
+        } else if crate::folder::RunFolder::new(dir).summary().exists() {
             knee = Some(knee_of(dir)?);
         } else {
             return Err(format!(

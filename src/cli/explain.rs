@@ -104,7 +104,7 @@ pub(super) fn explain_command(args: ExplainArgs) -> Result<i32> {
 fn write_explanation(input: &Path, explanation: &Explanation, json: bool) -> Result<()> {
     let text = serde_json::to_string_pretty(explanation)? + "\n";
     if input.is_dir() {
-        let path = input.join("explain.json");
+        let path = crate::folder::RunFolder::new(input).explain();
         std::fs::write(&path, &text).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if json {

@@ -8,9 +8,10 @@ pub(super) fn graph(
     out: Option<&Path>,
     records: Option<&Path>,
 ) -> Result<i32> {
-    let files: Vec<PathBuf> = if input.join("spans.jsonl").is_file() {
+    let stored = input.join(crate::folder::RunFolder::SPANS);
+    let files: Vec<PathBuf> = if stored.is_file() {
         // What `redline collect` stored (beside its counts, collect.json).
-        vec![input.join("spans.jsonl")]
+        vec![stored]
     } else if input.is_dir() {
         let mut files: Vec<PathBuf> = std::fs::read_dir(input)
             .with_context(|| format!("cannot read {}", input.display()))?

@@ -2,9 +2,11 @@
 //! with `--execute` — and its audit log, RUN/heal.jsonl.
 
 use super::*;
+use crate::folder::RunFolder;
 use crate::heal::exec::{self, Runner};
 use crate::heal::model::{Model, Protocol};
 use crate::heal::{Agent, Ending, observe, runbook};
+use crate::report::conclude::{Conclude, conclude};
 
 #[derive(Debug, clap::Args)]
 pub struct HealArgs {
@@ -107,7 +109,8 @@ async fn heal_run(args: Ask) -> Result<i32> {
         timeout: args.model_timeout,
         http: http.clone(),
     };
-    let audit_path = args.run.join("heal.jsonl");
+    let folder = RunFolder::new(&args.run);
+    let audit_path = folder.heal_log();
     let mut audit = crate::heal::audit::Audit::create(&audit_path)
         .with_context(|| format!("cannot write {}", audit_path.display()))?;
     audit.log(
@@ -129,7 +132,7 @@ async fn heal_run(args: Ask) -> Result<i32> {
             http: &http,
         },
         execute: args.execute,
-        verify_dir: std::path::absolute(args.run.join("heal"))?,
+        verify_dir: std::path::absolute(folder.heal_runs())?,
         redline: std::env::current_exe().context("cannot find this program for verify runs")?,
     };
     let first = observe::failed_run(&args.run, &summary);
@@ -147,13 +150,17 @@ async fn heal_run(args: Ask) -> Result<i32> {
         &ending,
         detail,
     ));
-    std::fs::write(
-        args.run.join("summary.json"),
-        crate::report::render_json(&summary),
-    )
-    .with_context(|| format!("cannot update {}", args.run.join("summary.json").display()))?;
-    if args.run.join("records.jsonl").is_file() {
-        let page = crate::report::outputs::write_pictures(&summary, &args.run, None)?;
+    // Concluded again with the agent's section; the run's own exit code stands.
+    let how = Conclude {
+        aggregator: None,
+        junit: false,
+        strict: false,
+        explain: false,
+        pictures: true,
+        html: None,
+    };
+    let concluded = conclude(&folder, summary, how)?;
+    if let Some(page) = concluded.report {
         outln!("report: {}", page.display());
     }
     Ok(if ending.succeeded() {

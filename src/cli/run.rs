@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::client::dialect::LlmApi;
+use crate::folder::RunFolder;
 use crate::segment::Segment;
 
 pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
@@ -87,10 +88,11 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
     };
     let finished = crate::report::outputs::finish(&result, about, &dir)?;
     out(&render_terminal(&finished.summary));
+    let folder = RunFolder::new(&dir);
     outln!(
         "  records: {}  summary: {}{}",
-        dir.join("records.jsonl").display(),
-        dir.join("summary.json").display(),
+        folder.records().display(),
+        folder.summary().display(),
         run_dir
             .latest
             .as_ref()
@@ -98,8 +100,8 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
     );
     outln!(
         "  report: {}  timeline: {}",
-        dir.join("report.html").display(),
-        dir.join("timeline.json").display()
+        folder.report().display(),
+        folder.timeline().display()
     );
     if let Some(junit) = &finished.junit {
         outln!("  junit: {}", junit.display());
@@ -148,7 +150,7 @@ pub(super) async fn run_options(
     Ok(RunOptions {
         run_id: args.run_id,
         coordinator,
-        records_path: dir.join("records.jsonl"),
+        records_path: RunFolder::new(dir).records(),
         progress: Some(progress),
         on_start: Some(Box::new(|header| out(&render_header(header)))),
         otlp_tls: match tls {
@@ -176,7 +178,7 @@ pub(super) async fn run_options(
                 listener: tokio::net::TcpListener::bind(addr)
                     .await
                     .with_context(|| format!("cannot listen on {addr} for --collect"))?,
-                dir: dir.join("collect"),
+                dir: RunFolder::new(dir).collect(),
                 grace: args.collect_grace,
             }),
             None => None,

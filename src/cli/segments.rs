@@ -3,7 +3,9 @@
 //! one records file, one summary, one SLO verdict, one report).
 
 use super::*;
+use crate::folder::RunFolder;
 use crate::record::Record;
+use crate::report::conclude::{Conclude, conclude};
 use crate::report::{RunInfo, Summary, summarize};
 use crate::schedule::{ExecutedStage, Stage};
 use crate::segment::Segment;
@@ -201,13 +203,16 @@ pub(super) async fn merge(
     let Some(scenario) = scenario_or_problems(&spec_path)? else {
         return Ok(exit::USAGE);
     };
-    let records_path = out_dir.join("records.jsonl");
-    let from_records =
-        !without_records && parts.iter().all(|p| p.dir.join("records.jsonl").is_file());
+    let folder = RunFolder::new(out_dir);
+    let records_path = folder.records();
+    let from_records = !without_records
+        && parts
+            .iter()
+            .all(|p| RunFolder::new(&p.dir).records().is_file());
     let (aggregator, drift, joined) = if from_records {
         let written = merge_records(&parts, &records_path)?;
-        let (aggregator, _, _, drift) = read_run(&records_path, &scenario, quiet).await?;
-        (aggregator, drift, format!("{written} records"))
+        let read = read_run(&records_path, &scenario, quiet).await?;
+        (read.aggregator, read.drift, format!("{written} records"))
     } else {
         let aggregator = merge_aggregates(&parts)?;
         let windowed = scenario
@@ -232,7 +237,6 @@ pub(super) async fn merge(
             "their aggregate.json files, no records".to_owned(),
         )
     };
-    crate::metrics::file::write(&out_dir.join("aggregate.json"), &aggregator)?;
     let verdicts = scenario
         .slos
         .as_ref()
@@ -296,21 +300,16 @@ pub(super) async fn merge(
         let held: Vec<String> = parts.iter().map(|p| p.segment.to_string()).collect();
         held.join(",")
     });
-    std::fs::write(
-        out_dir.join("summary.json"),
-        crate::report::render_json(&summary),
-    )
-    .context("cannot write summary.json")?;
-    if from_records {
-        crate::report::outputs::write_pictures(&summary, out_dir, None)?;
-    }
-    let code = merged_code(
-        &summary,
-        verdicts.as_deref(),
-        out_dir,
-        &scenario.name,
+    let how = Conclude {
+        aggregator: Some(&aggregator),
+        junit: true,
         strict,
-    )?;
+        explain: true,
+        pictures: from_records,
+        html: None,
+    };
+    let concluded = conclude(&folder, summary, how)?;
+    let summary = concluded.summary;
     out(&render_terminal(&summary));
     let records = if from_records {
         records_path.display().to_string()
@@ -319,9 +318,9 @@ pub(super) async fn merge(
     };
     outln!(
         "  records: {records}  summary: {}",
-        out_dir.join("summary.json").display()
+        folder.summary().display()
     );
-    Ok(code)
+    Ok(concluded.code)
 }
 
 /// The parts' aggregates (`aggregate.json`, which every run writes) merged: the same
@@ -329,7 +328,7 @@ pub(super) async fn merge(
 fn merge_aggregates(parts: &[Part]) -> Result<crate::metrics::Aggregator> {
     let mut merged: Option<crate::metrics::Aggregator> = None;
     for part in parts {
-        let path = part.dir.join("aggregate.json");
+        let path = RunFolder::new(&part.dir).aggregate();
         if !path.is_file() {
             bail!(
                 "{}: neither records.jsonl nor aggregate.json: nothing of its share to merge",
@@ -351,7 +350,7 @@ fn read_parts(dirs: &[PathBuf]) -> Result<(Vec<Part>, Vec<String>)> {
     let mut parts = Vec::new();
     let mut warnings = Vec::new();
     for dir in dirs {
-        if !dir.join("summary.json").is_file() {
+        if !RunFolder::new(dir).summary().is_file() {
             warnings.push(format!(
                 "{}: no summary.json (the worker did not finish); its records are left out",
                 dir.display()
@@ -440,7 +439,7 @@ fn merge_records(parts: &[Part], path: &Path) -> Result<u64> {
     let mut readers = Vec::new();
     for part in parts {
         let (sender, receiver) = std::sync::mpsc::sync_channel::<Record>(1024);
-        let file = part.dir.join("records.jsonl");
+        let file = RunFolder::new(&part.dir).records();
         let reader = std::thread::Builder::new()
             .name("redline-merge".into())
             .spawn(move || {
@@ -486,30 +485,6 @@ fn merge_records(parts: &[Part], path: &Path) -> Result<u64> {
         }
     }
     Ok(written)
-}
-
-/// The merged run's exit code, and its JUnit file when it has SLOs.
-fn merged_code(
-    summary: &Summary,
-    verdicts: Option<&[crate::slo::Verdict]>,
-    dir: &Path,
-    name: &str,
-    strict: bool,
-) -> Result<i32> {
-    let gate = match verdicts {
-        Some(verdicts) => {
-            crate::report::outputs::write_junit(&dir.join("junit.xml"), name, verdicts, strict)?;
-            crate::report::outputs::gate(verdicts, strict)
-        }
-        None => exit::OK,
-    };
-    Ok(if summary.interrupted {
-        exit::INTERRUPTED
-    } else if summary.aborted.is_some() {
-        exit::SLO_FAILED
-    } else {
-        gate
-    })
 }
 
 #[cfg(test)]

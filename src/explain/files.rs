@@ -9,9 +9,10 @@ use crate::trace::graph::{Span, parse_spans};
 /// The run's flow sessions, deepened by its spans.
 pub fn read_run(dir: &Path) -> Result<Table, String> {
     let mut records = Vec::new();
-    crate::record::read_records(&dir.join("records.jsonl"), None, |r| records.push(r))
+    let folder = crate::folder::RunFolder::new(dir);
+    crate::record::read_records(&folder.records(), None, |r| records.push(r))
         .map_err(|e| e.to_string())?;
-    let spans = read_spans(&dir.join("collect").join("spans.jsonl"))?;
+    let spans = read_spans(&folder.collected_spans())?;
     from_records(&records, &spans)
 }
 

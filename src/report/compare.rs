@@ -51,7 +51,7 @@ pub struct Run {
 pub fn load(dir: &Path) -> Result<Run> {
     let summary = super::read_summary(dir)?;
     let mut samples: [Vec<f64>; 4] = Default::default();
-    crate::record::read_records(&dir.join("records.jsonl"), None, |r| {
+    crate::record::read_records(&crate::folder::RunFolder::new(dir).records(), None, |r| {
         if r.outcome == Outcome::Ok && r.phase == Phase::Measure {
             for (i, value) in per_request(&r).into_iter().enumerate() {
                 samples[i].extend(value);

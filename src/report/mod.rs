@@ -8,8 +8,10 @@ mod drift;
 mod media;
 mod terminal;
 pub mod compare;
+pub mod conclude;
 pub mod html;
 pub mod invocation;
+pub mod offline;
 pub mod outputs;
 pub mod timeline;
 
@@ -668,11 +670,10 @@ pub fn record_schema() -> serde_json::Value {
     serde_json::to_value(schemars::schema_for!(crate::record::Record)).expect("a schema serializes")
 }
 
-/// The JSON summary.
 /// A run folder's `summary.json`, read back.
 pub fn read_summary(dir: &std::path::Path) -> anyhow::Result<Summary> {
     use anyhow::Context;
-    let path = dir.join("summary.json");
+    let path = crate::folder::RunFolder::new(dir).summary();
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     serde_json::from_str(&text)

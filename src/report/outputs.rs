@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::{RunInfo, Summary, render_json, summarize};
+use super::{RunInfo, Summary, summarize};
+use crate::folder::RunFolder;
 use crate::metrics::Aggregator;
 use crate::runner::RunResult;
 use crate::slo::{SloSet, Verdict};
@@ -86,29 +87,19 @@ pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Fin
     summary.drift = result.drift.clone();
     summary.feedback = result.feedback.clone();
     summary.disruptions = result.availability.clone();
-    let code = exit_code(result, verdicts.as_deref(), &summary, about.strict);
-    if code == exit::SLO_FAILED && summary.flow.is_some() {
-        match explain_failed_run(dir)? {
-            Ok(explanation) => summary.explain = Some(explanation),
-            Err(why) => summary.warnings.push(format!("explain: {why}")),
-        }
-    }
-    std::fs::write(dir.join("summary.json"), render_json(&summary))
-        .context("cannot write summary.json")?;
-    crate::metrics::file::write(&dir.join("aggregate.json"), &result.aggregator)?;
-    write_pictures(&summary, dir, None)?;
-    let junit = match &verdicts {
-        Some(verdicts) => {
-            let path = dir.join("junit.xml");
-            write_junit(&path, about.name, verdicts, about.strict)?;
-            Some(path)
-        }
-        None => None,
+    let how = super::conclude::Conclude {
+        aggregator: Some(&result.aggregator),
+        junit: true,
+        strict: about.strict,
+        explain: true,
+        pictures: true,
+        html: None,
     };
+    let concluded = super::conclude::conclude(&RunFolder::new(dir), summary, how)?;
     Ok(Finished {
-        summary,
-        junit,
-        code,
+        summary: concluded.summary,
+        junit: concluded.junit,
+        code: concluded.code,
     })
 }
 
@@ -120,20 +111,21 @@ const RUN_END_BOOTSTRAP: usize = 20;
 /// as a whole, written to `explain.json` as `redline explain` would. Why it cannot be
 /// explained (no session breached: the gate failed on another measure) is the inner
 /// error, a warning of the run rather than its failure.
-fn explain_failed_run(
-    dir: &Path,
+pub(super) fn explain_failed_run(
+    folder: &RunFolder,
 ) -> Result<std::result::Result<crate::explain::Explanation, String>> {
     use crate::explain::{Options, explain, files::read_run};
     let options = Options {
         bootstrap: RUN_END_BOOTSTRAP,
         ..Options::default()
     };
-    let explanation = match read_run(dir).and_then(|table| explain(table, None, None, &options)) {
-        Ok(explanation) => explanation,
-        Err(why) => return Ok(Err(why)),
-    };
+    let explanation =
+        match read_run(folder.path()).and_then(|table| explain(table, None, None, &options)) {
+            Ok(explanation) => explanation,
+            Err(why) => return Ok(Err(why)),
+        };
     let text = serde_json::to_string_pretty(&explanation)? + "\n";
-    std::fs::write(dir.join("explain.json"), text).context("cannot write explain.json")?;
+    std::fs::write(folder.explain(), text).context("cannot write explain.json")?;
     Ok(Ok(explanation))
 }
 
@@ -143,14 +135,15 @@ pub fn write_pictures(summary: &Summary, dir: &Path, html: Option<&Path>) -> Res
     // One pass over the records for both: reading them is most of the work.
     let mut digest = super::html::Digest::new(summary.requests.scheduled);
     let mut timeline = super::timeline::Timeline::new(summary.requests.scheduled);
-    crate::record::read_records(&dir.join("records.jsonl"), None, |record| {
+    let folder = RunFolder::new(dir);
+    crate::record::read_records(&folder.records(), None, |record| {
         digest.add(&record);
         timeline.add(&record);
     })?;
-    let page = html.map_or_else(|| dir.join("report.html"), Path::to_owned);
+    let page = html.map_or_else(|| folder.report(), Path::to_owned);
     std::fs::write(&page, super::html::render(summary, &digest.finish()))
         .with_context(|| format!("cannot write {}", page.display()))?;
-    timeline.write(&dir.join("timeline.json"))?;
+    timeline.write(&folder.timeline())?;
     Ok(page)
 }
 
@@ -204,53 +197,6 @@ pub fn gate(verdicts: &[Verdict], strict: bool) -> i32 {
     }
 }
 
-/// Interrupted, then a failed gate (an abort, a failed SLO), then nothing reached, then
-/// the default gate when no SLO is set.
-fn exit_code(
-    result: &RunResult,
-    verdicts: Option<&[Verdict]>,
-    summary: &Summary,
-    strict: bool,
-) -> i32 {
-    if result.interrupted {
-        return exit::INTERRUPTED;
-    }
-    // A streaming SLO's episode is a violation, however the run looks as a whole.
-    let drifted = summary
-        .drift
-        .as_ref()
-        .is_some_and(|d| !d.episodes.is_empty());
-    if result.aborted.is_some() || drifted || verdicts.is_some_and(|v| gate(v, strict) != exit::OK)
-    {
-        return exit::SLO_FAILED;
-    }
-    let counts = &result.aggregator.counts;
-    let unreachable = counts.ok == 0
-        && counts.scheduled > 0
-        && summary
-            .errors
-            .iter()
-            .all(|e| e.stage == crate::record::FailStage::Connect);
-    if unreachable {
-        exit::UNREACHABLE
-    } else if summary.default_gate.is_some_and(|g| !g.passed) {
-        exit::SLO_FAILED
-    } else {
-        exit::OK
-    }
-}
-
-/// Every file or folder a run writes into its output folder.
-pub const RUN_FILES: &[&str] = &[
-    "records.jsonl",
-    "summary.json",
-    "aggregate.json",
-    "junit.xml",
-    "report.html",
-    "timeline.json",
-    "collect",
-];
-
 /// A run's output folder, made ready.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunDir {
@@ -267,7 +213,7 @@ pub fn prepare(explicit: Option<&Path>, root: &Path, name: &str) -> std::io::Res
     if let Some(dir) = explicit {
         std::fs::create_dir_all(dir)?;
         let mut replaced = Vec::new();
-        for file in RUN_FILES {
+        for file in crate::folder::RUN_FILES {
             let path = dir.join(file);
             if path.is_dir() {
                 std::fs::remove_dir_all(&path)?;

@@ -64,7 +64,7 @@ impl SpanStore {
     /// Appends to `DIR/spans.jsonl`.
     pub fn create(dir: &Path, max_spans: u64) -> std::io::Result<SpanStore> {
         std::fs::create_dir_all(dir)?;
-        let path = dir.join("spans.jsonl");
+        let path = dir.join(crate::folder::RunFolder::SPANS);
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
