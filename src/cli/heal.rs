@@ -113,15 +113,17 @@ async fn heal_run(args: Ask) -> Result<i32> {
     let audit_path = folder.heal_log();
     let mut audit = crate::heal::audit::Audit::create(&audit_path)
         .with_context(|| format!("cannot write {}", audit_path.display()))?;
-    audit.log(
-        0,
-        "start",
-        serde_json::json!({
-            "run": args.run, "runbook": args.runbook, "model_url": model.url, "model": model.name,
-            "protocol": args.protocol, "execute": args.execute,
-            "actions": runbook.actions.keys().collect::<Vec<_>>(), "max_steps": runbook.max_steps,
-        }),
-    )?;
+    let start = crate::heal::audit::Event::Start {
+        run: &args.run,
+        runbook: &args.runbook,
+        model_url: &model.url,
+        model: &model.name,
+        protocol: args.protocol,
+        execute: args.execute,
+        actions: runbook.actions.keys().map(String::as_str).collect(),
+        max_steps: runbook.max_steps,
+    };
+    audit.log(0, &start)?;
     let mut agent = Agent {
         runbook: &runbook,
         model,

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::audit::Audit;
+use super::audit::{Audit, Event};
 use super::exec::{Outcome, Runner};
 use super::model::{Decision, Model};
 use super::observe;
@@ -86,7 +86,7 @@ impl<'a> Agent<'a> {
     pub async fn heal(&mut self, first: Value, audit: &mut Audit) -> Ending {
         match self.looped(first, audit).await {
             Ok(ending) | Err(ending) => {
-                let _ = audit.log(0, "end", json!({"ending": ending}));
+                let _ = audit.log(0, &Event::End { ending: &ending });
                 ending
             }
         }
@@ -97,7 +97,13 @@ impl<'a> Agent<'a> {
             json!({"role": "system", "content": system_prompt(self.runbook)}),
             json!({"role": "user", "content": format!("{}\n{FIRST_ASK}", observe::wrap(0, &first))}),
         ];
-        log(audit, 0, "observation", json!({"observation": first}))?;
+        log(
+            audit,
+            0,
+            &Event::Observation {
+                observation: &first,
+            },
+        )?;
         let mut failed: BTreeSet<String> = BTreeSet::new();
         let mut planned = Vec::new();
         for step in 1..=self.runbook.max_steps + 1 {
@@ -135,8 +141,11 @@ impl<'a> Agent<'a> {
                 observation
             } else {
                 planned.push(format!("{} {}", action.name, decision.arguments));
-                let plan = json!({"action": action.name, "arguments": decision.arguments});
-                log(audit, step, "plan", plan)?;
+                let plan = Event::Plan {
+                    action: &action.name,
+                    arguments: &decision.arguments,
+                };
+                log(audit, step, &plan)?;
                 json!({"dry_run": "not executed: plan the next step as if it succeeded, or finish"})
             };
             messages.push(reply(&decision, step, &observation));
@@ -156,17 +165,23 @@ impl<'a> Agent<'a> {
             .decide(messages, self.runbook, &mut exchanges)
             .await;
         for exchange in exchanges {
-            let fields = json!({
-                "protocol": exchange.protocol, "request": exchange.request,
-                "answer": exchange.answer, "elapsed_ms": exchange.elapsed_ms,
-            });
-            log(audit, step, "model", fields)?;
+            let model = Event::Model {
+                protocol: exchange.protocol,
+                request: &exchange.request,
+                answer: exchange.answer.as_deref(),
+                elapsed_ms: exchange.elapsed_ms,
+            };
+            log(audit, step, &model)?;
         }
         let decision = decided.map_err(|e| Ending::ModelFailed {
             error: e.to_string(),
         })?;
-        let fields = json!({"thought": decision.thought, "action": decision.action, "arguments": decision.arguments});
-        log(audit, step, "decision", fields)?;
+        let decided = Event::Decision {
+            thought: &decision.thought,
+            action: &decision.action,
+            arguments: &decision.arguments,
+        };
+        log(audit, step, &decided)?;
         Ok(decision)
     }
 
@@ -178,9 +193,13 @@ impl<'a> Agent<'a> {
         audit: &mut Audit,
     ) -> Result<&'a Action, Ending> {
         let Some(action) = self.runbook.actions.get(&decision.action) else {
-            let fields =
-                json!({"valid": false, "why": "not in the runbook", "action": decision.action});
-            log(audit, step, "validation", fields)?;
+            let refused = Event::Validation {
+                valid: false,
+                why: Some("not in the runbook"),
+                action: &decision.action,
+                errors: None,
+            };
+            log(audit, step, &refused)?;
             return Err(Ending::UnknownAction {
                 action: decision.action.clone(),
             });
@@ -190,12 +209,13 @@ impl<'a> Agent<'a> {
             .iter_errors(&decision.arguments)
             .map(|e| format!("{}: {e}", e.instance_path()))
             .collect();
-        log(
-            audit,
-            step,
-            "validation",
-            json!({"valid": errors.is_empty(), "action": action.name, "errors": errors}),
-        )?;
+        let checked = Event::Validation {
+            valid: errors.is_empty(),
+            why: None,
+            action: &action.name,
+            errors: Some(&errors),
+        };
+        log(audit, step, &checked)?;
         if !errors.is_empty() {
             return Err(Ending::InvalidArguments {
                 action: action.name.clone(),
@@ -219,22 +239,21 @@ impl<'a> Agent<'a> {
             .runner
             .run(&action.run, arguments, action.timeout)
             .await;
-        log(
-            audit,
-            step,
-            "action",
-            json!({"action": action.name, "arguments": arguments, "outcome": done}),
-        )?;
+        let acted = Event::Action {
+            action: &action.name,
+            arguments,
+            outcome: &done,
+        };
+        log(audit, step, &acted)?;
         if !done.ok {
             let rollback = match &action.rollback {
                 Some(run) => {
                     let undone = self.runner.run(run, arguments, action.timeout).await;
-                    log(
-                        audit,
-                        step,
-                        "rollback",
-                        json!({"action": action.name, "outcome": undone}),
-                    )?;
+                    let rolled_back = Event::Rollback {
+                        action: &action.name,
+                        outcome: &undone,
+                    };
+                    log(audit, step, &rolled_back)?;
                     Some(undone)
                 }
                 None => None,
@@ -265,8 +284,13 @@ impl<'a> Agent<'a> {
             )
             .await;
         let passed = checked.ok;
-        let fields = json!({"spec": spec, "out": out, "passed": passed, "outcome": checked});
-        log(audit, step, "verify", fields)?;
+        let verified = Event::Verify {
+            spec,
+            out: &out,
+            passed,
+            outcome: &checked,
+        };
+        log(audit, step, &verified)?;
         let verify =
             json!({"slos_passed": passed, "output": crate::record::cut_to(&checked.output, 1500)});
         Ok((json!({"action": summary(&done), "verify": verify}), passed))
@@ -295,10 +319,8 @@ fn reply(decision: &Decision, step: u32, observation: &Value) -> Value {
     }
 }
 
-fn log(audit: &mut Audit, step: u32, event: &str, fields: Value) -> Result<(), Ending> {
-    audit
-        .log(step, event, fields)
-        .map_err(|e| Ending::AuditFailed {
-            error: e.to_string(),
-        })
+fn log(audit: &mut Audit, step: u32, event: &Event<'_>) -> Result<(), Ending> {
+    audit.log(step, event).map_err(|e| Ending::AuditFailed {
+        error: e.to_string(),
+    })
 }

@@ -8,7 +8,78 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
+use serde::Serialize;
 use serde_json::{Map, Value, json};
+
+use super::Ending;
+use super::exec::Outcome;
+use super::model::Protocol;
+
+/// One event of the loop, as a line of the log (its fields after `event`, in this
+/// order).
+#[derive(Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event<'a> {
+    Start {
+        run: &'a Path,
+        runbook: &'a Path,
+        model_url: &'a str,
+        model: &'a str,
+        protocol: Protocol,
+        execute: bool,
+        actions: Vec<&'a str>,
+        max_steps: u32,
+    },
+    /// What the agent was first shown.
+    Observation {
+        observation: &'a Value,
+    },
+    /// One exchange with the model.
+    Model {
+        protocol: Protocol,
+        request: &'a Value,
+        answer: Option<&'a str>,
+        elapsed_ms: f64,
+    },
+    Decision {
+        thought: &'a str,
+        action: &'a str,
+        arguments: &'a Value,
+    },
+    /// The decision checked against the runbook: an action it lists, arguments its
+    /// schema accepts.
+    Validation {
+        valid: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        why: Option<&'a str>,
+        action: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        errors: Option<&'a [String]>,
+    },
+    /// What `--execute` would have run (a dry run).
+    Plan {
+        action: &'a str,
+        arguments: &'a Value,
+    },
+    Action {
+        action: &'a str,
+        arguments: &'a Value,
+        outcome: &'a Outcome,
+    },
+    Rollback {
+        action: &'a str,
+        outcome: &'a Outcome,
+    },
+    Verify {
+        spec: &'a Path,
+        out: &'a Path,
+        passed: bool,
+        outcome: &'a Outcome,
+    },
+    End {
+        ending: &'a Ending,
+    },
+}
 
 /// An open audit log.
 pub struct Audit {
@@ -27,8 +98,8 @@ impl Audit {
         })
     }
 
-    /// Appends one event: `fields` (an object) after the time, step and event name.
-    pub fn log(&mut self, step: u32, event: &str, fields: Value) -> std::io::Result<()> {
+    /// Appends one event, after the time and the step.
+    pub fn log(&mut self, step: u32, event: &Event<'_>) -> std::io::Result<()> {
         let mut line = Map::new();
         line.insert(
             "t_ms".into(),
@@ -36,8 +107,7 @@ impl Audit {
         );
         line.insert("at".into(), json!(now_rfc3339()));
         line.insert("step".into(), json!(step));
-        line.insert("event".into(), json!(event));
-        if let Value::Object(fields) = fields {
+        if let Value::Object(fields) = serde_json::to_value(event)? {
             line.extend(fields);
         }
         let line = Value::Object(line);
