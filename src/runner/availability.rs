@@ -89,15 +89,6 @@ impl Availability {
         }
     }
 
-    /// Counts one record (in any order).
-    pub fn add(&mut self, record: &Record) {
-        match Ended::of(record) {
-            Some(ended) => self.count(&ended),
-            None if record.outcome == Outcome::Dropped => self.dropped += 1,
-            None => {}
-        }
-    }
-
     /// Counts one sent request.
     pub(in crate::runner) fn count(&mut self, ended: &Ended) {
         self.requests += 1;
@@ -265,10 +256,19 @@ mod tests {
         );
     }
 
+    /// As a run measures them: through its tally sink, as the records arrive.
     fn measure(records: &[Record], steps: Vec<DisruptionStep>) -> Availability {
-        let mut a = Availability::new(steps);
-        records.iter().for_each(|r| a.add(r));
-        a.finish()
+        use crate::runner::sinks::{AvailabilityTally, Findings, RecordSink};
+        use futures_util::FutureExt;
+        let mut tally = AvailabilityTally::default();
+        records.iter().for_each(|r| tally.observe(r).unwrap());
+        let mut findings = Findings {
+            steps,
+            ..Findings::default()
+        };
+        let finished = Box::new(tally).finish(&mut findings).now_or_never();
+        finished.expect("no wait").unwrap();
+        findings.availability.unwrap()
     }
 
     /// `ok` good records ending 0.1 s apart, and failures ending at the given seconds,

@@ -17,7 +17,7 @@ use super::sinks::{Attachment, Findings, Pending};
 use crate::client::{HttpClient, RunClock};
 use crate::prometheus::live::LiveMetrics;
 use crate::prometheus::scrape::ServerMetrics;
-use crate::scenario::feedback::{FeedbackPlan, GaugeSource};
+use crate::scenario::feedback::GaugeSource;
 use crate::scenario::{Disruption, Scenario, Workload};
 
 /// A task an attachment started, and what stops it.
@@ -98,20 +98,14 @@ impl Attachment for Disruptions {
 
 /// The feedback controller: reads the gauge and sets the mix's live rates.
 pub(super) struct FeedbackControl {
-    plan: FeedbackPlan,
-    services: Vec<String>,
-    gauge: GaugeSource,
-    rates: Arc<LiveRates>,
-    metrics: Option<Arc<LiveMetrics>>,
-    clock: RunClock,
-    /// Where `feedback.jsonl` goes.
-    log: PathBuf,
+    ready: Option<feedback::Controller>,
     started: Option<Started<FeedbackReport>>,
 }
 
 impl FeedbackControl {
-    /// The controller, when the spec has `feedback`; its gauge `embedded` reads the
-    /// embedded simulator's, when the run started one.
+    /// The controller, when the spec has `feedback`, writing `feedback.jsonl` at
+    /// `log`; its gauge `embedded` reads the embedded simulator's, when the run
+    /// started one.
     pub(super) fn of(
         scenario: &Scenario,
         rates: Option<&Arc<LiveRates>>,
@@ -119,9 +113,11 @@ impl FeedbackControl {
         metrics: Option<Arc<LiveMetrics>>,
         clock: RunClock,
         log: PathBuf,
-    ) -> Option<FeedbackControl> {
-        let (plan, rates) = (scenario.feedback.clone()?, rates?.clone());
-        let gauge = match (&plan.gauge, embedded_url) {
+    ) -> Result<Option<FeedbackControl>> {
+        let (Some(plan), Some(rates)) = (scenario.feedback.clone(), rates.cloned()) else {
+            return Ok(None);
+        };
+        let source = match (&plan.gauge, embedded_url) {
             (GaugeSource::Embedded, Some(base)) => {
                 GaugeSource::Url(format!("{base}/redline/nvidia-smi"))
             }
@@ -131,36 +127,31 @@ impl FeedbackControl {
             Workload::Mix(entries) => entries.iter().map(|e| e.service.clone()).collect(),
             _ => Vec::new(),
         };
-        Some(FeedbackControl {
+        let file = std::fs::File::create(&log)
+            .with_context(|| format!("cannot create {}", log.display()))?;
+        let controller = feedback::Controller {
+            gauge: feedback::Gauge {
+                source,
+                reduce: plan.reduce,
+                http: crate::client::http_client(&crate::client::Timeouts::default(), false),
+            },
             plan,
             services,
-            gauge,
             rates,
             metrics,
             clock,
-            log,
+            log: std::io::BufWriter::new(file),
+        };
+        Ok(Some(FeedbackControl {
+            ready: Some(controller),
             started: None,
-        })
+        }))
     }
 }
 
 impl Attachment for FeedbackControl {
     fn start(&mut self) -> Result<()> {
-        let log = std::fs::File::create(&self.log)
-            .with_context(|| format!("cannot create {}", self.log.display()))?;
-        let controller = feedback::Controller {
-            plan: self.plan.clone(),
-            services: self.services.clone(),
-            gauge: feedback::Gauge {
-                source: self.gauge.clone(),
-                reduce: self.plan.reduce,
-                http: crate::client::http_client(&crate::client::Timeouts::default(), false),
-            },
-            rates: self.rates.clone(),
-            metrics: self.metrics.clone(),
-            clock: self.clock,
-            log: std::io::BufWriter::new(log),
-        };
+        let controller = self.ready.take().context("the controller started twice")?;
         let stop = CancellationToken::new();
         self.started = Some(Started::spawn(stop.clone(), controller.run(stop)));
         Ok(())

@@ -336,7 +336,7 @@ fn attachments_of(
         observers.live.clone(),
         shared.clock,
         RunFolder::of_records(records_path).feedback(),
-    );
+    )?;
     if let Some(control) = feedback {
         attachments.push(Box::new(control));
     }
