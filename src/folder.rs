@@ -45,6 +45,8 @@ impl RunFolder {
     pub const HEAL_RUNS: &str = "heal";
     /// The spans a trace receiver stores, in its folder.
     pub const SPANS: &str = "spans.jsonl";
+    /// The spec a merged run's parts ran, written beside its figures.
+    pub const SPEC: &str = "spec.yaml";
 
     pub fn new(path: impl Into<PathBuf>) -> RunFolder {
         RunFolder { path: path.into() }
@@ -65,6 +67,10 @@ impl RunFolder {
 
     pub fn records(&self) -> PathBuf {
         self.path.join(Self::RECORDS)
+    }
+
+    pub fn spec(&self) -> PathBuf {
+        self.path.join(Self::SPEC)
     }
 
     pub fn summary(&self) -> PathBuf {

@@ -44,6 +44,8 @@
 //! - [`scenario`]: the validated scenario a spec (or the CLI's shorthands) means.
 //! - [`runner`]: carries out a scenario: scheduling, sending, recording, draining.
 //! - [`report`]: the JSON summary, the terminal table, JUnit, the files a run writes.
+//! - [`dist`]: a run spread over processes and machines: segment workers,
+//!   their folders merged into one run, the Kubernetes manifests.
 //! - [`shadow`]: shadow traffic: a recording proxy, replay against primary,
 //!   candidate and secondary, and a diff with the primary's own noise cancelled.
 //! - [`coldstart`]: a model server's start-up, cold and warm, timed from outside to
@@ -81,6 +83,7 @@ pub mod flow;
 pub mod scenario;
 pub mod runner;
 pub mod report;
+pub mod dist;
 pub mod shadow;
 pub mod coldstart;
 pub mod advise;

@@ -39,7 +39,7 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
         (None, None, None) => None,
     };
     if let Some(segment) = segment
-        && let Err(problem) = apply_segment(&mut scenario, segment)
+        && let Err(problem) = scenario.take_segment(segment)
     {
         err(&problem);
         return Ok(exit::USAGE);

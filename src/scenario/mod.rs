@@ -192,6 +192,21 @@ pub struct SessionPlan {
 }
 
 impl Scenario {
+    /// Gives this scenario its share of the run. A sweep is refused: its rates come from
+    /// the throughput its closed-loop points measure, which each worker would measure
+    /// alone.
+    pub fn take_segment(&mut self, segment: crate::segment::Segment) -> Result<(), String> {
+        if !segment.is_whole() && self.stages.iter().any(|s| matches!(s, Stage::Sweep(_))) {
+            return Err(format!(
+                "--segment {segment}: a sweep cannot be split, as its rates come from the \
+                 throughput its first points measure; give the sweep's rates as open-loop \
+                 stages instead"
+            ));
+        }
+        self.segment = segment;
+        Ok(())
+    }
+
     /// An aggregator for this scenario: its goodput SLOs and its recall bar.
     pub fn aggregator(&self) -> crate::metrics::Aggregator {
         let mut aggregator = crate::metrics::Aggregator::new(self.goodput);
