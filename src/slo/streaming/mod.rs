@@ -3,12 +3,14 @@
 //! judged while a run goes (the recorder feeds a [`Monitor`]) and afterwards by
 //! `redline watch` over a run's records, with the same code.
 //!
-//! Pure: the monitor says what changed; the runner prints, aborts and calls webhooks.
+//! Pure but for [`watch`]'s sources (files, Prometheus): the monitor says what
+//! changed; the runner prints, aborts and calls webhooks.
 
 pub mod detect;
 pub mod episode;
 pub mod logs;
 pub mod series;
+pub mod watch;
 pub mod window;
 
 use std::collections::BTreeMap;

@@ -8,8 +8,7 @@ use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
 use super::lines::Lines;
-use super::{WatchArgs, print_changes};
-use crate::cli::output::{errln, outln};
+use super::{Heard, SourceArgs};
 use crate::client::{self, HttpClient, Timeouts};
 use crate::prometheus::query;
 use crate::slo::streaming::logs::{LineError, LogFields, LogSample};
@@ -41,7 +40,7 @@ pub struct External {
 }
 
 /// The sources the arguments name, checked.
-pub fn external(args: &WatchArgs, plan: &StreamingPlan) -> Result<External, String> {
+pub(super) fn external(args: &SourceArgs, plan: &StreamingPlan) -> Result<External, String> {
     let prometheus = prom_source(args)?;
     let log = log_source(args)?;
     match (&args.records, &prometheus, &log) {
@@ -61,7 +60,7 @@ pub fn external(args: &WatchArgs, plan: &StreamingPlan) -> Result<External, Stri
     }
 }
 
-fn prom_source(args: &WatchArgs) -> Result<Option<PromSource>, String> {
+fn prom_source(args: &SourceArgs) -> Result<Option<PromSource>, String> {
     let Some(base) = &args.prometheus else {
         if !args.queries.is_empty() {
             return Err("`--query` needs `--prometheus URL`".into());
@@ -107,7 +106,7 @@ fn name_query(text: &str) -> (String, String) {
     }
 }
 
-fn log_source(args: &WatchArgs) -> Result<Option<LogSource>, String> {
+fn log_source(args: &SourceArgs) -> Result<Option<LogSource>, String> {
     let Some(path) = &args.log else {
         return Ok(None);
     };
@@ -167,14 +166,14 @@ fn parse_time(text: &str, now: f64) -> Result<f64, String> {
 }
 
 impl PromSource {
-    pub fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         let names: Vec<&str> = self.queries.iter().map(|(n, _)| n.as_str()).collect();
         format!("{} ({})", self.base, names.join(", "))
     }
 }
 
 impl LogSource {
-    pub fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match &self.path {
             Some(p) if p.as_os_str() != "-" => p.display().to_string(),
             _ => "stdin".into(),
@@ -209,6 +208,7 @@ impl External {
         monitor: &mut Monitor,
         follow: bool,
         stop: &CancellationToken,
+        say: &dyn Fn(Heard),
     ) -> Result<u64> {
         let http = client::http_client(&Timeouts::default(), false);
         let mut clock = Clock {
@@ -217,10 +217,9 @@ impl External {
         };
         let mut polled_to = None;
         if let Some(p) = &self.prometheus {
-            let origin = clock.start_at(p.start_s);
-            outln!("  t = 0 s is {}", rfc3339(origin));
+            say(Heard::Origin(clock.start_at(p.start_s)));
             let to = p.end_s.unwrap_or_else(|| now_s() - SETTLE.as_secs_f64());
-            p.read(&http, monitor, &clock, (p.start_s, to)).await?;
+            p.read(&http, monitor, &clock, (p.start_s, to), say).await?;
             // Following goes on from the last point on the query's grid.
             polled_to = Some(last_on_grid(p.start_s, to, self.step_s));
         }
@@ -236,7 +235,7 @@ impl External {
                 line = next_line(&mut lines) => match line {
                     Some(line) => {
                         let log = self.log.as_ref().expect("lines come from the log");
-                        match feed_log(monitor, &log.fields, &mut clock, &line.text) {
+                        match feed_log(monitor, &log.fields, &mut clock, &line.text, say) {
                             Ok(us) => last_log_us = last_log_us.max(us.unwrap_or(0)),
                             Err(why) => skipped.add(line.number, &why),
                         }
@@ -246,17 +245,17 @@ impl External {
                 _ = tick.tick(), if follow => {
                     // A query that fails while following (a restart, a blip) is tried
                     // again at the next tick, from where the last one got to.
-                    if let Err(e) = self.poll(&http, monitor, &clock, &mut polled_to).await {
-                        errln!("  note: {e}; trying again");
+                    if let Err(e) = self.poll(&http, monitor, &clock, &mut polled_to, say).await {
+                        say(Heard::Retrying(format!("{e:#}")));
                     }
                     if let Some(now) = clock.us_since(now_s() - SETTLE.as_secs_f64()) {
-                        print_changes(&monitor.advance(now));
+                        monitor.advance(now).into_iter().for_each(|c| say(Heard::Change(c)));
                     }
                 }
                 _ = stop.cancelled() => break,
             }
         }
-        skipped.report();
+        skipped.report(say);
         let prom_end = polled_to.and_then(|to| clock.us_since(to)).unwrap_or(0);
         Ok(if follow {
             clock.us_since(now_s()).unwrap_or(0)
@@ -272,6 +271,7 @@ impl External {
         monitor: &mut Monitor,
         clock: &Clock,
         polled_to: &mut Option<f64>,
+        say: &dyn Fn(Heard),
     ) -> Result<()> {
         let (Some(p), Some(from)) = (&self.prometheus, *polled_to) else {
             return Ok(());
@@ -283,7 +283,7 @@ impl External {
         }
         // On the grid of the first query, so every window is read once.
         let last = last_on_grid(next, to, self.step_s);
-        p.read(http, monitor, clock, (next, last)).await?;
+        p.read(http, monitor, clock, (next, last), say).await?;
         *polled_to = Some(last);
         Ok(())
     }
@@ -315,12 +315,12 @@ impl Skipped {
             .get_or_insert_with(|| format!("line {line}: {why}"));
     }
 
-    fn report(&self) {
+    fn report(&self, say: &dyn Fn(Heard)) {
         if let Some(first) = &self.first {
-            outln!(
-                "  note: {} log line(s) left out (the first, {first})",
+            say(Heard::Note(format!(
+                "{} log line(s) left out (the first, {first})",
                 self.count
-            );
+            )));
         }
     }
 }
@@ -332,6 +332,7 @@ fn feed_log(
     fields: &LogFields,
     clock: &mut Clock,
     text: &str,
+    say: &dyn Fn(Heard),
 ) -> Result<Option<u64>, LineError> {
     let LogSample {
         done_unix_us,
@@ -340,14 +341,16 @@ fn feed_log(
     } = fields.read(text)?;
     let unix_s = done_unix_us as f64 / 1e6;
     if clock.origin_s.is_none() {
-        let origin = clock.start_at(unix_s);
-        outln!("  t = 0 s is {}", rfc3339(origin));
+        say(Heard::Origin(clock.start_at(unix_s)));
     }
     let Some(us) = clock.us_since(unix_s) else {
         return Ok(None);
     };
     monitor.observe_sample(us, "log", failed, &values);
-    print_changes(&monitor.advance(us));
+    monitor
+        .advance(us)
+        .into_iter()
+        .for_each(|c| say(Heard::Change(c)));
     Ok(Some(us))
 }
 
@@ -359,6 +362,7 @@ impl PromSource {
         monitor: &mut Monitor,
         clock: &Clock,
         (from, to): (f64, f64),
+        say: &dyn Fn(Heard),
     ) -> Result<()> {
         let step = monitor.plan().step.as_secs_f64();
         for (name, promql) in &self.queries {
@@ -384,7 +388,7 @@ impl PromSource {
                         sd: None,
                     };
                     if let Some(change) = monitor.observe_point(name, &group, "", point) {
-                        print_changes(&[change]);
+                        say(Heard::Change(change));
                     }
                 }
             }
@@ -393,7 +397,8 @@ impl PromSource {
     }
 }
 
-fn rfc3339(unix_s: f64) -> String {
+/// A Unix time as RFC 3339 (to the second), for the user.
+pub fn rfc3339(unix_s: f64) -> String {
     time::OffsetDateTime::from_unix_timestamp(unix_s as i64)
         .ok()
         .and_then(|t| {
