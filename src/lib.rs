@@ -9,8 +9,6 @@
 //! - [`vector`]: cosine similarity and normalisation of embeddings.
 //! - [`grpc`]: gRPC on the wire: Qdrant's messages, message framing, the one
 //!   rewrite inside a message the chaos proxy makes.
-//! - [`pagecache`]: a file's residency in the page cache, and dropping it (cold
-//!   starts).
 //! - [`spec`]: the spec file's types (serde), parsed strictly with located errors, and
 //!   the one collector of the problems later checks find.
 //! - [`tokenizer`]: local token counting (the simulator's tokenizer, tiktoken BPEs,
@@ -26,10 +24,12 @@
 //! - [`trace`]: redline's own spans over OTLP, `gen_ai.*` metrics, the OTLP receiver
 //!   and the dependency graph of traces.
 //! - [`launch`]: servers redline starts itself (coldstart's server, restarted
-//!   replicas): no shell, a process group of their own, waited for from outside.
+//!   replicas): no shell, a process group of their own, waited for from outside; a
+//!   file's residency in the page cache, and dropping it (cold starts).
 //! - [`prometheus`]: a run's own metrics while it runs, and the server's, scraped.
-//! - [`schedule`]: arrival processes and stages, pure and seeded.
-//! - [`pacer`]: releases open-loop arrivals on time, from a thread of its own.
+//! - [`schedule`]: arrival processes and stages, pure and seeded; the pacer that
+//!   releases open-loop arrivals on time from a thread of its own; a process's
+//!   segment (share) of the run.
 //! - [`metrics`]: HDR histograms, counters and windows over the records.
 //! - [`slo`]: SLOs as code: parsing, judging, JUnit.
 //! - [`explain`]: causal attribution over the call graph: which node's own change
@@ -48,19 +48,16 @@
 //!   their folders merged into one run, the Kubernetes manifests.
 //! - [`shadow`]: shadow traffic: a recording proxy, replay against primary,
 //!   candidate and secondary, and a diff with the primary's own noise cancelled.
-//! - [`coldstart`]: a model server's start-up, cold and warm, timed from outside to
-//!   its first token, with the memory it took.
-//! - [`advise`]: measured start-ups and a sweep turned into autoscaler settings (a
-//!   VerticalPodAutoscaler, replicas, the HPA's lead time).
+//! - [`capacity`]: a model server's start-up, cold and warm, timed from outside to
+//!   its first token with the memory it took (`coldstart`); those start-ups and a
+//!   sweep turned into autoscaler settings (`advise`).
 //! - [`heal`]: the remediation agent: a runbook's whitelisted actions, chosen by an
 //!   LLM from a failed run's report, schema-checked, rolled back, verified, audited.
 //! - [`cli`]: the `redline` command line; subcommands only.
 
 pub mod seed;
-pub mod segment;
 pub mod vector;
 pub mod grpc;
-pub mod pagecache;
 pub mod spec;
 pub mod tokenizer;
 pub mod record;
@@ -72,7 +69,6 @@ pub mod trace;
 pub mod launch;
 pub mod prometheus;
 pub mod schedule;
-pub mod pacer;
 pub mod metrics;
 pub mod slo;
 pub mod coordinator;
@@ -85,7 +81,6 @@ pub mod runner;
 pub mod report;
 pub mod dist;
 pub mod shadow;
-pub mod coldstart;
-pub mod advise;
+pub mod capacity;
 pub mod heal;
 pub mod cli;

@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use super::exit;
 use super::output::{errln, out};
-use crate::advise::{self, Bounds};
+use crate::capacity::advise::{self, Bounds};
 use crate::spec::CachePolicy;
 
 #[derive(Debug, clap::Args)]

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 
 use super::exit;
 use super::output::{errln, out};
-use crate::coldstart::{self, Plan, ProbeTarget, WarmMode, summary};
+use crate::capacity::coldstart::{self, Plan, ProbeTarget, WarmMode, summary};
 
 #[derive(Debug, clap::Args)]
 pub struct ColdstartArgs {
@@ -155,7 +155,7 @@ fn model_load_of(path: &Path) -> Result<crate::spec::ModelLoadSpec, String> {
 
 /// The most memory a start reached, when it is over the limit `text`.
 fn over_limit(kinds: &[summary::KindSummary], text: &str) -> Result<Option<String>, String> {
-    let limit = crate::advise::parse_quantity(text)?;
+    let limit = crate::capacity::advise::parse_quantity(text)?;
     let peak = kinds
         .iter()
         .map(|k| k.peak_rss_bytes_max)

@@ -598,8 +598,8 @@ pub struct RunArgs {
     /// `FROM:TO` (`0:1/4`). Each arrival of the whole schedule goes to exactly one
     /// segment, with the prompt and trace ID one process would have given it; closed
     /// loops split their slots and budgets. `redline merge` joins the segments' folders.
-    #[arg(long, value_name = "SEGMENT", value_parser = crate::segment::Segment::parse, help_heading = "Segments")]
-    pub segment: Option<crate::segment::Segment>,
+    #[arg(long, value_name = "SEGMENT", value_parser = crate::schedule::segment::Segment::parse, help_heading = "Segments")]
+    pub segment: Option<crate::schedule::segment::Segment>,
     /// Run the spec as N worker processes on this machine, one segment each, meeting at
     /// a coordinator of their own (a start together, the SLO gate on the whole run), and
     /// merge their results into the output folder (each worker's folder is kept in it).

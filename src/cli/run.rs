@@ -3,7 +3,7 @@
 use super::*;
 use crate::client::dialect::LlmApi;
 use crate::folder::RunFolder;
-use crate::segment::Segment;
+use crate::schedule::segment::Segment;
 
 pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
     let tls = tls_flags(&args)?;

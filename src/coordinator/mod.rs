@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Aggregator;
-use crate::segment::Segment;
+use crate::schedule::segment::Segment;
 use crate::slo::{SloSet, Verdict};
 
 /// How often a worker pushes its delta.

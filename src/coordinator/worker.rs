@@ -14,7 +14,7 @@ use super::{Joined, PUSH_EVERY, Reply};
 use crate::client::{HttpClient, RunClock, Timeouts};
 use crate::metrics::Aggregator;
 use crate::record::Record;
-use crate::segment::Segment;
+use crate::schedule::segment::Segment;
 use crate::slo::Aborted;
 
 /// Where the coordinator is and which share this worker runs.

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::scenario::Scenario;
-use crate::segment::Segment;
+use crate::schedule::segment::Segment;
 use crate::spec;
 
 /// What `redline k8s render` is given.

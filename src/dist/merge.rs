@@ -15,7 +15,7 @@ use crate::report::offline::ReadRun;
 use crate::report::{RunInfo, Summary, summarize};
 use crate::scenario::Scenario;
 use crate::schedule::ExecutedStage;
-use crate::segment::Segment;
+use crate::schedule::segment::Segment;
 use crate::slo::streaming::DriftSummary;
 
 /// One worker's folder, as the merge reads it.

@@ -5,7 +5,10 @@
 //! # Layout
 //! - [`process`] — start, watch, measure and stop a server's process group
 //! - [`ready`] — wait for its port and its ready endpoint
+//! - [`pagecache`] — a file's residency in the page cache, and dropping it (a cold
+//!   start's weights)
 
+pub mod pagecache;
 pub mod process;
 pub mod ready;
 

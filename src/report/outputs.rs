@@ -41,7 +41,7 @@ pub struct RunAbout<'a> {
     /// The command line and the spec, for the report.
     pub invocation: Option<super::invocation::Invocation>,
     /// The share of the run this process sent (`--segment`), when not the whole.
-    pub segment: Option<crate::segment::Segment>,
+    pub segment: Option<crate::schedule::segment::Segment>,
 }
 
 /// What a finished run leaves: its summary (also written as `summary.json`), the

@@ -61,11 +61,11 @@ use crate::client::http;
 use crate::client::openai::{self, LlmTarget};
 use crate::client::{HttpClient, RunClock};
 use crate::metrics::Aggregator;
-use crate::pacer::Pacer;
 use crate::prometheus::live::LiveMetrics;
 use crate::prometheus::scrape::ServerMetrics;
 use crate::record::{FailStage, Outcome, Phase, Record, SessionMark, TokenSource};
 use crate::scenario::{Endpoint, Scenario, Service, SessionPlan};
+use crate::schedule::pacer::Pacer;
 use crate::schedule::{
     ClosedStage, ExecutedStage, OpenArrivals, OpenStage, ReplayStage, Stage, SweepRole, SweepStage,
     sweep_rates,

@@ -134,7 +134,7 @@ pub struct Scenario {
     pub timeouts: Timeouts,
     pub trace_ids: crate::spec::TraceIds,
     /// This process's share of the run (`--segment`); the whole run by default.
-    pub segment: crate::segment::Segment,
+    pub segment: crate::schedule::segment::Segment,
     /// Largest response read (`limits.max_response_bytes`).
     pub max_response_bytes: usize,
     pub max_in_flight: u32,
@@ -195,7 +195,10 @@ impl Scenario {
     /// Gives this scenario its share of the run. A sweep is refused: its rates come from
     /// the throughput its closed-loop points measure, which each worker would measure
     /// alone.
-    pub fn take_segment(&mut self, segment: crate::segment::Segment) -> Result<(), String> {
+    pub fn take_segment(
+        &mut self,
+        segment: crate::schedule::segment::Segment,
+    ) -> Result<(), String> {
         if !segment.is_whole() && self.stages.iter().any(|s| matches!(s, Stage::Sweep(_))) {
             return Err(format!(
                 "--segment {segment}: a sweep cannot be split, as its rates come from the \
@@ -313,7 +316,7 @@ impl Scenario {
             cooldown: spec.cooldown.0,
             timeouts,
             trace_ids: spec.trace_ids,
-            segment: crate::segment::Segment::WHOLE,
+            segment: crate::schedule::segment::Segment::WHOLE,
             max_response_bytes: spec
                 .limits
                 .max_response_bytes

@@ -228,7 +228,7 @@ impl Startup {
     async fn load(self: Arc<Self>) {
         let began = unix_us();
         let resident = self.model.weights_file.as_deref().and_then(|path| {
-            crate::pagecache::resident_fraction(path)
+            crate::launch::pagecache::resident_fraction(path)
                 .map_err(|e| eprintln!("redline sim: cannot read {}: {e}", path.display()))
                 .ok()
                 .flatten()
@@ -237,7 +237,8 @@ impl Startup {
         let index = self.note_start(kind, resident, phases, began);
         if let Some(path) = self.model.weights_file.clone() {
             // Reading the file is what makes the next start warm.
-            let read = tokio::task::spawn_blocking(move || crate::pagecache::read_through(&path));
+            let read =
+                tokio::task::spawn_blocking(move || crate::launch::pagecache::read_through(&path));
             let _ = read.await;
         }
         sleep_until_ms(began, phases.total_ms()).await;

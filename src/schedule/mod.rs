@@ -6,6 +6,13 @@
 //! non-homogeneous process rather than a rate that jumps now and then. Closed-loop
 //! stages have no schedule: each session starts its next request when the previous
 //! one ends (plus think time), and the runner records that time as intended.
+//!
+//! # Layout
+//! - [`pacer`] — releases open-loop arrivals on time, from a thread of its own
+//! - [`segment`] — a process's share of the run (`--segment K/N`)
+
+pub mod pacer;
+pub mod segment;
 
 use std::time::Duration;
 

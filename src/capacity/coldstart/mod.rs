@@ -206,11 +206,11 @@ impl Session<'_> {
             return Ok(None);
         };
         let drop = || {
-            crate::pagecache::drop_pages(weights)
+            crate::launch::pagecache::drop_pages(weights)
                 .map_err(|e| format!("cannot drop {} from the page cache: {e}", weights.display()))
         };
         let resident = || {
-            crate::pagecache::settled_resident_fraction(weights)
+            crate::launch::pagecache::settled_resident_fraction(weights)
                 .map_err(|e| format!("cannot read {}: {e}", weights.display()))
         };
         if kind != StartKind::Cold {
