@@ -8,6 +8,8 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::client::search::id_text;
+
 /// Query text → relevant document IDs (as text, so numeric and string IDs compare).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GroundTruth {
@@ -19,14 +21,6 @@ struct Line {
     #[serde(alias = "query")]
     prompt: String,
     relevant: Vec<Value>,
-}
-
-/// An ID as text: `7` and `"7"` are the same document.
-pub fn id_text(id: &Value) -> String {
-    match id {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 impl GroundTruth {

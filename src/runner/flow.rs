@@ -18,10 +18,10 @@ use crate::client::Timeouts;
 use crate::client::grpc::{self as grpc_client, GrpcTarget};
 use crate::client::json::{self as json_client, JsonAnswer};
 use crate::client::openai::Answer;
-use crate::flow::assert::{Output, lexical_similarity, similarity_verdict};
-use crate::flow::search::{
+use crate::client::search::{
     Hit, PgTable, qdrant_body, qdrant_grpc_hits, qdrant_grpc_request, qdrant_hits,
 };
+use crate::flow::assert::{Output, lexical_similarity, similarity_verdict};
 use crate::grpc::qdrant;
 use crate::record::{FallbackReason, SessionEnd, SessionOutcome, StepMark};
 use crate::scenario::flow::{ChatPlan, FlowPlan, HttpPlan, SearchPlan, Step, StepKind, ToolPlan};

@@ -579,7 +579,7 @@ fn flow_services(
             continue;
         };
         if let Some(table) = &spec.pgvector
-            && let Err(e) = crate::flow::search::pg_query(table)
+            && let Err(e) = crate::client::search::pg_query(table)
         {
             problems.add(&format!("spec.services.{name}.pgvector"), e, None);
         }

@@ -7,11 +7,18 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::{Value, json};
 
-use super::recall::id_text;
 use crate::client::RunClock;
 use crate::grpc::qdrant;
 use crate::record::{FailStage, Outcome, Record};
 use crate::spec::{Distance, PgvectorSpec};
+
+/// An ID as text: `7` and `"7"` are the same document.
+pub fn id_text(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
 
 /// One search result.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
