@@ -65,8 +65,8 @@ fn planted(rng: &mut ChaCha8Rng) -> (&'static str, String) {
 }
 
 fn explain_against(incident: &[Record], baseline: &[Record]) -> Explanation {
-    let table = table::from_records(incident, &[]).unwrap();
-    let baseline = table::from_records(baseline, &[]).unwrap();
+    let table = table::from_records(incident).unwrap();
+    let baseline = table::from_records(baseline).unwrap();
     explain::explain(table, Some(baseline), None, &Options::default()).unwrap()
 }
 
@@ -229,7 +229,7 @@ async fn planted_faults_on_the_rag_agent_chain_are_found_and_clean_runs_blame_no
                 node.unwrap().counterfactual.mean_ms
             }
         };
-        let actual = explain::table::from_records(rerun, &[]).unwrap();
+        let actual = explain::table::from_records(rerun).unwrap();
         let actual = actual
             .rows
             .iter()
@@ -558,7 +558,7 @@ async fn an_incident_window_is_explained_against_the_rest_of_its_run() {
     let _timing = TIMING.lock().await;
     let fault = "{ name: late, service: vectors, window: { from: 8s }, delay: { probability: 0.4, min_ms: 200, max_ms: 400 } }";
     let (_, records) = run_to_records(rag_agent(77, 16, Some(fault)), "explain-window").await;
-    let table = table::from_records(&records, &[]).unwrap();
+    let table = table::from_records(&records).unwrap();
     let window = explain::Window {
         from_us: 8_000_000,
         to_us: 16_000_000,

@@ -35,10 +35,20 @@ fn owner(src: &Path, file: &Path) -> String {
 /// Every top-level module named after `crate::` in `code`, brace groups included
 /// (`crate::{a::X, b}` names `a` and `b`).
 fn referenced_modules(code: &str) -> BTreeSet<String> {
+    names_after(code, "crate::")
+}
+
+/// Every name that follows `prefix` in `code` (not inside a longer path), brace groups
+/// included (`prefix{a::X, b}` names `a` and `b`).
+fn names_after(code: &str, prefix: &str) -> BTreeSet<String> {
     let mut found = BTreeSet::new();
     let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        rest = &rest[at + "crate::".len()..];
+    while let Some(at) = rest.find(prefix) {
+        let before = rest[..at].chars().next_back();
+        rest = &rest[at + prefix.len()..];
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
         if let Some(group) = rest.strip_prefix('{') {
             let mut depth = 1;
             let end = group
@@ -172,4 +182,138 @@ fn every_test_file_is_a_module_of_the_one_test_binary() {
         declared.contains("layers") && declared.contains("common"),
         "{declared:?}"
     );
+}
+
+/// The sibling modules a file names: `super::x` (for a file directly in the folder)
+/// and `crate::<folder>::x`, where `x` is one of `siblings`.
+fn sibling_references(
+    code: &str,
+    prefixes: &[String],
+    siblings: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    prefixes
+        .iter()
+        .flat_map(|prefix| names_after(code, prefix))
+        .filter(|name| siblings.contains(name))
+        .collect()
+}
+
+/// The modules of a folder (`x.rs` and `x/`), each with its files.
+fn sibling_modules(dir: &Path) -> Vec<(String, Vec<PathBuf>)> {
+    let mut modules = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() {
+            let mut files = Vec::new();
+            rust_files(&path, &mut files);
+            modules.push((name, files));
+        } else if path.extension().is_some_and(|e| e == "rs") && name != "mod" && name != "lib" {
+            modules.push((name, vec![path]));
+        }
+    }
+    modules
+}
+
+/// A cycle in `edges`, as the modules on it, if there is one.
+fn find_cycle(edges: &std::collections::BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        edges: &std::collections::BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|p| p == node) {
+            return Some(path[at..].to_vec());
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_owned());
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, edges, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|node| visit(node, edges, &mut Vec::new(), &mut done))
+}
+
+/// Within a folder, the modules that are files or folders beside each other do not
+/// name each other in a circle: one of them is below the other, and can be read (and
+/// moved) without it. A parent (`mod.rs`) and its children are not siblings.
+#[test]
+fn no_circle_between_sibling_files() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut dirs = vec![src.clone()];
+    let mut circles = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        let modules = sibling_modules(&dir);
+        let siblings: BTreeSet<String> = modules.iter().map(|(n, _)| n.clone()).collect();
+        let path = dir.strip_prefix(&src).unwrap();
+        let crate_path: String = path
+            .components()
+            .map(|c| format!("{}::", c.as_os_str().to_string_lossy()))
+            .collect();
+        let mut edges = std::collections::BTreeMap::new();
+        for (name, files) in &modules {
+            let mut named = BTreeSet::new();
+            for file in files {
+                let text = std::fs::read_to_string(file).unwrap();
+                // A file's tests may use what they like: they are not what it stands on.
+                let code = code_of(text.split("#[cfg(test)]").next().unwrap());
+                let mut prefixes = vec![format!("crate::{crate_path}")];
+                if file.parent() == Some(dir.as_path()) && !path.as_os_str().is_empty() {
+                    prefixes.push("super::".to_owned());
+                }
+                named.extend(sibling_references(&code, &prefixes, &siblings));
+            }
+            named.remove(name);
+            edges.insert(name.clone(), named);
+            if files.len() > 1 {
+                dirs.push(dir.join(name));
+            }
+        }
+        if let Some(cycle) = find_cycle(&edges) {
+            circles.push(format!("{}: {}", dir.display(), cycle.join(" → ")));
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "files in a circle:\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_circle_finder_finds_circles_and_only_those() {
+    let edges = |pairs: &[(&str, &str)]| {
+        let mut map = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+        for (a, b) in pairs {
+            map.entry((*a).into()).or_default().insert((*b).into());
+            map.entry((*b).into()).or_default();
+        }
+        map
+    };
+    assert_eq!(
+        find_cycle(&edges(&[("a", "b"), ("b", "c"), ("a", "c")])),
+        None
+    );
+    assert_eq!(
+        find_cycle(&edges(&[("a", "b"), ("b", "c"), ("c", "a")])),
+        Some(vec!["a".into(), "b".into(), "c".into()])
+    );
+    let siblings: BTreeSet<String> = ["w", "x", "y"].map(String::from).into();
+    let found = sibling_references(
+        "use super::x::A; use crate::sim::{z, y::B}; use other::super::w;",
+        &["super::".into(), "crate::sim::".into()],
+        &siblings,
+    );
+    assert_eq!(found, ["x", "y"].map(String::from).into());
 }

@@ -291,7 +291,7 @@ async fn run_folder(service: &str, name: &str) -> std::path::PathBuf {
     )
     .await
     .unwrap();
-    let about = redline::report::outputs::RunAbout {
+    let about = redline::report::conclude::RunAbout {
         name,
         slos: None,
         dataset: None,
@@ -299,7 +299,7 @@ async fn run_folder(service: &str, name: &str) -> std::path::PathBuf {
         invocation: None,
         segment: None,
     };
-    redline::report::outputs::finish(&result, about, &dir).unwrap();
+    redline::report::conclude::finish(&result, about, &dir).unwrap();
     assert!(dir.join("report.html").is_file() && dir.join("timeline.json").is_file());
     dir
 }

@@ -10,7 +10,6 @@ use crate::client::chain_message;
 use crate::client::lane::Lane;
 use crate::client::tls::{Alpn, Connector};
 use bytes::Bytes;
-use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Either, Full, StreamBody};
 use hyper::body::Frame;
 use hyper::body::Incoming;
@@ -21,16 +20,14 @@ use hyper::{Request, Response, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
 use serde_json::Value;
 
-use super::BoxError;
 use super::balance::{InFlight, Pool, is_gateway_failure};
 use super::log::{FaultLog, RequestId};
 use super::rules::{AbortHow, Action, CutEnd, EmptyTarget, FixedFault, Rule};
 use super::shape::{Shaping, StreamFormat};
+use super::{BoxError, ProxyBody, strip_hop_by_hop};
 use crate::record::{FAULT_HEADER, InjectedFault};
 use crate::seed::{fnv64, mix_seed};
 use crate::spec::faults::DelayAt;
-
-pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// Request headers that ask for a fault, when the proxy allows it.
 const HEADER_FAULT_PREFIX: &str = "x-redline-fault-";
@@ -926,37 +923,6 @@ fn empty_list(body: &[u8], path: &[String]) -> Option<Bytes> {
         .try_fold(&mut json, |value, key| value.get_mut(key.as_str()))?;
     list.as_array_mut()?.clear();
     serde_json::to_vec(&json).ok().map(Bytes::from)
-}
-
-/// Headers that describe one connection, not the message (RFC 9110 §7.6.1).
-pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // The names present are looked at once and only those removed: removing the eight
-    // standard names each time, most of them absent, cost 4,100 instructions a
-    // proxied request under callgrind (each removal hashes its name).
-    let mut named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
-        .collect();
-    named.extend(headers.keys().filter(|name| is_hop_by_hop(name)).cloned());
-    for name in named {
-        headers.remove(name);
-    }
-}
-
-fn is_hop_by_hop(name: &HeaderName) -> bool {
-    const HOP_BY_HOP: [HeaderName; 7] = [
-        header::CONNECTION,
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-        header::PROXY_AUTHORIZATION,
-        header::PROXY_AUTHENTICATE,
-    ];
-    HOP_BY_HOP.contains(name) || name.as_str() == "keep-alive"
 }
 
 #[cfg(test)]

@@ -21,8 +21,7 @@ use hyper::http::request::Parts;
 use hyper::{Request, Uri};
 use hyper_util::client::legacy::Client;
 
-use super::BoxError;
-use super::proxy::ProxyBody;
+use super::{BoxError, ProxyBody};
 use crate::client::tls::{Alpn, Connector, TlsSettings};
 use crate::seed::{fnv64, mix_seed};
 
@@ -171,7 +170,7 @@ impl Mirror {
         *request.uri_mut() = uri.parse().unwrap_or_else(|_| self.config.to.clone());
         *request.headers_mut() = head.headers.clone();
         let headers = request.headers_mut();
-        super::proxy::strip_hop_by_hop(headers);
+        super::strip_hop_by_hop(headers);
         let shadow_host = format!("{host}{}", self.config.host_suffix);
         if let Ok(value) = HeaderValue::from_str(&shadow_host) {
             headers.insert(header::HOST, value);

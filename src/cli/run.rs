@@ -78,7 +78,7 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
         drawer.finish().await;
     }
     let result = result?;
-    let about = crate::report::outputs::RunAbout {
+    let about = crate::report::conclude::RunAbout {
         name: &name,
         slos: slos.as_ref(),
         dataset,
@@ -86,7 +86,7 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
         invocation: Some(invocation),
         segment: segment.filter(|s| !s.is_whole()),
     };
-    let finished = crate::report::outputs::finish(&result, about, &dir)?;
+    let finished = crate::report::conclude::finish(&result, about, &dir)?;
     out(&render_terminal(&finished.summary));
     let folder = RunFolder::new(&dir);
     outln!(

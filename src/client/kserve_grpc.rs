@@ -12,7 +12,7 @@ use bytes::Bytes;
 use prost::Message;
 use serde_json::{Map, Value};
 
-use super::dialect::Piece;
+use super::piece::Piece;
 use crate::grpc::kserve::{
     self, InferParameter, InferTensorContents, ModelInferRequest, ModelInferResponse,
     ModelStreamInferResponse, Tensor, bytes_tensor, infer_parameter::Choice, scalar_tensor,

@@ -10,6 +10,7 @@ pub mod lane;
 pub mod media;
 pub mod ndjson;
 pub mod openai;
+pub mod piece;
 pub mod search;
 pub mod sse;
 pub mod tls;

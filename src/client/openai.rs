@@ -12,9 +12,10 @@ use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Request, Response, Uri};
 use serde_json::Value;
 
-use super::dialect::{LlmApi, Piece, error_text};
+use super::dialect::{LlmApi, error_text};
 use super::grpc::MessageFramer;
 use super::ndjson::LineDecoder;
+use super::piece::Piece;
 use super::sse::{SseDecoder, SseError};
 use super::{HttpClient, RunClock, Timeouts};
 

@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use super::table::{Table, from_records};
+use super::spans::under_records;
+use super::table::Table;
 use crate::trace::graph::{Span, parse_spans};
 
 /// The run's flow sessions, deepened by its spans.
@@ -13,7 +14,7 @@ pub fn read_run(dir: &Path) -> Result<Table, String> {
     crate::record::read_records(&folder.records(), None, |r| records.push(r))
         .map_err(|e| e.to_string())?;
     let spans = read_spans(&folder.collected_spans())?;
-    from_records(&records, &spans)
+    under_records(&records, &spans)
 }
 
 fn read_spans(path: &Path) -> Result<Vec<Span>, String> {

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::table::{Node, Table, topological};
+use super::table::{Node, Table, sessions, topological};
 use crate::record::Record;
 use crate::trace::graph::Span;
 
@@ -16,7 +16,21 @@ enum Parent<'a> {
 }
 
 /// Adds the spans' nodes under the steps and their latencies to the rows.
-pub(super) fn deepen(
+/// The measured-phase flow sessions of a run, as [`super::table::from_records`] reads
+/// them, with the spans under each step's requests as the steps' callees.
+pub fn under_records(records: &[Record], spans: &[Span]) -> Result<Table, String> {
+    let (mut table, rows_by_session) = sessions(records)?;
+    if spans.is_empty() {
+        table.notes.push(
+            "no spans: the steps are the deepest nodes (collect the services' spans with --collect to see inside them)"
+                .into(),
+        );
+        return Ok(table);
+    }
+    deepen(table, records, spans, &rows_by_session)
+}
+
+fn deepen(
     mut table: Table,
     records: &[Record],
     spans: &[Span],
@@ -213,7 +227,7 @@ fn add_nodes(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explain::table::from_records;
+
     use crate::record::{Phase, SessionEnd, SessionMark, SessionOutcome, StepMark};
 
     const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
@@ -298,7 +312,7 @@ mod tests {
                 "1af7651916cd43dd8448eb211c80319c",
             ),
         ];
-        let table = from_records(&records, &spans).unwrap();
+        let table = under_records(&records, &spans).unwrap();
         let names: Vec<&str> = table.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(
             names,

@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::record::{Outcome, Record, SessionOutcome};
-use crate::trace::graph::Span;
 
 /// A node of the call graph: a step of a flow, a server operation, or the root.
 #[derive(Debug, Clone, PartialEq)]
@@ -206,8 +205,13 @@ fn request_ms(record: &Record) -> f64 {
 }
 
 /// The measured-phase flow sessions of a run: the session is the root, its steps
-/// (by name) its callees, and spans under a step's requests the steps' callees.
-pub fn from_records(records: &[Record], spans: &[Span]) -> Result<Table, String> {
+/// (by name) its callees. (`spans::under_records` adds the spans under the steps.)
+pub fn from_records(records: &[Record]) -> Result<Table, String> {
+    sessions(records).map(|(table, _)| table)
+}
+
+/// [`from_records`], with the row of each session by its ID.
+pub(super) fn sessions(records: &[Record]) -> Result<(Table, HashMap<u64, usize>), String> {
     let mut sessions: BTreeMap<u64, Vec<&Record>> = BTreeMap::new();
     for record in records {
         if let (Some(session), Some(_)) = (&record.session, &record.step) {
@@ -271,14 +275,7 @@ pub fn from_records(records: &[Record], spans: &[Span]) -> Result<Table, String>
             .notes
             .push(format!("{warmup} warm-up or cool-down sessions left out"));
     }
-    if spans.is_empty() {
-        table.notes.push(
-            "no spans: the steps are the deepest nodes (collect the services' spans with --collect to see inside them)"
-                .into(),
-        );
-        return Ok(table);
-    }
-    super::spans::deepen(table, records, spans, &rows_by_session)
+    Ok((table, rows_by_session))
 }
 
 /// The root `session` and the steps, in the order the sessions took them.

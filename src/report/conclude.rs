@@ -1,15 +1,18 @@
-//! The one last step of a run, a merge, a rebuilt run and heal: the summary, the
+//! The one last step of a run (`finish`), a merge, a rebuilt run and heal: the summary, the
 //! statistics, the pictures and the JUnit file written into the run's folder, and the
 //! exit code the summary means.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
 use super::outputs::{exit, gate, write_junit, write_pictures};
-use super::{Summary, render_json};
+use super::{RunInfo, Summary, render_json, summarize};
 use crate::folder::RunFolder;
 use crate::metrics::Aggregator;
+use crate::runner::RunResult;
+use crate::slo::SloSet;
+use crate::workload::dataset::DatasetInfo;
 
 /// What the last step writes besides the summary.
 pub struct Conclude<'a> {
@@ -106,4 +109,76 @@ pub fn exit_code(summary: &Summary, strict: bool) -> i32 {
     } else {
         exit::OK
     }
+}
+
+/// What the report needs to know about a run besides its result.
+pub struct RunAbout<'a> {
+    pub name: &'a str,
+    pub slos: Option<&'a SloSet>,
+    pub dataset: Option<DatasetInfo>,
+    /// `not_proven` fails the gate.
+    pub strict: bool,
+    /// The command line and the spec, for the report.
+    pub invocation: Option<super::invocation::Invocation>,
+    /// The share of the run this process sent (`--segment`), when not the whole.
+    pub segment: Option<crate::schedule::segment::Segment>,
+}
+
+/// What a finished run leaves: its summary (also written as `summary.json`), the
+/// JUnit file when it has SLOs, and the exit code.
+pub struct Finished {
+    pub summary: Summary,
+    pub junit: Option<PathBuf>,
+    pub code: i32,
+}
+
+/// Judges a finished run against its SLOs, writes `summary.json` (and `junit.xml`
+/// when there are SLOs) into `dir`, and decides how the process exits.
+pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Finished> {
+    let scraped_hit_rate = result
+        .server_metrics
+        .as_ref()
+        .and_then(|m| m.prefix_hit_rate);
+    let verdicts = about.slos.map(|slos| {
+        slos.evaluate_with_server(&result.aggregator, scraped_hit_rate, result.drift.as_ref())
+    });
+    let mut summary = summarize(
+        &result.aggregator,
+        RunInfo {
+            name: about.name,
+            target: &result.target_url,
+            model: &result.model,
+            interrupted: result.interrupted,
+            warnings: result.warnings.clone(),
+            elapsed_s: result.elapsed.as_secs_f64(),
+            stages: result.stages.clone(),
+            dataset: about.dataset,
+            server_metrics: result.server_metrics.clone(),
+            verdicts: verdicts.clone(),
+            aborted: result.aborted.clone(),
+            proxies: result.proxies.clone(),
+            traces: result.traces.clone(),
+            token_settlement: result.token_settlement.clone(),
+        },
+    );
+    summary.invocation = about.invocation;
+    summary.segment = about.segment.map(|s| s.to_string());
+    summary.samples = result.samples.clone();
+    summary.drift = result.drift.clone();
+    summary.feedback = result.feedback.clone();
+    summary.disruptions = result.availability.clone();
+    let how = super::conclude::Conclude {
+        aggregator: Some(&result.aggregator),
+        junit: true,
+        strict: about.strict,
+        explain: true,
+        pictures: true,
+        html: None,
+    };
+    let concluded = super::conclude::conclude(&RunFolder::new(dir), summary, how)?;
+    Ok(Finished {
+        summary: concluded.summary,
+        junit: concluded.junit,
+        code: concluded.code,
+    })
 }

@@ -11,9 +11,7 @@ use anyhow::{Context, Result};
 use super::{RunInfo, Summary, summarize};
 use crate::folder::RunFolder;
 use crate::metrics::Aggregator;
-use crate::runner::RunResult;
 use crate::slo::{SloSet, Verdict};
-use crate::workload::dataset::DatasetInfo;
 
 /// Exit codes, as documented in `--help` and the README.
 pub mod exit {
@@ -29,78 +27,6 @@ pub mod exit {
     pub const UNREACHABLE: i32 = 3;
     /// Interrupted by Ctrl-C or SIGTERM (records and a partial report are written).
     pub const INTERRUPTED: i32 = 130;
-}
-
-/// What the report needs to know about a run besides its result.
-pub struct RunAbout<'a> {
-    pub name: &'a str,
-    pub slos: Option<&'a SloSet>,
-    pub dataset: Option<DatasetInfo>,
-    /// `not_proven` fails the gate.
-    pub strict: bool,
-    /// The command line and the spec, for the report.
-    pub invocation: Option<super::invocation::Invocation>,
-    /// The share of the run this process sent (`--segment`), when not the whole.
-    pub segment: Option<crate::schedule::segment::Segment>,
-}
-
-/// What a finished run leaves: its summary (also written as `summary.json`), the
-/// JUnit file when it has SLOs, and the exit code.
-pub struct Finished {
-    pub summary: Summary,
-    pub junit: Option<PathBuf>,
-    pub code: i32,
-}
-
-/// Judges a finished run against its SLOs, writes `summary.json` (and `junit.xml`
-/// when there are SLOs) into `dir`, and decides how the process exits.
-pub fn finish(result: &RunResult, about: RunAbout<'_>, dir: &Path) -> Result<Finished> {
-    let scraped_hit_rate = result
-        .server_metrics
-        .as_ref()
-        .and_then(|m| m.prefix_hit_rate);
-    let verdicts = about.slos.map(|slos| {
-        slos.evaluate_with_server(&result.aggregator, scraped_hit_rate, result.drift.as_ref())
-    });
-    let mut summary = summarize(
-        &result.aggregator,
-        RunInfo {
-            name: about.name,
-            target: &result.target_url,
-            model: &result.model,
-            interrupted: result.interrupted,
-            warnings: result.warnings.clone(),
-            elapsed_s: result.elapsed.as_secs_f64(),
-            stages: result.stages.clone(),
-            dataset: about.dataset,
-            server_metrics: result.server_metrics.clone(),
-            verdicts: verdicts.clone(),
-            aborted: result.aborted.clone(),
-            proxies: result.proxies.clone(),
-            traces: result.traces.clone(),
-            token_settlement: result.token_settlement.clone(),
-        },
-    );
-    summary.invocation = about.invocation;
-    summary.segment = about.segment.map(|s| s.to_string());
-    summary.samples = result.samples.clone();
-    summary.drift = result.drift.clone();
-    summary.feedback = result.feedback.clone();
-    summary.disruptions = result.availability.clone();
-    let how = super::conclude::Conclude {
-        aggregator: Some(&result.aggregator),
-        junit: true,
-        strict: about.strict,
-        explain: true,
-        pictures: true,
-        html: None,
-    };
-    let concluded = super::conclude::conclude(&RunFolder::new(dir), summary, how)?;
-    Ok(Finished {
-        summary: concluded.summary,
-        junit: concluded.junit,
-        code: concluded.code,
-    })
 }
 
 /// Bootstrap resamples when a failed run explains itself: fewer than `redline

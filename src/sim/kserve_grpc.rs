@@ -25,9 +25,10 @@ use prost::Message;
 use serde_json::Value;
 use tonic::Code;
 
+use super::answer::{Format, answer, engine_gone, stream_events};
 use super::native::{KserveOptions, kserve_plan, unknown_model_message};
 use super::scheduler::Timeline;
-use super::server::{Format, SimState, answer, engine_gone, stream_events};
+use super::state::SimState;
 use super::text::FinishReason;
 use crate::grpc::kserve::{
     self, Empty, Flag, InferParameter, ModelInferRequest, ModelInferResponse,

@@ -17,9 +17,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
+use super::answer::{error_response, json_response};
 use super::openai::{self, ApiError};
 use super::profile::MediaCost;
-use super::server::{SimState, error_response, json_response};
+use super::state::SimState;
 use crate::seed::{fnv64, mix_seed};
 use crate::tokenizer::sim::WORDS;
 use crate::workload::media::wav_seconds;

@@ -5,6 +5,8 @@
 //! Pure parts ([`scheduler`], [`kv`], [`text`], [`profile`], [`embed`], [`openai`])
 //! do no IO; [`engine`] gives the scheduler a real clock; [`server`] speaks HTTP.
 
+pub mod answer;
+pub mod chunks;
 pub mod embed;
 pub mod engine;
 pub mod gpu;
@@ -19,10 +21,12 @@ pub mod planted;
 pub mod profile;
 pub mod scheduler;
 pub mod script;
-pub mod startup;
 pub mod server;
+pub mod startup;
+pub mod state;
 pub mod text;
 pub mod tiers;
 
 pub use profile::Profile;
-pub use server::{EmbeddedSim, SimConfig};
+pub use server::EmbeddedSim;
+pub use state::{SimConfig, SimState};

@@ -17,9 +17,10 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::answer::{Format, answer, engine_gone, json_response, json_string};
 use super::openai::{self, ApiError, ChatRequest, Message, Plan, Sampling, Stop, Tool};
 use super::scheduler::Timeline;
-use super::server::{Format, SimState, answer, engine_gone, json_response, json_string};
+use super::state::SimState;
 use super::text::{FinishReason, ToolCall};
 use crate::tokenizer::sim as sim_tokenizer;
 

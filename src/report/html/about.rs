@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::digest::Digest;
-use super::sections::{section, wire_name};
+use super::parts::{section, wire_name};
 use super::svg::{escape, num};
 use crate::report::Summary;
 

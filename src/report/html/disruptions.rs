@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::sections::{section, window_key};
+use super::parts::{section, window_key};
 use super::svg::{Marks, escape, num};
 use crate::report::Summary;
 

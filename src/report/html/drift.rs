@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::sections::{section, window_key};
+use super::parts::{section, window_key};
 use super::svg::{self, Marks, Series, escape, num};
 use crate::report::Summary;
 
@@ -21,7 +21,7 @@ pub(super) fn add_episodes(summary: &Summary, marks: &mut Marks) {
             "episode: {} {} {}, {}–{} s, peak {} {}",
             e.series,
             e.group,
-            super::sections::wire_name(e.severity),
+            super::parts::wire_name(e.severity),
             num(e.opened_s),
             num(to),
             num(e.peak),
@@ -50,7 +50,7 @@ pub fn drift(summary: &Summary, marks: &Marks) -> Option<String> {
                 r#"<tr><td>{}</td><td>{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{} {}</td><td class="n">{}</td></tr>"#,
                 escape(&e.series),
                 escape(&e.group),
-                super::sections::wire_name(e.severity),
+                super::parts::wire_name(e.severity),
                 num(e.opened_s),
                 e.closed_s.map_or("open at the end".into(), num),
                 num(e.peak),

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::flows::{self, GraphEdge};
-use super::sections::section;
+use super::parts::section;
 use super::svg::escape;
 use crate::explain::render::signed;
 use crate::report::Summary;

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::sections::section;
+use super::parts::section;
 use super::svg::escape;
 use crate::report::Summary;
 

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::sections::section;
+use super::parts::section;
 use super::svg::{self, Marks, Series, escape, num};
 use crate::report::Summary;
 

@@ -14,6 +14,7 @@ mod explain;
 mod flows;
 mod heal;
 mod media;
+mod parts;
 mod sections;
 pub mod svg;
 

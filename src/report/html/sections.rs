@@ -7,6 +7,7 @@ use hdrhistogram::Histogram;
 
 use super::digest::{Digest, Second};
 use super::flows::{self, FLOW_SESSIONS, FlowSessions, GraphEdge};
+use super::parts::{section, window_key, wire_name};
 use super::svg::{self, Bar, Marks, Series, escape, num};
 use crate::metrics::Dist;
 use crate::prometheus::scrape::ServerSample;
@@ -19,18 +20,6 @@ fn card(metric: &str, label: &str, value: f64, unit: &str) -> String {
         r#"<div class="card"><b data-metric="{metric}" data-value="{value}">{} {unit}</b><span>{label}</span></div>"#,
         num(value)
     )
-}
-
-/// A unit enum's name as `summary.json` writes it (`not_proven`, `first_byte`).
-pub(super) fn wire_name(value: impl serde::Serialize) -> String {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
-pub(super) fn section(id: &str, title: &str, body: &str) -> String {
-    format!(r#"<section id="{id}"><h2>{title}</h2>{body}</section>"#)
 }
 
 pub fn verdicts(summary: &Summary) -> Option<String> {
@@ -321,24 +310,6 @@ pub(super) fn marks(summary: &Summary, digest: &Digest) -> Marks {
     super::drift::add_episodes(summary, &mut marks);
     super::disruptions::add_steps(summary, &mut marks);
     marks
-}
-
-/// The key to the fault windows' colours, each window with its seconds and count.
-pub(super) fn window_key(marks: &Marks) -> String {
-    let mut key = String::new();
-    for (_, _, label, colour) in &marks.windows {
-        let _ = write!(
-            key,
-            r#"<li><span style="background:{}"></span>{}</li>"#,
-            svg::PALETTE[(colour + 3) % svg::PALETTE.len()],
-            escape(label)
-        );
-    }
-    if key.is_empty() {
-        key
-    } else {
-        format!(r#"<ul class="key windows">{key}</ul>"#)
-    }
 }
 
 /// The rate each second was meant to see: its stage's offered rate, where the stage
