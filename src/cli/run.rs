@@ -3,6 +3,7 @@
 use super::*;
 use crate::client::dialect::LlmApi;
 use crate::folder::RunFolder;
+use crate::report::conclude::Finished;
 use crate::schedule::segment::Segment;
 
 pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
@@ -88,7 +89,16 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
     };
     let finished = crate::report::conclude::finish(&result, about, &dir)?;
     out(&render_terminal(&finished.summary));
-    let folder = RunFolder::new(&dir);
+    print_files(&run_dir, &finished);
+    if let Some(remediation) = remediation.filter(|_| finished.code == exit::SLO_FAILED) {
+        super::heal::remediate(&dir, &remediation).await?;
+    }
+    Ok(finished.code)
+}
+
+/// Where the run's files went.
+fn print_files(run_dir: &crate::report::outputs::RunDir, finished: &Finished) {
+    let folder = RunFolder::new(&run_dir.path);
     outln!(
         "  records: {}  summary: {}{}",
         folder.records().display(),
@@ -106,10 +116,6 @@ pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
     if let Some(junit) = &finished.junit {
         outln!("  junit: {}", junit.display());
     }
-    if let Some(remediation) = remediation.filter(|_| finished.code == exit::SLO_FAILED) {
-        super::heal::remediate(&dir, &remediation).await?;
-    }
-    Ok(finished.code)
 }
 
 /// What the runner is asked to do besides the scenario: where the records go, the

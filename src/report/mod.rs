@@ -508,6 +508,30 @@ fn sweep_summary(stages: &[StageSummary]) -> Option<SweepSummary> {
     })
 }
 
+/// What the server did and said of its own time, beside the client's view.
+fn server_side(agg: &Aggregator) -> ServerSide {
+    let d = &agg.dist;
+    let ms = |h| Dist::of(h, 1e3);
+    ServerSide {
+        preempted_requests: agg.preempted,
+        cached_prompt_tokens: agg.cached_prompt_tokens,
+        ttft_client_overhead_ms: ms(&d.ttft_client_overhead),
+        reported: (!d.server_total.is_empty()).then(|| ServerReportedTimes {
+            total_ms: ms(&d.server_total),
+            client_e2e_beyond_ms: ms(&d.e2e_beyond_server),
+        }),
+    }
+}
+
+/// The prompt tokens a prefix cache could have served, and those the server did.
+fn prefix_cache_of(agg: &Aggregator) -> Option<PrefixCache> {
+    (agg.prefix_prompt_tokens > 0).then(|| PrefixCache {
+        expected_hit_share: agg.repeated_prefix_tokens as f64 / agg.prefix_prompt_tokens as f64,
+        server_hit_share: (agg.truth_prompt_tokens > 0)
+            .then(|| agg.cached_prompt_tokens as f64 / agg.truth_prompt_tokens as f64),
+    })
+}
+
 pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
     let faults = faults_summary(&agg.faults, info.proxies.clone());
     let window_s = match (agg.window_start_us, agg.window_end_us) {
@@ -524,8 +548,6 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
     let m = &agg.measured;
     let attempted = m.attempted();
     let ratio = |n: u64| (attempted > 0).then(|| n as f64 / attempted as f64);
-    let d = &agg.dist;
-    let ms = |h| Dist::of(h, 1e3);
     let stages: Vec<StageSummary> = info
         .stages
         .iter()
@@ -579,24 +601,12 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         }),
         pass_rate: ratio(m.ok),
         availability: ratio(attempted - agg.unavailable),
-        latency_ms: latency_of(d),
+        latency_ms: latency_of(&agg.dist),
         tokens: tokens_of(agg, info.token_settlement),
         errors: agg.failure_counts(),
-        server: ServerSide {
-            preempted_requests: agg.preempted,
-            cached_prompt_tokens: agg.cached_prompt_tokens,
-            ttft_client_overhead_ms: ms(&d.ttft_client_overhead),
-            reported: (!d.server_total.is_empty()).then(|| ServerReportedTimes {
-                total_ms: ms(&d.server_total),
-                client_e2e_beyond_ms: ms(&d.e2e_beyond_server),
-            }),
-        },
+        server: server_side(agg),
         turns: turns_of(agg),
-        prefix_cache: (agg.prefix_prompt_tokens > 0).then(|| PrefixCache {
-            expected_hit_share: agg.repeated_prefix_tokens as f64 / agg.prefix_prompt_tokens as f64,
-            server_hit_share: (agg.truth_prompt_tokens > 0)
-                .then(|| agg.cached_prompt_tokens as f64 / agg.truth_prompt_tokens as f64),
-        }),
+        prefix_cache: prefix_cache_of(agg),
         timeseries: agg
             .windows
             .iter()

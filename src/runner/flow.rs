@@ -894,28 +894,7 @@ async fn tool(session: &mut Session<'_>, step: &Step, plan: &ToolPlan) -> Went {
                         .get(&call.name)
                         .cloned()
                         .unwrap_or_else(|| format!("/tools/{}", call.name));
-                    let body = arguments.to_string().into_bytes();
-                    let answer = session
-                        .json_call(&mut slot, Call::post(&step.service, &path, body, *timeout))
-                        .await;
-                    match answer {
-                        Some(answer) => {
-                            let text = answer.json.to_string();
-                            let output = Output {
-                                text: &text,
-                                json: Some(&answer.json),
-                                ..Output::default()
-                            };
-                            session.check(step, &mut slot.record, &output).await;
-                            text
-                        }
-                        None => {
-                            let e = slot.record.error.clone();
-                            e.map_or("error".to_owned(), |e| {
-                                format!("error: {}: {}", e.kind, e.message)
-                            })
-                        }
-                    }
+                    call_tool(session, &mut slot, step, &path, arguments, *timeout).await
                 }
             };
             let outcome = slot.record.outcome;
@@ -937,6 +916,36 @@ async fn tool(session: &mut Session<'_>, step: &Step, plan: &ToolPlan) -> Went {
         }
     }
     Went::On
+}
+
+/// One tool call of the model's, posted to the tool's path; the answer's text goes
+/// back to the model (an error's text when the call failed).
+async fn call_tool(
+    session: &mut Session<'_>,
+    slot: &mut Slot,
+    step: &Step,
+    path: &str,
+    arguments: Value,
+    timeout: Duration,
+) -> String {
+    let body = arguments.to_string().into_bytes();
+    let answer = session
+        .json_call(slot, Call::post(&step.service, path, body, timeout))
+        .await;
+    let Some(answer) = answer else {
+        let e = slot.record.error.clone();
+        return e.map_or("error".to_owned(), |e| {
+            format!("error: {}: {}", e.kind, e.message)
+        });
+    };
+    let text = answer.json.to_string();
+    let output = Output {
+        text: &text,
+        json: Some(&answer.json),
+        ..Output::default()
+    };
+    session.check(step, &mut slot.record, &output).await;
+    text
 }
 
 async fn http_step(session: &mut Session<'_>, step: &Step, plan: &HttpPlan) -> Went {

@@ -255,104 +255,82 @@ impl SloSet {
 /// The SLOs of one `sloThresholds` entry.
 fn slos_of(base: &str, key: &str, value: &Value, problems: &mut Problems) -> Option<Vec<Slo>> {
     let path = format!("{base}.{key}");
-    let (metric, error_kind) = match key.split_once('{') {
-        Some((metric, selector)) => {
-            let kind = selector
-                .strip_suffix('}')
-                .and_then(|s| s.strip_prefix("kind="))
-                .filter(|k| !k.is_empty() && metric == "error_rate");
-            match kind {
-                Some(kind) => (metric, Some(kind.to_owned())),
-                None => {
+    let target = Target::of(key, &path, problems)?;
+    let kind = target.metric.kind();
+    if kind == Kind::Latency {
+        return target.percentiles(key, &path, value, problems);
+    }
+    let Some(text) = value.as_str() else {
+        problems.add(
+            &path,
+            "must be an expression".into(),
+            Some(example(kind).into()),
+        );
+        return None;
+    };
+    target
+        .slo(key.to_owned(), None, text, &path, problems)
+        .map(|s| vec![s])
+}
+
+/// What an entry's key judges: the metric, and for `error_rate{kind=…}` the kind.
+struct Target<'a> {
+    name: &'a str,
+    metric: Metric,
+    error_kind: Option<String>,
+}
+
+impl<'a> Target<'a> {
+    fn of(key: &'a str, path: &str, problems: &mut Problems) -> Option<Target<'a>> {
+        let (name, error_kind) = match key.split_once('{') {
+            Some((metric, selector)) => {
+                let kind = selector
+                    .strip_suffix('}')
+                    .and_then(|s| s.strip_prefix("kind="))
+                    .filter(|k| !k.is_empty() && metric == "error_rate");
+                let Some(kind) = kind else {
                     problems.add(
-                        &path,
+                        path,
                         format!("malformed selector in `{key}`"),
                         Some("only `error_rate` takes one, as `error_rate{kind=timeout}`".into()),
                     );
                     return None;
-                }
+                };
+                (metric, Some(kind.to_owned()))
             }
-        }
-        None => (key, None),
-    };
-    let Some(parsed) = Metric::from_name(metric) else {
-        let fix = match nearest(metric, &[&METRICS[..], SETTINGS].concat()) {
-            Some(near) => format!("did you mean `{near}`? Choose from: {}", METRICS.join(", ")),
-            None => format!("choose from: {}", METRICS.join(", ")),
+            None => (key, None),
         };
-        problems.add(&path, format!("unknown metric `{metric}`"), Some(fix));
-        return None;
-    };
-    let kind = parsed.kind();
-    let slo = |name: String,
-               quantile: Option<f64>,
-               text: &str,
-               path: &str,
-               problems: &mut Problems| {
-        let (text, window) = match split_window(text) {
-            Ok(split) => split,
-            Err(message) => {
-                problems.add(
-                    path,
-                    message,
-                    Some("write e.g. `\"<= 800ms over 30s for 3 windows\"`".into()),
-                );
-                return None;
-            }
-        };
-        if window.is_some()
-            && (parsed.windowed_quantity().is_none() && parsed != Metric::ErrorRate
-                || error_kind.is_some())
-        {
-            problems.add(
-                    path,
-                    format!("`{metric}` cannot be judged over windows"),
-                    Some(
-                        "windowed forms are for ttft, itl, tpot, e2e and error_rate; judge this one over the whole run (drop `over …`)"
-                            .into(),
-                    ),
-                );
+        let Some(metric) = Metric::from_name(name) else {
+            let fix = match nearest(name, &[&METRICS[..], SETTINGS].concat()) {
+                Some(near) => format!("did you mean `{near}`? Choose from: {}", METRICS.join(", ")),
+                None => format!("choose from: {}", METRICS.join(", ")),
+            };
+            problems.add(path, format!("unknown metric `{name}`"), Some(fix));
             return None;
-        }
-        let (op, threshold) = match parse_expression(text, kind) {
-            Ok(parsed) => parsed,
-            Err(message) => {
-                problems.add(path, message, Some(example(kind).into()));
-                return None;
-            }
         };
-        let direction_ok = match kind {
-            Kind::Latency | Kind::BadShare => op.upper(),
-            Kind::GoodShare | Kind::Throughput => !op.upper(),
-        };
-        if !direction_ok {
-            problems.add(
-                path,
-                format!("`{text}` points the wrong way for `{metric}`"),
-                Some(example(kind).into()),
-            );
-            return None;
-        }
-        Some(Slo {
+        Some(Target {
             name,
-            metric: parsed,
-            error_kind: error_kind.clone(),
-            quantile,
-            op,
-            threshold,
-            expression: match window {
-                Some(w) => format!("{} over {}", text.trim(), describe_window(w)),
-                None => text.trim().to_owned(),
-            },
-            window,
+            metric,
+            error_kind,
         })
-    };
-    if kind == Kind::Latency {
+    }
+
+    /// A latency entry: one SLO per percentile it names.
+    fn percentiles(
+        &self,
+        key: &str,
+        path: &str,
+        value: &Value,
+        problems: &mut Problems,
+    ) -> Option<Vec<Slo>> {
         let Some(map) = value.as_mapping() else {
             problems.add(
-                &path,
+                path,
                 "a latency SLO names its percentiles".into(),
-                Some(format!("write e.g. `{metric}: {{ p99: \"<= 350ms\" }}`")),
+                Some(format!(
+                    "write e.g. `{}: {{ p99: \"<= 350ms\" }}`",
+                    self.name
+                )),
             );
             return None;
         };
@@ -376,28 +354,82 @@ fn slos_of(base: &str, key: &str, value: &Value, problems: &mut Problems) -> Opt
                 ok = false;
                 continue;
             };
-            match slo(
-                format!("{key}.{stat}"),
-                Some(q / 100.0),
-                text,
-                &stat_path,
-                problems,
-            ) {
+            let name = format!("{key}.{stat}");
+            match self.slo(name, Some(q / 100.0), text, &stat_path, problems) {
                 Some(s) => slos.push(s),
                 None => ok = false,
             }
         }
-        return ok.then_some(slos);
+        ok.then_some(slos)
     }
-    let Some(text) = value.as_str() else {
-        problems.add(
-            &path,
-            "must be an expression".into(),
-            Some(example(kind).into()),
-        );
-        return None;
-    };
-    slo(key.to_owned(), None, text, &path, problems).map(|s| vec![s])
+
+    /// One SLO: `text`'s comparison (and window), checked against the metric.
+    fn slo(
+        &self,
+        name: String,
+        quantile: Option<f64>,
+        text: &str,
+        path: &str,
+        problems: &mut Problems,
+    ) -> Option<Slo> {
+        let kind = self.metric.kind();
+        let (text, window) = match split_window(text) {
+            Ok(split) => split,
+            Err(message) => {
+                problems.add(
+                    path,
+                    message,
+                    Some("write e.g. `\"<= 800ms over 30s for 3 windows\"`".into()),
+                );
+                return None;
+            }
+        };
+        let windowable =
+            self.metric.windowed_quantity().is_some() || self.metric == Metric::ErrorRate;
+        if window.is_some() && (!windowable || self.error_kind.is_some()) {
+            problems.add(
+                path,
+                format!("`{}` cannot be judged over windows", self.name),
+                Some(
+                    "windowed forms are for ttft, itl, tpot, e2e and error_rate; judge this one over the whole run (drop `over …`)"
+                        .into(),
+                ),
+            );
+            return None;
+        }
+        let (op, threshold) = match parse_expression(text, kind) {
+            Ok(parsed) => parsed,
+            Err(message) => {
+                problems.add(path, message, Some(example(kind).into()));
+                return None;
+            }
+        };
+        let direction_ok = match kind {
+            Kind::Latency | Kind::BadShare => op.upper(),
+            Kind::GoodShare | Kind::Throughput => !op.upper(),
+        };
+        if !direction_ok {
+            problems.add(
+                path,
+                format!("`{text}` points the wrong way for `{}`", self.name),
+                Some(example(kind).into()),
+            );
+            return None;
+        }
+        Some(Slo {
+            name,
+            metric: self.metric,
+            error_kind: self.error_kind.clone(),
+            quantile,
+            op,
+            threshold,
+            expression: match window {
+                Some(w) => format!("{} over {}", text.trim(), describe_window(w)),
+                None => text.trim().to_owned(),
+            },
+            window,
+        })
+    }
 }
 
 fn example(kind: Kind) -> &'static str {

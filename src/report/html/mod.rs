@@ -207,39 +207,7 @@ pub fn compare_page(
         .chain(others.iter().map(|(r, _)| r))
         .collect();
     page.push_str(r#"<section id="cdfs"><h2>Distributions, overlaid</h2>"#);
-    for (i, metric) in super::compare::METRICS.iter().enumerate() {
-        let series: Vec<svg::Series> = runs
-            .iter()
-            .filter(|r| !r.samples[i].is_empty())
-            .map(|r| {
-                let n = r.samples[i].len();
-                let step = n.div_ceil(300).max(1);
-                svg::Series {
-                    name: r.summary.name.clone(),
-                    points: r.samples[i]
-                        .iter()
-                        .enumerate()
-                        .step_by(step)
-                        .map(|(k, v)| (*v, (k + 1) as f64 / n as f64))
-                        .collect(),
-                    dashed: false,
-                }
-            })
-            .collect();
-        if series.len() > 1 {
-            let _ = write!(
-                page,
-                "<h3>{metric}</h3>{}",
-                svg::lines(
-                    metric,
-                    "ms",
-                    "share at or below",
-                    &series,
-                    &svg::Marks::default()
-                )
-            );
-        }
-    }
+    page.push_str(&overlaid_cdfs(&runs));
     let rates: Vec<svg::Series> = runs
         .iter()
         .map(|r| svg::Series {
@@ -265,4 +233,45 @@ pub fn compare_page(
         )
     );
     page
+}
+
+/// Each metric's distribution in every run that has it, as overlaid CDFs (300 points
+/// a run at most).
+fn overlaid_cdfs(runs: &[&super::compare::Run]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for (i, metric) in super::compare::METRICS.iter().enumerate() {
+        let series: Vec<svg::Series> = runs
+            .iter()
+            .filter(|r| !r.samples[i].is_empty())
+            .map(|r| {
+                let n = r.samples[i].len();
+                let step = n.div_ceil(300).max(1);
+                svg::Series {
+                    name: r.summary.name.clone(),
+                    points: r.samples[i]
+                        .iter()
+                        .enumerate()
+                        .step_by(step)
+                        .map(|(k, v)| (*v, (k + 1) as f64 / n as f64))
+                        .collect(),
+                    dashed: false,
+                }
+            })
+            .collect();
+        if series.len() > 1 {
+            let _ = write!(
+                out,
+                "<h3>{metric}</h3>{}",
+                svg::lines(
+                    metric,
+                    "ms",
+                    "share at or below",
+                    &series,
+                    &svg::Marks::default()
+                )
+            );
+        }
+    }
+    out
 }

@@ -168,9 +168,17 @@ fn parse_line(line: &str, options: &Options) -> Result<Line, String> {
     Ok(Line { prompt, label })
 }
 
-/// Learns templates from the log at `path`.
-pub fn learn(path: &Path, options: &Options) -> Result<(TemplateFile, Fidelity), DatagenError> {
-    // Pass 1: a seeded reservoir sample of the prompts within the length bounds.
+/// A seeded reservoir sample of a log's prompts within the length bounds, with the
+/// counts of what was read.
+struct Reservoir {
+    sample: Vec<(String, u32)>,
+    lines: u64,
+    kept: u64,
+    outside: u64,
+    skipped: u64,
+}
+
+fn reservoir(path: &Path, options: &Options) -> Result<Reservoir, DatagenError> {
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     let mut sample: Vec<(String, u32)> = Vec::with_capacity(options.sample);
     let (mut kept, mut outside, mut skipped) = (0u64, 0u64, 0u64);
@@ -199,6 +207,26 @@ pub fn learn(path: &Path, options: &Options) -> Result<(TemplateFile, Fidelity),
             options.max_length
         )));
     }
+    Ok(Reservoir {
+        sample,
+        lines,
+        kept,
+        outside,
+        skipped,
+    })
+}
+
+/// Learns templates from the log at `path`.
+pub fn learn(path: &Path, options: &Options) -> Result<(TemplateFile, Fidelity), DatagenError> {
+    // Pass 1: a seeded reservoir sample of the prompts within the length bounds.
+    let Reservoir {
+        sample,
+        lines,
+        kept,
+        outside,
+        skipped,
+    } = reservoir(path, options)?;
+    let within = |tokens: u32| (options.min_length..=options.max_length).contains(&tokens);
 
     // Fit on the sample.
     let texts: Vec<String> = sample.iter().map(|(p, _)| p.clone()).collect();
