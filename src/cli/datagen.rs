@@ -5,30 +5,7 @@ use super::*;
 /// `redline datagen`: learn templates from a log, or write a synthetic one.
 pub(super) async fn datagen(args: DatagenArgs) -> Result<i32> {
     if let Some(synthetic) = &args.synthetic_log {
-        let lines: u64 = synthetic[0]
-            .parse()
-            .with_context(|| format!("--synthetic-log: `{}` is not a line count", synthetic[0]))?;
-        let path = PathBuf::from(&synthetic[1]);
-        let mut out = std::io::BufWriter::new(
-            std::fs::File::create(&path)
-                .with_context(|| format!("cannot create {}", path.display()))?,
-        );
-        let counts = crate::workload::datagen::synth::write_log(&mut out, lines, args.seed)?;
-        std::io::Write::flush(&mut out)?;
-        outln!(
-            "{}: {lines} prompts from {} families",
-            path.display(),
-            counts.len()
-        );
-        for ((share, template, _), count) in
-            crate::workload::datagen::synth::FAMILIES.iter().zip(counts)
-        {
-            outln!(
-                "  {count:>9}  ({:>4.1}% planned)  {template}",
-                share * 100.0
-            );
-        }
-        return Ok(exit::OK);
+        return synthetic_log(synthetic, args.seed);
     }
     let log = args
         .log
@@ -111,6 +88,34 @@ pub(super) async fn datagen(args: DatagenArgs) -> Result<i32> {
         outln!(
             "  against `{}`: adjusted Rand index {ari:.3}",
             args.label_field.as_deref().unwrap_or("")
+        );
+    }
+    Ok(exit::OK)
+}
+
+/// `--synthetic-log LINES FILE`: a log of known families, to learn from in tests.
+fn synthetic_log(synthetic: &[String], seed: u64) -> Result<i32> {
+    let lines: u64 = synthetic[0]
+        .parse()
+        .with_context(|| format!("--synthetic-log: `{}` is not a line count", synthetic[0]))?;
+    let path = PathBuf::from(&synthetic[1]);
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?,
+    );
+    let counts = crate::workload::datagen::synth::write_log(&mut out, lines, seed)?;
+    std::io::Write::flush(&mut out)?;
+    outln!(
+        "{}: {lines} prompts from {} families",
+        path.display(),
+        counts.len()
+    );
+    for ((share, template, _), count) in
+        crate::workload::datagen::synth::FAMILIES.iter().zip(counts)
+    {
+        outln!(
+            "  {count:>9}  ({:>4.1}% planned)  {template}",
+            share * 100.0
         );
     }
     Ok(exit::OK)

@@ -13,7 +13,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use tokio::net::TcpListener;
 
 use crate::record::{Outcome, Phase, Record, SessionOutcome};
@@ -53,18 +53,30 @@ pub struct LiveMetrics {
     send_lag: Histogram,
     /// Seconds since the run started, at the latest record.
     elapsed: Gauge<f64, AtomicU64>,
-    /// Streaming SLOs: each series' latest window, its threshold and its state.
-    window_value: Family<Labels, Gauge<f64, AtomicU64>>,
-    window_threshold: Family<Labels, Gauge<f64, AtomicU64>>,
-    slo_state: Family<Labels, Gauge>,
-    /// Image, transcription and speech requests, by kind.
-    media: Family<Labels, Counter>,
-    media_duration: Family<Labels, Histogram, fn() -> Histogram>,
-    media_rtfx: Family<Labels, Histogram, fn() -> Histogram>,
-    /// The feedback controller: each service's rate, the last reading, failed readings.
-    feedback_rate: Family<Labels, Gauge<f64, AtomicU64>>,
-    feedback_reading: Gauge<f64, AtomicU64>,
-    feedback_failures: Counter,
+    windows: WindowMetrics,
+    media: MediaMetrics,
+    feedback: FeedbackMetrics,
+}
+
+/// Streaming SLOs: each series' latest window, its threshold and its state.
+struct WindowMetrics {
+    value: Family<Labels, Gauge<f64, AtomicU64>>,
+    threshold: Family<Labels, Gauge<f64, AtomicU64>>,
+    state: Family<Labels, Gauge>,
+}
+
+/// Image, transcription and speech requests, by kind.
+struct MediaMetrics {
+    requests: Family<Labels, Counter>,
+    duration: Family<Labels, Histogram, fn() -> Histogram>,
+    rtfx: Family<Labels, Histogram, fn() -> Histogram>,
+}
+
+/// The feedback controller: each service's rate, the last reading, failed readings.
+struct FeedbackMetrics {
+    rate: Family<Labels, Gauge<f64, AtomicU64>>,
+    reading: Gauge<f64, AtomicU64>,
+    failures: Counter,
 }
 
 /// RTFx buckets: 1× (real time) to 1000×.
@@ -80,144 +92,156 @@ impl Default for LiveMetrics {
     }
 }
 
+/// `metric`, registered under `name` with its help.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+impl WindowMetrics {
+    fn register(r: &mut Registry) -> WindowMetrics {
+        WindowMetrics {
+            value: registered(
+                r,
+                "slo_window_value",
+                "Streaming SLOs: the latest closed window's value of each watched series (its unit in the `unit` label)",
+                Family::<Labels, Gauge<f64, AtomicU64>>::default(),
+            ),
+            threshold: registered(
+                r,
+                "slo_window_threshold",
+                "Streaming SLOs: the threshold the latest window was held against, where the detector has one",
+                Family::<Labels, Gauge<f64, AtomicU64>>::default(),
+            ),
+            state: registered(
+                r,
+                "slo_state",
+                "Streaming SLOs: 0 within bounds (or learning), 1 WARN, 2 CRITICAL",
+                Family::<Labels, Gauge>::default(),
+            ),
+        }
+    }
+}
+
+impl MediaMetrics {
+    fn register(r: &mut Registry) -> MediaMetrics {
+        MediaMetrics {
+            requests: registered(
+                r,
+                "media_requests",
+                "Image, transcription and speech requests ended, by kind and outcome",
+                Family::<Labels, Counter>::default(),
+            ),
+            duration: registered(
+                r,
+                "media_request_duration_seconds",
+                "Send to last byte of successful media requests, by kind",
+                Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            ),
+            rtfx: registered(
+                r,
+                "media_rtfx",
+                "Seconds of audio per second of request (transcription, speech)",
+                Family::new_with_constructor(rtfx_histogram as fn() -> Histogram),
+            ),
+        }
+    }
+}
+
+impl FeedbackMetrics {
+    fn register(r: &mut Registry) -> FeedbackMetrics {
+        FeedbackMetrics {
+            rate: registered(
+                r,
+                "feedback_rate",
+                "The feedback controller's rate for each service, requests per second",
+                Family::<Labels, Gauge<f64, AtomicU64>>::default(),
+            ),
+            reading: registered(
+                r,
+                "feedback_gpu_memory_ratio",
+                "The feedback controller's last reading of GPU memory used over total",
+                Gauge::<f64, AtomicU64>::default(),
+            ),
+            failures: registered(
+                r,
+                "feedback_gauge_failures",
+                "Readings of the feedback controller's gauge that failed",
+                Counter::default(),
+            ),
+        }
+    }
+}
+
 impl LiveMetrics {
     pub fn new() -> LiveMetrics {
         let mut registry = Registry::with_prefix("redline");
-        let media = Family::<Labels, Counter>::default();
-        registry.register(
-            "media_requests",
-            "Image, transcription and speech requests ended, by kind and outcome",
-            media.clone(),
-        );
-        let media_duration = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
-        registry.register(
-            "media_request_duration_seconds",
-            "Send to last byte of successful media requests, by kind",
-            media_duration.clone(),
-        );
-        let media_rtfx = Family::new_with_constructor(rtfx_histogram as fn() -> Histogram);
-        registry.register(
-            "media_rtfx",
-            "Seconds of audio per second of request (transcription, speech)",
-            media_rtfx.clone(),
-        );
-        let feedback_rate = Family::<Labels, Gauge<f64, AtomicU64>>::default();
-        registry.register(
-            "feedback_rate",
-            "The feedback controller's rate for each service, requests per second",
-            feedback_rate.clone(),
-        );
-        let feedback_reading = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "feedback_gpu_memory_ratio",
-            "The feedback controller's last reading of GPU memory used over total",
-            feedback_reading.clone(),
-        );
-        let feedback_failures = Counter::default();
-        registry.register(
-            "feedback_gauge_failures",
-            "Readings of the feedback controller's gauge that failed",
-            feedback_failures.clone(),
-        );
-        let requests = Family::<Labels, Counter>::default();
-        registry.register(
-            "requests",
-            "Requests ended, by outcome, failure kind, step and phase",
-            requests.clone(),
-        );
-        let ttft = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
-        registry.register(
-            "time_to_first_token_seconds",
-            "Send to first content token of successful streamed requests, by step",
-            ttft.clone(),
-        );
-        let duration = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
-        registry.register(
-            "request_duration_seconds",
-            "Send to last byte of successful requests, by step",
-            duration.clone(),
-        );
-        let itl = latency_histogram();
-        registry.register(
-            "inter_token_latency_seconds",
-            "Gaps between content events of successful streams",
-            itl.clone(),
-        );
-        let tokens = Family::<Labels, Counter>::default();
-        registry.register(
-            "tokens",
-            "Tokens of successful requests, by kind",
-            tokens.clone(),
-        );
-        let sessions = Family::<Labels, Counter>::default();
-        registry.register(
-            "flow_sessions",
-            "Flow sessions ended, by outcome",
-            sessions.clone(),
-        );
-        let faults = Family::<Labels, Counter>::default();
-        registry.register(
-            "faults_injected",
-            "Faults the chaos proxy injected, by rule and fault",
-            faults.clone(),
-        );
-        let errors = Family::<Labels, Counter>::default();
-        registry.register(
-            "errors",
-            "Failed requests by the stage they failed in, their kind, and where the failure began (origin: chaos:RULE, a flow step's service, target, client)",
-            errors.clone(),
-        );
-        let send_lag = latency_histogram();
-        registry.register(
-            "send_lag_seconds",
-            "Actual send − intended start: how well the schedule was kept",
-            send_lag.clone(),
-        );
-        let elapsed = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "elapsed_seconds",
-            "Run time at the latest record",
-            elapsed.clone(),
-        );
-        let window_value = Family::<Labels, Gauge<f64, AtomicU64>>::default();
-        registry.register(
-            "slo_window_value",
-            "Streaming SLOs: the latest closed window's value of each watched series (its unit in the `unit` label)",
-            window_value.clone(),
-        );
-        let window_threshold = Family::<Labels, Gauge<f64, AtomicU64>>::default();
-        registry.register(
-            "slo_window_threshold",
-            "Streaming SLOs: the threshold the latest window was held against, where the detector has one",
-            window_threshold.clone(),
-        );
-        let slo_state = Family::<Labels, Gauge>::default();
-        registry.register(
-            "slo_state",
-            "Streaming SLOs: 0 within bounds (or learning), 1 WARN, 2 CRITICAL",
-            slo_state.clone(),
-        );
+        let r = &mut registry;
         LiveMetrics {
+            requests: registered(
+                r,
+                "requests",
+                "Requests ended, by outcome, failure kind, step and phase",
+                Family::<Labels, Counter>::default(),
+            ),
+            ttft: registered(
+                r,
+                "time_to_first_token_seconds",
+                "Send to first content token of successful streamed requests, by step",
+                Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            ),
+            duration: registered(
+                r,
+                "request_duration_seconds",
+                "Send to last byte of successful requests, by step",
+                Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            ),
+            itl: registered(
+                r,
+                "inter_token_latency_seconds",
+                "Gaps between content events of successful streams",
+                latency_histogram(),
+            ),
+            tokens: registered(
+                r,
+                "tokens",
+                "Tokens of successful requests, by kind",
+                Family::<Labels, Counter>::default(),
+            ),
+            sessions: registered(
+                r,
+                "flow_sessions",
+                "Flow sessions ended, by outcome",
+                Family::<Labels, Counter>::default(),
+            ),
+            faults: registered(
+                r,
+                "faults_injected",
+                "Faults the chaos proxy injected, by rule and fault",
+                Family::<Labels, Counter>::default(),
+            ),
+            errors: registered(
+                r,
+                "errors",
+                "Failed requests by the stage they failed in, their kind, and where the failure began (origin: chaos:RULE, a flow step's service, target, client)",
+                Family::<Labels, Counter>::default(),
+            ),
+            send_lag: registered(
+                r,
+                "send_lag_seconds",
+                "Actual send − intended start: how well the schedule was kept",
+                latency_histogram(),
+            ),
+            elapsed: registered(
+                r,
+                "elapsed_seconds",
+                "Run time at the latest record",
+                Gauge::<f64, AtomicU64>::default(),
+            ),
+            windows: WindowMetrics::register(r),
+            media: MediaMetrics::register(r),
+            feedback: FeedbackMetrics::register(r),
             registry,
-            window_value,
-            window_threshold,
-            slo_state,
-            requests,
-            ttft,
-            duration,
-            itl,
-            tokens,
-            sessions,
-            faults,
-            errors,
-            send_lag,
-            elapsed,
-            media,
-            media_duration,
-            media_rtfx,
-            feedback_rate,
-            feedback_reading,
-            feedback_failures,
         }
     }
 
@@ -226,14 +250,15 @@ impl LiveMetrics {
     pub fn set_feedback(&self, services: &[String], rates: &[f64], reading: Option<f64>) {
         match reading {
             Some(u) => {
-                self.feedback_reading.set(u);
+                self.feedback.reading.set(u);
             }
             None => {
-                self.feedback_failures.inc();
+                self.feedback.failures.inc();
             }
         }
         for (service, rate) in services.iter().zip(rates) {
-            self.feedback_rate
+            self.feedback
+                .rate
                 .get_or_create(&vec![("service", service.clone())])
                 .set(*rate);
         }
@@ -243,6 +268,7 @@ impl LiveMetrics {
         let Some(media) = &r.media else { return };
         let kind = media.kind.name().to_owned();
         self.media
+            .requests
             .get_or_create(&vec![
                 ("media", kind.clone()),
                 ("outcome", outcome.to_owned()),
@@ -253,12 +279,13 @@ impl LiveMetrics {
         }
         let labels = vec![("media", kind)];
         if let Some(e2e) = r.e2e_us() {
-            self.media_duration
+            self.media
+                .duration
                 .get_or_create(&labels)
                 .observe(e2e as f64 / 1e6);
         }
         if let Some(rtfx) = media.realtime_factor(r) {
-            self.media_rtfx.get_or_create(&labels).observe(rtfx);
+            self.media.rtfx.get_or_create(&labels).observe(rtfx);
         }
     }
 
@@ -271,12 +298,12 @@ impl LiveMetrics {
             ("unit", unit.to_owned()),
         ];
         if let Some(value) = window.value {
-            self.window_value.get_or_create(&labels).set(value);
+            self.windows.value.get_or_create(&labels).set(value);
         }
         if let Some(threshold) = window.threshold {
-            self.window_threshold.get_or_create(&labels).set(threshold);
+            self.windows.threshold.get_or_create(&labels).set(threshold);
         }
-        self.slo_state.get_or_create(&labels).set(window.state);
+        self.windows.state.get_or_create(&labels).set(window.state);
     }
 
     /// Takes one finished request into the metrics.

@@ -167,23 +167,7 @@ impl SloSet {
             let path = format!("{base}.{key}");
             match key {
                 "preset" => match value.as_str() {
-                    Some("redlines") => {
-                        for (name, expression) in REDLINES {
-                            let (metric, stat) = match name.split_once('.') {
-                                Some((m, s)) => (m, Some(s)),
-                                None => (*name, None),
-                            };
-                            let value = match stat {
-                                Some(stat) => {
-                                    let mut map = Mapping::new();
-                                    map.insert(stat.into(), (*expression).into());
-                                    Value::Mapping(map)
-                                }
-                                None => (*expression).into(),
-                            };
-                            entries.push((metric.to_owned(), value));
-                        }
-                    }
+                    Some("redlines") => entries.extend(redline_entries()),
                     other => {
                         problems.add(
                             &path,
@@ -250,6 +234,21 @@ impl SloSet {
         }
         ok.then_some(set)
     }
+}
+
+/// The source's redlines (`preset: redlines`), as the entries a spec would write.
+fn redline_entries() -> Vec<(String, Value)> {
+    REDLINES
+        .iter()
+        .map(|(name, expression)| match name.split_once('.') {
+            Some((metric, stat)) => {
+                let mut map = Mapping::new();
+                map.insert(stat.into(), (*expression).into());
+                (metric.to_owned(), Value::Mapping(map))
+            }
+            None => ((*name).to_owned(), (*expression).into()),
+        })
+        .collect()
 }
 
 /// The SLOs of one `sloThresholds` entry.
