@@ -277,56 +277,8 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
         rates,
         throughput_concurrency: args.throughput_concurrency,
     });
-    let prompts = match &args.prompts {
-        // Each record's own max_tokens, else --output-tokens: never the server's default.
-        Some(path) => PromptsSpec {
-            dataset: Some(DatasetSpec {
-                file: std::path::absolute(path)?,
-                format: Some(DatasetFormat::Jsonl),
-                prompt_column: None,
-                max_tokens_column: None,
-                order: Default::default(),
-                min_input_tokens: None,
-                max_input_tokens: None,
-                skip_invalid: false,
-                output_tokens: Some(LengthSpec::Fixed(args.output_tokens)),
-            }),
-            synthetic: None,
-            file: None,
-            templates: None,
-        },
-        None => PromptsSpec {
-            synthetic: Some(SyntheticSpec {
-                input_tokens: LengthSpec::Fixed(args.input_tokens),
-                output_tokens: LengthSpec::Fixed(args.output_tokens),
-                prefix_tokens: 0,
-                prefixes: 1,
-            }),
-            file: None,
-            dataset: None,
-            templates: None,
-        },
-    };
-    let service = ServiceSpec {
-        url: url.clone(),
-        model: args.model.clone(),
-        profile: args.profile.clone(),
-        api: match args.api {
-            LlmApi::Chat => ApiKind::Chat,
-            LlmApi::Completions => ApiKind::Completions,
-            LlmApi::Tgi => ApiKind::Tgi,
-            LlmApi::Ollama => ApiKind::Ollama,
-            LlmApi::OllamaGenerate => ApiKind::OllamaGenerate,
-            LlmApi::Kserve => ApiKind::Kserve,
-            LlmApi::KserveGrpc => ApiKind::KserveGrpc,
-        },
-        api_key_env: args.api_key_env.clone(),
-        headers: BTreeMap::new(),
-        http2: args.http2,
-        tls: tls.filter(|_| url.starts_with("https://")).cloned(),
-        tokenizer: args.tokenizer.clone(),
-        ..ServiceSpec::default()
-    };
+    let prompts = shorthand_prompts(args)?;
+    let service = shorthand_service(args, &url, tls);
     Ok(SpecFile {
         path: "command line".into(),
         metadata: Metadata {
@@ -378,6 +330,64 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
         scale: None,
         model_load: None,
     })
+}
+
+/// The shorthands' prompts: a JSONL file's, or synthetic ones of the given lengths.
+fn shorthand_prompts(args: &RunArgs) -> Result<PromptsSpec> {
+    Ok(match &args.prompts {
+        // Each record's own max_tokens, else --output-tokens: never the server's default.
+        Some(path) => PromptsSpec {
+            dataset: Some(DatasetSpec {
+                file: std::path::absolute(path)?,
+                format: Some(DatasetFormat::Jsonl),
+                prompt_column: None,
+                max_tokens_column: None,
+                order: Default::default(),
+                min_input_tokens: None,
+                max_input_tokens: None,
+                skip_invalid: false,
+                output_tokens: Some(LengthSpec::Fixed(args.output_tokens)),
+            }),
+            synthetic: None,
+            file: None,
+            templates: None,
+        },
+        None => PromptsSpec {
+            synthetic: Some(SyntheticSpec {
+                input_tokens: LengthSpec::Fixed(args.input_tokens),
+                output_tokens: LengthSpec::Fixed(args.output_tokens),
+                prefix_tokens: 0,
+                prefixes: 1,
+            }),
+            file: None,
+            dataset: None,
+            templates: None,
+        },
+    })
+}
+
+/// The shorthands' one service, `llm`.
+fn shorthand_service(args: &RunArgs, url: &str, tls: Option<&TlsSpec>) -> ServiceSpec {
+    ServiceSpec {
+        url: url.to_owned(),
+        model: args.model.clone(),
+        profile: args.profile.clone(),
+        api: match args.api {
+            LlmApi::Chat => ApiKind::Chat,
+            LlmApi::Completions => ApiKind::Completions,
+            LlmApi::Tgi => ApiKind::Tgi,
+            LlmApi::Ollama => ApiKind::Ollama,
+            LlmApi::OllamaGenerate => ApiKind::OllamaGenerate,
+            LlmApi::Kserve => ApiKind::Kserve,
+            LlmApi::KserveGrpc => ApiKind::KserveGrpc,
+        },
+        api_key_env: args.api_key_env.clone(),
+        headers: BTreeMap::new(),
+        http2: args.http2,
+        tls: tls.filter(|_| url.starts_with("https://")).cloned(),
+        tokenizer: args.tokenizer.clone(),
+        ..ServiceSpec::default()
+    }
 }
 
 /// `URL/v1/traces` unless the URL names the path already.

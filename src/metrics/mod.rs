@@ -269,6 +269,41 @@ impl StageStats {
     }
 }
 
+impl Distributions {
+    /// A successful request's times and sizes (its TTFT is recorded by the caller,
+    /// which also sums it per second).
+    fn add_ok(&mut self, r: &Record) {
+        let record = |h: &mut Histogram<u64>, v: Option<u64>| {
+            if let Some(v) = v {
+                h.saturating_record(v.max(1));
+            }
+        };
+        record(&mut self.ttft_intended, r.ttft_intended_us());
+        record(
+            &mut self.time_to_second_token,
+            r.second_token_us
+                .zip(r.sent_us)
+                .map(|(s, t)| s.saturating_sub(t)),
+        );
+        record(&mut self.itl_request_mean, r.itl_mean_us);
+        record(&mut self.tpot, r.tpot_us().map(|v| v.round() as u64));
+        record(&mut self.e2e, r.e2e_us());
+        record(&mut self.e2e_intended, r.e2e_intended_us());
+        record(&mut self.input_tokens, r.input_tokens.map(u64::from));
+        record(&mut self.output_tokens, r.output_tokens.map(u64::from));
+        for gap in &r.itl_us {
+            self.itl.saturating_record(u64::from(*gap).max(1));
+        }
+        if let Some(total) = r.server_reported.and_then(|s| s.total_us) {
+            self.server_total.saturating_record(total.max(1));
+            if let Some(e2e) = r.e2e_us() {
+                self.e2e_beyond_server
+                    .saturating_record(e2e.saturating_sub(total).max(1));
+            }
+        }
+    }
+}
+
 /// The figures of one turn index across sessions: later turns carry longer histories,
 /// and on a server with prefix caching should find more of them cached.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -290,6 +325,23 @@ impl Default for TurnStats {
             ttft: histogram(),
             prompt_tokens: 0,
             cached_prompt_tokens: 0,
+        }
+    }
+}
+
+impl TurnStats {
+    fn add(&mut self, r: &Record) {
+        self.requests += 1;
+        if r.outcome != Outcome::Ok {
+            return;
+        }
+        self.ok += 1;
+        if let Some(ttft) = r.ttft_us() {
+            self.ttft.saturating_record(ttft.max(1));
+        }
+        self.prompt_tokens += u64::from(r.input_tokens.unwrap_or(0));
+        if let Some(server) = &r.server {
+            self.cached_prompt_tokens += u64::from(server.cached_prompt_tokens);
         }
     }
 }
@@ -426,15 +478,7 @@ impl Aggregator {
         };
         let done_us = r.done_us();
         if let Some(f) = &r.error {
-            let class = self
-                .failures
-                .entry((f.stage, f.kind.clone()))
-                .or_insert_with(|| FailureClass {
-                    count: 0,
-                    example: f.message.clone(),
-                    first_done_us: done_us,
-                });
-            class.count += 1;
+            self.count_failure(f, done_us);
         }
         self.stages
             .entry(r.stage)
@@ -457,18 +501,7 @@ impl Aggregator {
         }
         // Turns are a chat conversation's; a flow's requests are steps (see `flow`).
         if let Some(session) = r.session.as_ref().filter(|_| r.step.is_none()) {
-            let turn = self.turns.entry(session.turn).or_default();
-            turn.requests += 1;
-            if r.outcome == Outcome::Ok {
-                turn.ok += 1;
-                if let Some(ttft) = r.ttft_us() {
-                    turn.ttft.saturating_record(ttft.max(1));
-                }
-                turn.prompt_tokens += u64::from(r.input_tokens.unwrap_or(0));
-                if let Some(server) = &r.server {
-                    turn.cached_prompt_tokens += u64::from(server.cached_prompt_tokens);
-                }
-            }
+            self.turns.entry(session.turn).or_default().add(r);
         }
         if is_unavailability(r) {
             self.unavailable += 1;
@@ -498,34 +531,7 @@ impl Aggregator {
             window.ttft_sum_us += ttft;
             window.ttft_count += 1;
         }
-        let record = |h: &mut Histogram<u64>, v: Option<u64>| {
-            if let Some(v) = v {
-                h.saturating_record(v.max(1));
-            }
-        };
-        record(&mut d.ttft_intended, r.ttft_intended_us());
-        record(
-            &mut d.time_to_second_token,
-            r.second_token_us
-                .zip(r.sent_us)
-                .map(|(s, t)| s.saturating_sub(t)),
-        );
-        record(&mut d.itl_request_mean, r.itl_mean_us);
-        record(&mut d.tpot, r.tpot_us().map(|v| v.round() as u64));
-        record(&mut d.e2e, r.e2e_us());
-        record(&mut d.e2e_intended, r.e2e_intended_us());
-        record(&mut d.input_tokens, r.input_tokens.map(u64::from));
-        record(&mut d.output_tokens, r.output_tokens.map(u64::from));
-        for gap in &r.itl_us {
-            d.itl.saturating_record(u64::from(*gap).max(1));
-        }
-        if let Some(total) = r.server_reported.and_then(|s| s.total_us) {
-            d.server_total.saturating_record(total.max(1));
-            if let Some(e2e) = r.e2e_us() {
-                d.e2e_beyond_server
-                    .saturating_record(e2e.saturating_sub(total).max(1));
-            }
-        }
+        d.add_ok(r);
         if let Some(server) = &r.server {
             self.preempted += u64::from(server.preemptions > 0);
             self.cached_prompt_tokens += u64::from(server.cached_prompt_tokens);
@@ -536,6 +542,19 @@ impl Aggregator {
                     .saturating_record(ttft.saturating_sub(server_ttft).max(1));
             }
         }
+    }
+
+    /// One failure into its class (stage and kind), with its first example.
+    fn count_failure(&mut self, f: &crate::record::Failure, done_us: u64) {
+        let class = self
+            .failures
+            .entry((f.stage, f.kind.clone()))
+            .or_insert_with(|| FailureClass {
+                count: 0,
+                example: f.message.clone(),
+                first_done_us: done_us,
+            });
+        class.count += 1;
     }
 
     /// The prefix when it was sent before; else remembers this request as its first.

@@ -191,6 +191,43 @@ pub struct SessionPlan {
     pub think_time: Duration,
 }
 
+/// Every service of the spec, checked, by name.
+fn services_from_spec(
+    spec: &InferenceSpec,
+    spec_dir: &Path,
+    problems: &mut Problems,
+) -> BTreeMap<String, Service> {
+    let max_count_bytes = spec
+        .limits
+        .max_local_count_bytes
+        .map_or(DEFAULT_MAX_COUNT_BYTES, |s| s.0 as usize);
+    spec.services
+        .iter()
+        .filter_map(|(name, s)| service_from_spec(name, s, spec_dir, max_count_bytes, problems))
+        .map(|s| (s.name.clone(), s))
+        .collect()
+}
+
+/// The ScaleSpec's gate: its SLOs, and the streaming plan of its windowed ones.
+fn gate_from_spec(
+    file: &SpecFile,
+    problems: &mut Problems,
+) -> (Option<SloSet>, Option<StreamingPlan>) {
+    let slos = file
+        .scale
+        .as_ref()
+        .filter(|scale| !scale.slo_thresholds.is_empty())
+        .and_then(|scale| SloSet::from_spec(&scale.slo_thresholds, problems));
+    let streaming = StreamingPlan::build(
+        file.scale
+            .as_ref()
+            .and_then(|scale| scale.streaming.as_ref()),
+        slos.as_ref(),
+        problems,
+    );
+    (slos, streaming)
+}
+
 impl Scenario {
     /// Gives this scenario its share of the run. A sweep is refused: its rates come from
     /// the throughput its closed-loop points measure, which each worker would measure
@@ -226,19 +263,7 @@ impl Scenario {
 
         let spec_dir = Path::new(&file.path).parent().unwrap_or(Path::new(""));
         // Every service is checked, used or not; then the one the payload calls.
-        let max_count_bytes = spec
-            .limits
-            .max_local_count_bytes
-            .map_or(DEFAULT_MAX_COUNT_BYTES, |s| s.0 as usize);
-        let services: Vec<Service> = spec
-            .services
-            .iter()
-            .filter_map(|(name, s)| {
-                service_from_spec(name, s, spec_dir, max_count_bytes, &mut problems)
-            })
-            .collect();
-        let mut resolved: BTreeMap<String, Service> =
-            services.into_iter().map(|s| (s.name.clone(), s)).collect();
+        let mut resolved = services_from_spec(spec, spec_dir, &mut problems);
         let flow = crate::scenario::flow::from_spec(
             &spec.payload_template,
             &spec.services,
@@ -268,18 +293,7 @@ impl Scenario {
         let timeouts = timeouts_from_spec(&spec.timeouts);
         let goodput = goodput_from_spec(spec, &mut problems);
         let session = session_from_spec(spec, workload.as_ref(), &mut problems);
-        let slos = file
-            .scale
-            .as_ref()
-            .filter(|scale| !scale.slo_thresholds.is_empty())
-            .and_then(|scale| SloSet::from_spec(&scale.slo_thresholds, &mut problems));
-        let streaming = StreamingPlan::build(
-            file.scale
-                .as_ref()
-                .and_then(|scale| scale.streaming.as_ref()),
-            slos.as_ref(),
-            &mut problems,
-        );
+        let (slos, streaming) = gate_from_spec(file, &mut problems);
         let scrape = scrape_from_spec(spec, &mut problems);
         if spec.max_in_flight == Some(0) {
             problems.add("spec.max_in_flight", "must be at least 1".into(), None);
