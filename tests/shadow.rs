@@ -14,9 +14,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use redline::chaos::tap::MirrorConfig;
 use redline::chaos::{FaultLog, ProxyConfig, RunningProxy};
+use redline::shadow::capture::Capture;
 use redline::shadow::config::DiffConfig;
 use redline::shadow::diff::{DiffReport, diff};
-use redline::shadow::recorder::Recorder;
 use redline::shadow::recording::Recording;
 use redline::shadow::replay::{Pace, ReplayConfig, Replayed, Side, replay};
 use redline::sim::planted::Planted;
@@ -80,7 +80,7 @@ async fn start_sides() -> Sides {
 
 async fn recording_proxy(
     upstream: &str,
-    recorder: Option<Recorder>,
+    recorder: Option<Capture>,
     mirror: Option<MirrorConfig>,
 ) -> RunningProxy {
     RunningProxy::start(ProxyConfig {
@@ -107,7 +107,7 @@ async fn recording_proxy(
 async fn record(upstream: &str, name: &str, seed: u64, requests: u64, rate: u64) -> Recording {
     let dir = common::temp_dir(&format!("{name}-recording"));
     let _ = std::fs::remove_dir_all(&dir);
-    let recorder = Recorder::create(&dir, upstream, None, &[]).unwrap();
+    let recorder = Capture::create(&dir, upstream, None, &[]).unwrap();
     let proxy = recording_proxy(upstream, Some(recorder.clone()), None).await;
     let scenario = common::scenario(&format!(
         "  seed: {seed}
@@ -319,7 +319,7 @@ async fn the_mirror_copies_to_a_shadow_host_and_a_dead_shadow_costs_the_primary_
     let (shadow, seen) = shadow_server(true).await;
     let dir = common::temp_dir("shadow-mirror");
     let _ = std::fs::remove_dir_all(&dir);
-    let recorder = Recorder::create(&dir, &upstream, Some(&shadow), &[]).unwrap();
+    let recorder = Capture::create(&dir, &upstream, Some(&shadow), &[]).unwrap();
     let mirror = MirrorConfig::new(shadow.parse().unwrap(), 1.0);
     let proxy = recording_proxy(&upstream, Some(recorder.clone()), Some(mirror)).await;
     for i in 0..20 {
@@ -378,7 +378,7 @@ async fn secrets_never_reach_the_recording_the_diff_or_the_page() {
     let primary = sides.primary.base_url().trim_end_matches("/v1").to_owned();
     let dir = common::temp_dir("shadow-secrets");
     let _ = std::fs::remove_dir_all(&dir);
-    let recorder = Recorder::create(&dir, &primary, None, &["X-Tenant-Secret".into()]).unwrap();
+    let recorder = Capture::create(&dir, &primary, None, &["X-Tenant-Secret".into()]).unwrap();
     let proxy = recording_proxy(&primary, Some(recorder.clone()), None).await;
     let client = common::client();
     for i in 0..5 {

@@ -59,11 +59,11 @@ pub(super) async fn coordinate(args: CoordinateArgs) -> Result<i32> {
     };
     stop.cancel();
     server.await.context("the coordinator's server failed")??;
-    Ok(report(&coordinator.outcome(), args.workers, interrupted))
+    Ok(report(&coordinator.status(), args.workers, interrupted))
 }
 
 /// What the coordinator saw, and its exit code: 1 when it stopped the run on an SLO.
-fn report(outcome: &crate::coordinator::Outcome, n: u32, interrupted: bool) -> i32 {
+fn report(outcome: &crate::coordinator::Status, n: u32, interrupted: bool) -> i32 {
     for (share, worker) in &outcome.workers {
         let state = if worker.done { "done" } else { "silent" };
         outln!("  worker {share}: {state} after {} pushes", worker.pushes);

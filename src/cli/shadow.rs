@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
+use crate::shadow::capture::Capture;
 use crate::shadow::config::DiffConfig;
 use crate::shadow::diff::{DiffReport, SideCounts};
-use crate::shadow::recorder::Recorder;
 use crate::shadow::recording::Recording;
 use crate::shadow::replay::{Pace, ReplayConfig, Replayed, Side};
 
@@ -73,7 +73,7 @@ pub(super) async fn record(args: RecordArgs) -> Result<i32> {
         )),
         None => None,
     };
-    let recorder = Recorder::create(
+    let recorder = Capture::create(
         &args.out,
         &args.upstream,
         args.mirror.as_deref(),

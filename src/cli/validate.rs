@@ -73,10 +73,7 @@ pub(super) fn validate(path: &std::path::Path) -> Result<i32> {
                 );
             }
             for t in scenario.streaming.iter().flat_map(|p| &p.thresholds) {
-                let limit = match t.series.unit() {
-                    "share" => format!("{}%", t.rule.limit * 100.0),
-                    unit => format!("{} {unit}", t.rule.limit),
-                };
+                let limit = t.series.unit().limit(t.rule.limit);
                 outln!(
                     "  windowed SLO: {} over {}s windows every {}s, {} in a row past {limit}",
                     t.slo,

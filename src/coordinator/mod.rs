@@ -103,9 +103,10 @@ pub struct WorkerState {
     last_heard: Option<Instant>,
 }
 
-/// How the coordinated run ended, as `redline coordinate` reports it.
+/// How the coordinated run stands (`GET /status`), and at its end how it ended, as
+/// `redline coordinate` reports it.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Outcome {
+pub struct Status {
     /// Every worker by share.
     pub workers: BTreeMap<String, WorkerState>,
     /// Shares that joined but fell silent before they were done.
@@ -193,9 +194,9 @@ impl Coordinator {
             .all(|w| w.done || w.last_heard.unwrap_or(started).elapsed() > SILENCE)
     }
 
-    pub fn outcome(&self) -> Outcome {
+    pub fn status(&self) -> Status {
         let inner = self.lock();
-        Outcome {
+        Status {
             silent: inner
                 .workers
                 .iter()
@@ -322,8 +323,8 @@ fn judge(inner: &mut Inner, started: Instant) {
     }
 }
 
-async fn status(State(c): State<Coordinator>) -> axum::Json<Outcome> {
-    axum::Json(c.outcome())
+async fn status(State(c): State<Coordinator>) -> axum::Json<Status> {
+    axum::Json(c.status())
 }
 
 #[cfg(test)]
@@ -413,7 +414,7 @@ mod tests {
         );
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert!(c.finished());
-        let outcome = c.outcome();
+        let outcome = c.status();
         assert_eq!(outcome.silent, [c.share_of("2/2").unwrap()]);
         assert_eq!(outcome.merged_requests, 300);
         assert!(outcome.stopped.is_some_and(|r| r.stop));

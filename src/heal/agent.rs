@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::audit::{Audit, Event};
-use super::exec::{Outcome, Runner};
+use super::exec::{ActionRun, Runner};
 use super::model::{Decision, Model};
 use super::observe;
 use super::runbook::{Action, FINISH, Runbook};
@@ -302,7 +302,7 @@ impl<'a> Agent<'a> {
 const VERIFY_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// An outcome as the model sees it.
-fn summary(outcome: &Outcome) -> Value {
+fn summary(outcome: &ActionRun) -> Value {
     json!({
         "ok": outcome.ok, "exit_code": outcome.exit_code, "status": outcome.status,
         "error": outcome.error, "output": crate::record::cut_to(&outcome.output, 1500),

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::Ending;
-use super::exec::Outcome;
+use super::exec::ActionRun;
 use super::model::Protocol;
 
 /// One event of the loop, as a line of the log (its fields after `event`, in this
@@ -64,17 +64,17 @@ pub enum Event<'a> {
     Action {
         action: &'a str,
         arguments: &'a Value,
-        outcome: &'a Outcome,
+        outcome: &'a ActionRun,
     },
     Rollback {
         action: &'a str,
-        outcome: &'a Outcome,
+        outcome: &'a ActionRun,
     },
     Verify {
         spec: &'a Path,
         out: &'a Path,
         passed: bool,
-        outcome: &'a Outcome,
+        outcome: &'a ActionRun,
     },
     End {
         ending: &'a Ending,

@@ -21,7 +21,7 @@ const OUTPUT_BYTES: usize = 8 << 10;
 
 /// What one run of an action (or a rollback) did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Outcome {
+pub struct ActionRun {
     pub ok: bool,
     /// What ran: its argv, or `METHOD URL`.
     pub ran: Vec<String>,
@@ -49,7 +49,7 @@ pub struct Runner<'a> {
 impl Runner<'_> {
     /// Runs `run` with `arguments` (already checked against the action's schema),
     /// within `timeout`.
-    pub async fn run(&self, run: &Run, arguments: &Value, timeout: Duration) -> Outcome {
+    pub async fn run(&self, run: &Run, arguments: &Value, timeout: Duration) -> ActionRun {
         let started = Instant::now();
         let mut outcome = match run {
             Run::Command(template) => {
@@ -97,8 +97,8 @@ impl Runner<'_> {
         outcome
     }
 
-    async fn command(&self, argv: Vec<String>, timeout: Duration) -> Outcome {
-        let mut outcome = Outcome::of(argv.clone());
+    async fn command(&self, argv: Vec<String>, timeout: Duration) -> ActionRun {
+        let mut outcome = ActionRun::of(argv.clone());
         let mut command = tokio::process::Command::new(&argv[0]);
         command
             .args(&argv[1..])
@@ -163,8 +163,8 @@ impl Runner<'_> {
         url: &str,
         body: &Value,
         deadline: Instant,
-    ) -> Outcome {
-        let outcome = Outcome::of(vec![method.to_string(), url.to_owned()]);
+    ) -> ActionRun {
+        let outcome = ActionRun::of(vec![method.to_string(), url.to_owned()]);
         match self.call(method, url, None, Some(body), deadline).await {
             Ok((status, text)) => outcome.answered(status, text),
             Err(e) => outcome.failed(e),
@@ -224,12 +224,12 @@ impl AwxJob<'_> {
         runner: &Runner<'_>,
         arguments: &Value,
         deadline: Instant,
-    ) -> Outcome {
+    ) -> ActionRun {
         let launch = format!(
             "{}/api/v2/job_templates/{}/launch/",
             self.base, self.template
         );
-        let mut outcome = Outcome::of(vec!["POST".into(), launch.clone()]);
+        let mut outcome = ActionRun::of(vec!["POST".into(), launch.clone()]);
         let Ok(token) = std::env::var(self.token_env) else {
             return outcome.failed(format!("${} (the AWX token) is not set", self.token_env));
         };
@@ -302,9 +302,9 @@ fn awx_job_id(text: &str) -> Option<u64> {
         .and_then(Value::as_u64)
 }
 
-impl Outcome {
-    fn of(ran: Vec<String>) -> Outcome {
-        Outcome {
+impl ActionRun {
+    fn of(ran: Vec<String>) -> ActionRun {
+        ActionRun {
             ok: false,
             ran,
             exit_code: None,
@@ -315,14 +315,14 @@ impl Outcome {
         }
     }
 
-    fn failed(mut self, why: String) -> Outcome {
+    fn failed(mut self, why: String) -> ActionRun {
         self.ok = false;
         self.error = Some(why);
         self
     }
 
     /// An HTTP answer: ok when 2xx.
-    fn answered(mut self, status: u16, text: String) -> Outcome {
+    fn answered(mut self, status: u16, text: String) -> ActionRun {
         self.status = Some(status);
         self.output = crate::record::cut_to(&text, OUTPUT_BYTES);
         self.ok = (200..300).contains(&status);

@@ -11,15 +11,6 @@ fn severity(s: Severity) -> &'static str {
     }
 }
 
-fn value(x: f64, unit: &str) -> String {
-    match unit {
-        "share" => format!("{:.2}%", x * 100.0),
-        // A query's value, in whatever unit the query gives.
-        "" => format!("{x:.4}"),
-        _ => format!("{x:.1} {unit}"),
-    }
-}
-
 /// Which series of which group, and what it reached.
 fn describe(e: &Episode) -> String {
     let group = if e.group == "all" {
@@ -29,11 +20,11 @@ fn describe(e: &Episode) -> String {
     };
     let threshold = e
         .threshold
-        .map_or(String::new(), |t| format!(" over {}", value(t, &e.unit)));
+        .map_or(String::new(), |t| format!(" over {}", e.unit.show(t)));
     format!(
         "{}{group} peak {} at {:.0}s{threshold} ({})",
         e.series,
-        value(e.peak, &e.unit),
+        e.unit.show(e.peak),
         e.peak_at_s,
         e.detector
     )

@@ -42,8 +42,8 @@ pub(super) fn render_verdicts(
         line(format!(
             "  {:<40}{outcome:<12}{:>14}{:>14}{:>10}{extra}",
             format!("{} {}", v.slo, v.expression),
-            figure(v.observed, &v.unit),
-            figure(v.bound, &v.unit),
+            figure(v.observed, v.unit.as_str()),
+            figure(v.bound, v.unit.as_str()),
             v.samples,
         ));
     }

@@ -61,8 +61,8 @@ pub(super) async fn run_closed(
         last_done_us: AtomicU64::new(0),
     });
     // Slots that each keep a connection of their own run on threads of their own.
-    let threads = match &shared.arrival {
-        Arrival::Session(_) => None,
+    let threads = match &shared.work {
+        Work::Session(_) => None,
         _ if !shared.http.sends_on_lanes() => None,
         _ => threads::SlotThreads::start(slot_range.clone().count()).ok(),
     };
@@ -127,7 +127,7 @@ async fn run_slot(
             break;
         }
         let intended = now.saturating_duration_since(shared.clock.start());
-        if let Arrival::Session(sessions) = &shared.arrival {
+        if let Work::Session(sessions) = &shared.work {
             // One session at a time per slot.
             let start = SessionStart {
                 stage: index,

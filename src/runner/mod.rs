@@ -184,7 +184,7 @@ pub struct RunResult {
 }
 
 /// What one arrival of a stage starts.
-enum Arrival {
+enum Work {
     Request,
     Session(Sessions),
 }
@@ -224,24 +224,24 @@ impl Sessions {
 }
 
 /// Sessions and flows draw their prompts from the chat workload's prompt source.
-fn arrival_of(
+fn work_of(
     scenario: &Scenario,
     servers: &Servers,
     baggage: hyper::header::HeaderValue,
     target: &Target,
-) -> Result<Arrival> {
+) -> Result<Work> {
     let prompts = match target {
         Target::Llm { prompts, .. } => Some(prompts.clone()),
         Target::Http(_) | Target::Media { .. } | Target::Mix(_) => None,
     };
     Ok(match (&scenario.flow, scenario.session, prompts) {
-        (None, None, _) => Arrival::Request,
+        (None, None, _) => Work::Request,
         (Some(plan), _, Some(prompts)) => {
             let runtime = servers.flow_runtime(plan, scenario, baggage, prompts)?;
-            Arrival::Session(Sessions::Flow(Arc::new(runtime)))
+            Work::Session(Sessions::Flow(Arc::new(runtime)))
         }
         (None, Some(plan), Some(prompts)) => {
-            Arrival::Session(Sessions::Chat(Conversations { plan, prompts }))
+            Work::Session(Sessions::Chat(Conversations { plan, prompts }))
         }
         (_, _, None) => {
             anyhow::bail!("sessions and flows need prompts, and this workload sends plain HTTP")
@@ -256,7 +256,7 @@ struct Shared {
     /// The mix's live rates, when a feedback controller sets them.
     rates: Option<Arc<feedback::LiveRates>>,
     /// What each arrival of a stage starts.
-    arrival: Arrival,
+    work: Work,
     scenario: Scenario,
     clock: RunClock,
     records: mpsc::UnboundedSender<Inbox>,
@@ -427,8 +427,8 @@ async fn run_open(
             },
             None => None,
         };
-        match &shared.arrival {
-            Arrival::Session(sessions) => {
+        match &shared.work {
+            Work::Session(sessions) => {
                 // Each arrival is a session; its requests follow their own answers.
                 let (shared, stop, sessions) = (shared.clone(), stop.clone(), sessions.clone());
                 tasks.spawn(async move {
@@ -442,7 +442,7 @@ async fn run_open(
                     sessions.run(&shared, start).await;
                 });
             }
-            Arrival::Request => {
+            Work::Request => {
                 let seq = base + arrival;
                 launch(shared, index, intended, seq, stage_permit, None, tasks);
             }
@@ -451,7 +451,7 @@ async fn run_open(
         // or memory grows with the length of the run instead of what is in flight.
         while tasks.try_join_next().is_some() {}
     }
-    if matches!(shared.arrival, Arrival::Request) {
+    if matches!(shared.work, Work::Request) {
         // The next stage numbers on from the whole schedule's end, not this share's.
         if !segment.is_whole() && !stop.is_cancelled() {
             scheduled = OpenArrivals::new(stage, seed).count() as u64;

@@ -63,7 +63,7 @@ impl Run {
         // services' own spans and logs can be told apart by run.
         let baggage = baggage_of(run_id, &scenario.name);
         let target = build_target(&scenario, &servers, &baggage)?;
-        let arrival = arrival_of(&scenario, &servers, baggage, &target)?;
+        let work = work_of(&scenario, &servers, baggage, &target)?;
         let records_path = options.records_path.clone();
         let file = std::fs::File::create(&records_path)
             .with_context(|| format!("cannot create {}", records_path.display()))?;
@@ -94,7 +94,7 @@ impl Run {
         let shared = share(
             scenario,
             target,
-            arrival,
+            work,
             run_id,
             clock,
             records,
@@ -276,7 +276,7 @@ fn sinks_of(
 fn share(
     scenario: Scenario,
     target: Target,
-    arrival: Arrival,
+    work: Work,
     run_id: u64,
     clock: RunClock,
     records: mpsc::UnboundedSender<Inbox>,
@@ -290,7 +290,7 @@ fn share(
         http: scenario.service().http_client(&scenario.timeouts),
         target,
         rates,
-        arrival,
+        work,
         planned_end: scenario.planned_duration(),
         in_flight: Arc::new(Semaphore::new(scenario.max_in_flight as usize)),
         abort: CancellationToken::new(),

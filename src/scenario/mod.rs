@@ -32,7 +32,9 @@ use crate::client::dialect::LlmApi;
 use crate::client::tls::{TlsOptions, TlsSettings};
 use crate::metrics::RequestSlo;
 use crate::scenario::flow::FlowPlan;
-use crate::schedule::{Arrival, ClosedStage, OpenStage, ReplayStage, Stage, SweepStage, Unit};
+use crate::schedule::{
+    ArrivalProcess, ClosedStage, OpenStage, ReplayStage, Stage, SweepStage, Unit,
+};
 use crate::sim::tiers::TierConfig;
 use crate::slo::SloSet;
 use crate::slo::streaming::StreamingPlan;
@@ -41,7 +43,7 @@ use crate::spec::{
     Problems, PromptsSpec, ServiceSpec, SpecErrors, SpecFile, StageSpec,
 };
 use crate::tokenizer::{DEFAULT_MAX_COUNT_BYTES, LocalTokenizer, TokenCounting};
-use crate::workload::replay::TracePrompts;
+use crate::workload::mooncake::TracePrompts;
 use crate::workload::{Length, PromptSource};
 
 /// Where the service is.

@@ -16,7 +16,7 @@ pub(super) fn stages_from_spec(
         let rate = plan.initial_rates().iter().sum();
         let duration = Some(plan.duration);
         stages.push(Stage::Open(OpenStage {
-            arrival: Arrival::Poisson,
+            arrival: ArrivalProcess::Poisson,
             rate,
             ramp_to: None,
             duration,
@@ -29,7 +29,7 @@ pub(super) fn stages_from_spec(
         (Some(_), false) => problems.add("spec.qpsTarget", "cannot be combined with `load`".into(), Some("keep one: `qpsTarget` + `duration`, or `load` stages".into())),
         (Some(rate), true) if !(rate.is_finite() && rate > 0.0) => problems.add("spec.qpsTarget", format!("must be a positive number, got {rate}"), None),
         (Some(rate), true) => match spec.duration {
-            Some(d) => stages.push(Stage::Open(OpenStage { arrival: Arrival::Constant, rate, ramp_to: None, duration: Some(d.0), requests: None, max_concurrency: None })),
+            Some(d) => stages.push(Stage::Open(OpenStage { arrival: ArrivalProcess::Constant, rate, ramp_to: None, duration: Some(d.0), requests: None, max_concurrency: None })),
             None => problems.add("spec.qpsTarget", "needs a `duration`".into(), Some("add e.g. `duration: 60s` beside it".into())),
         },
         (None, true) if spec.feedback.is_some() => {} // reported with the feedback
@@ -135,7 +135,7 @@ pub(super) fn replay_stage(
             None,
         ));
     }
-    let trace = crate::workload::replay::read(&spec_dir.join(&replay.file), block_tokens)
+    let trace = crate::workload::mooncake::read(&spec_dir.join(&replay.file), block_tokens)
         .map_err(|e| Problem::new(".replay.file", e, None))?;
     traces.push(trace.prompts);
     Ok(Stage::Replay(ReplayStage {
@@ -270,7 +270,7 @@ pub(super) fn closed_stage(
 }
 
 /// The arrival process of an open stage or a sweep (default poisson).
-pub(super) fn arrival_from_spec(s: &StageSpec) -> Result<Arrival, Problem> {
+pub(super) fn arrival_from_spec(s: &StageSpec) -> Result<ArrivalProcess, Problem> {
     Ok(
         match (s.arrival.unwrap_or(ArrivalKind::Poisson), s.burstiness) {
             (ArrivalKind::Gamma, Some(b)) if !(b.is_finite() && b > 0.0) => {
@@ -280,7 +280,7 @@ pub(super) fn arrival_from_spec(s: &StageSpec) -> Result<Arrival, Problem> {
                     None,
                 ));
             }
-            (ArrivalKind::Gamma, b) => Arrival::Gamma {
+            (ArrivalKind::Gamma, b) => ArrivalProcess::Gamma {
                 burstiness: b.unwrap_or(1.0),
             },
             (_, Some(_)) => {
@@ -290,8 +290,8 @@ pub(super) fn arrival_from_spec(s: &StageSpec) -> Result<Arrival, Problem> {
                     Some("set `arrival: gamma`, or remove `burstiness`".into()),
                 ));
             }
-            (ArrivalKind::Constant, None) => Arrival::Constant,
-            (ArrivalKind::Poisson, None) => Arrival::Poisson,
+            (ArrivalKind::Constant, None) => ArrivalProcess::Constant,
+            (ArrivalKind::Poisson, None) => ArrivalProcess::Poisson,
         },
     )
 }

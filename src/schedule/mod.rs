@@ -22,7 +22,7 @@ use rand_distr::{Distribution, Exp1, Gamma};
 
 /// The unit-rate arrival process of an open stage.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Arrival {
+pub enum ArrivalProcess {
     Constant,
     Poisson,
     /// Gamma inter-arrivals of shape `burstiness` (1 = Poisson, < 1 burstier).
@@ -62,7 +62,7 @@ pub enum Stage {
 /// Arrivals on their own schedule, whatever the server does.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenStage {
-    pub arrival: Arrival,
+    pub arrival: ArrivalProcess,
     /// Requests per second at the stage start.
     pub rate: f64,
     /// Rate at the stage end, for a linear ramp.
@@ -87,7 +87,7 @@ pub struct ClosedStage {
 /// it as it goes, since the rates depend on what the first two achieved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepStage {
-    pub arrival: Arrival,
+    pub arrival: ArrivalProcess,
     pub rates: u32,
     pub throughput_concurrency: u32,
     pub duration: Option<Duration>,
@@ -204,10 +204,10 @@ impl Stage {
     pub fn describe(&self, unit: Unit) -> String {
         let per_s = unit.per_second();
         let bound = bound_text(self.duration(), self.requests());
-        let process = |arrival: &Arrival| match arrival {
-            Arrival::Constant => "constant".to_owned(),
-            Arrival::Poisson => "poisson".to_owned(),
-            Arrival::Gamma { burstiness } => format!("gamma(burstiness {burstiness})"),
+        let process = |arrival: &ArrivalProcess| match arrival {
+            ArrivalProcess::Constant => "constant".to_owned(),
+            ArrivalProcess::Poisson => "poisson".to_owned(),
+            ArrivalProcess::Gamma { burstiness } => format!("gamma(burstiness {burstiness})"),
         };
         match self {
             Stage::Open(OpenStage {
@@ -278,7 +278,7 @@ fn bound_text(duration: Option<Duration>, requests: Option<u64>) -> String {
 /// Intended start times of an open stage, as offsets from the stage start.
 pub struct OpenArrivals {
     rng: ChaCha8Rng,
-    arrival: Arrival,
+    arrival: ArrivalProcess,
     gamma: Option<Gamma<f64>>,
     rate: f64,
     ramp_to: Option<f64>,
@@ -301,7 +301,7 @@ impl OpenArrivals {
             ..
         } = stage;
         let gamma = match arrival {
-            Arrival::Gamma { burstiness } => {
+            ArrivalProcess::Gamma { burstiness } => {
                 Some(Gamma::new(*burstiness, 1.0 / burstiness).expect("burstiness is positive"))
             }
             _ => None,
@@ -342,9 +342,11 @@ impl Iterator for OpenArrivals {
         }
         if self.produced > 0 {
             self.unit_time += match self.arrival {
-                Arrival::Constant => 1.0,
-                Arrival::Poisson => Exp1.sample(&mut self.rng),
-                Arrival::Gamma { .. } => self.gamma.expect("set for gamma").sample(&mut self.rng),
+                ArrivalProcess::Constant => 1.0,
+                ArrivalProcess::Poisson => Exp1.sample(&mut self.rng),
+                ArrivalProcess::Gamma { .. } => {
+                    self.gamma.expect("set for gamma").sample(&mut self.rng)
+                }
             };
         }
         let t = self.inverse_cumulative(self.unit_time)?;
@@ -360,7 +362,7 @@ impl Iterator for OpenArrivals {
 mod tests {
     use super::*;
 
-    fn open(arrival: Arrival, rate: f64, ramp_to: Option<f64>, secs: u64) -> OpenStage {
+    fn open(arrival: ArrivalProcess, rate: f64, ramp_to: Option<f64>, secs: u64) -> OpenStage {
         OpenStage {
             arrival,
             rate,
@@ -397,14 +399,14 @@ mod tests {
 
     #[test]
     fn constant_rate_is_evenly_spaced_from_zero() {
-        let t = times(&open(Arrival::Constant, 4.0, None, 2), 0);
+        let t = times(&open(ArrivalProcess::Constant, 4.0, None, 2), 0);
         assert_eq!(t, [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75]);
     }
 
     #[test]
     fn poisson_count_and_dispersion_match_the_rate() {
         // 200 req/s for 100 s: count within 3σ of 20,000; inter-arrival CV ≈ 1.
-        let t = times(&open(Arrival::Poisson, 200.0, None, 100), 7);
+        let t = times(&open(ArrivalProcess::Poisson, 200.0, None, 100), 7);
         assert!(
             (t.len() as f64 - 20_000.0).abs() < 3.0 * 20_000f64.sqrt(),
             "{}",
@@ -419,7 +421,7 @@ mod tests {
     #[test]
     fn gamma_burstiness_raises_dispersion_at_the_same_rate() {
         let t = times(
-            &open(Arrival::Gamma { burstiness: 0.25 }, 200.0, None, 100),
+            &open(ArrivalProcess::Gamma { burstiness: 0.25 }, 200.0, None, 100),
             7,
         );
         assert!(
@@ -440,7 +442,7 @@ mod tests {
     #[test]
     fn a_linear_ramp_schedules_the_integral_of_its_rate() {
         // 0 → 100 req/s over 10 s: 500 requests, a quarter of them in the first half.
-        let t = times(&open(Arrival::Constant, 1e-9, Some(100.0), 10), 0);
+        let t = times(&open(ArrivalProcess::Constant, 1e-9, Some(100.0), 10), 0);
         assert!((t.len() as i64 - 500).abs() <= 1, "{}", t.len());
         let first_half = t.iter().filter(|x| **x < 5.0).count();
         assert!((first_half as i64 - 125).abs() <= 1, "{first_half}");
@@ -449,7 +451,7 @@ mod tests {
     #[test]
     fn request_budget_and_seed_reproducibility() {
         let stage = OpenStage {
-            arrival: Arrival::Poisson,
+            arrival: ArrivalProcess::Poisson,
             rate: 50.0,
             ramp_to: None,
             duration: None,

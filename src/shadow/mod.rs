@@ -4,7 +4,7 @@
 //!
 //! # Layout
 //! - [`recording`] — the recording format (versioned JSONL and a manifest), read back
-//! - [`recorder`] — the chaos proxy's tap that writes a recording, secrets redacted
+//! - [`capture`] — the chaos proxy's tap that writes a recording, secrets redacted
 //! - [`replay`] — each recorded request sent to primary, candidate and secondary
 //! - [`similarity`] — chrF, ROUGE-L, edit similarity and tool-call F1
 //! - [`config`] — what the diff ignores, tolerates, treats as text, attributes
@@ -15,7 +15,7 @@
 pub mod config;
 pub mod diff;
 pub mod html;
-pub mod recorder;
+pub mod capture;
 pub mod recording;
 pub mod render;
 pub mod replay;

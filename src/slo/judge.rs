@@ -6,7 +6,7 @@
 use hdrhistogram::Histogram;
 
 use super::stats::{self, Decision};
-use super::{Judgement, Kind, Metric, Op, Slo, Verdict};
+use super::{Judgement, Kind, Metric, Op, Slo, ValueUnit, Verdict};
 use crate::metrics::Aggregator;
 
 /// Judges one SLO over the run's statistics.
@@ -35,9 +35,10 @@ pub(super) fn judge(
             bad: agg.unavailable,
             n: attempted,
         }),
-        Metric::Goodput if agg.goodput_slo.is_none() => {
-            j.no_data("%", "the InferenceSpec sets no `goodput` per-request SLOs")
-        }
+        Metric::Goodput if agg.goodput_slo.is_none() => j.no_data(
+            ValueUnit::Percent,
+            "the InferenceSpec sets no `goodput` per-request SLOs",
+        ),
         Metric::Goodput => j.bounded_share(Share {
             bad: attempted - agg.good,
             n: attempted,
@@ -48,9 +49,10 @@ pub(super) fn judge(
         }),
         Metric::OutputThroughput => j.throughput(agg),
         Metric::KvCacheHitRate => j.kv_cache_hit_rate(agg, scraped_hit_rate),
-        Metric::ToolSuccess if agg.flow.tool_calls == 0 => {
-            j.no_data("%", "not measured: this run has no tool calls")
-        }
+        Metric::ToolSuccess if agg.flow.tool_calls == 0 => j.no_data(
+            ValueUnit::Percent,
+            "not measured: this run has no tool calls",
+        ),
         Metric::ToolSuccess => j.bounded_share(Share {
             bad: agg.flow.tool_calls - agg.flow.tool_ok,
             n: agg.flow.tool_calls,
@@ -68,11 +70,15 @@ pub(super) fn windowed(
 ) -> Verdict {
     let j = Judging { slo, confidence };
     let unit = if slo.metric == Metric::ErrorRate {
-        "%"
+        ValueUnit::Percent
     } else {
-        "ms"
+        ValueUnit::Ms
     };
-    let scale = if unit == "%" { 100.0 } else { 1.0 };
+    let scale = if unit == ValueUnit::Percent {
+        100.0
+    } else {
+        1.0
+    };
     let ours = |series: &str, detector: &str| series == slo.name && detector == "threshold";
     let Some(drift) = drift else {
         return j.no_data(unit, "judged window by window, and no windows were kept");
@@ -146,7 +152,7 @@ impl Judging<'_> {
         outcome: Judgement,
         observed: Option<f64>,
         bound: Option<f64>,
-        unit: &str,
+        unit: ValueUnit,
         samples: u64,
         samples_to_decide: Option<u64>,
         note: Option<String>,
@@ -157,7 +163,7 @@ impl Judging<'_> {
             outcome,
             observed,
             bound,
-            unit: unit.to_owned(),
+            unit,
             confidence: self.confidence,
             samples,
             samples_to_decide,
@@ -165,7 +171,7 @@ impl Judging<'_> {
         }
     }
 
-    fn no_data(&self, unit: &str, why: &str) -> Verdict {
+    fn no_data(&self, unit: ValueUnit, why: &str) -> Verdict {
         self.verdict(
             Judgement::NotProven,
             None,
@@ -190,7 +196,7 @@ impl Judging<'_> {
             outcome,
             Some(observed * 100.0),
             None,
-            "%",
+            ValueUnit::Percent,
             samples,
             None,
             note,
@@ -201,7 +207,7 @@ impl Judging<'_> {
         let (slo, c) = (self.slo, self.confidence);
         let n = h.len();
         if n == 0 {
-            return self.no_data("ms", "no measured samples of this metric");
+            return self.no_data(ValueUnit::Ms, "no measured samples of this metric");
         }
         let q = slo.quantile.expect("latency SLOs have a percentile");
         let threshold_us = (slo.threshold * 1e3).round() as u64;
@@ -229,7 +235,15 @@ impl Judging<'_> {
                 c * 100.0
             ),
         });
-        self.verdict(outcome, Some(observed), bound, "ms", n, further, note)
+        self.verdict(
+            outcome,
+            Some(observed),
+            bound,
+            ValueUnit::Ms,
+            n,
+            further,
+            note,
+        )
     }
 
     /// Failures the SLO counts: of its kind when it names one, else all.
@@ -248,7 +262,7 @@ impl Judging<'_> {
     fn bounded_share(&self, Share { bad, n }: Share) -> Verdict {
         let (slo, c) = (self.slo, self.confidence);
         if n == 0 {
-            return self.no_data("%", "no measured requests");
+            return self.no_data(ValueUnit::Percent, "no measured requests");
         }
         let share = bad as f64 / n as f64;
         let (observed, allowed, inclusive, bound) = if slo.metric.kind() == Kind::BadShare {
@@ -260,7 +274,15 @@ impl Judging<'_> {
         };
         let (outcome, further) = decided(bad, n, allowed, inclusive, c);
         let (observed, bound) = (Some(observed * 100.0), Some(bound * 100.0));
-        self.verdict(outcome, observed, bound, "%", n, further, None)
+        self.verdict(
+            outcome,
+            observed,
+            bound,
+            ValueUnit::Percent,
+            n,
+            further,
+            None,
+        )
     }
 
     /// The share of prompt tokens the server found cached: its own per-request
@@ -270,7 +292,7 @@ impl Judging<'_> {
         if n == 0 {
             let Some(rate) = scraped else {
                 return self.no_data(
-                    "%",
+                    ValueUnit::Percent,
                     "the server reports no prefix-cache figures: scrape its metrics (`server_metrics: {}`)",
                 );
             };
@@ -291,7 +313,7 @@ impl Judging<'_> {
     fn recall(&self, agg: &Aggregator) -> Verdict {
         let Some(mean) = agg.flow.mean_recall() else {
             return self.no_data(
-                "%",
+                ValueUnit::Percent,
                 "not measured: no search step with a ground truth for its queries",
             );
         };
@@ -308,7 +330,10 @@ impl Judging<'_> {
         let seconds = agg.measured_seconds();
         let m = seconds.len() as u64;
         if m < 2 {
-            return self.no_data("tok/s", "fewer than two whole measured seconds");
+            return self.no_data(
+                ValueUnit::TokensPerSecond,
+                "fewer than two whole measured seconds",
+            );
         }
         let mean = seconds.iter().sum::<f64>() / m as f64;
         let var = seconds.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (m - 1) as f64;
@@ -331,7 +356,7 @@ impl Judging<'_> {
             outcome,
             Some(mean),
             Some(bound),
-            "tok/s",
+            ValueUnit::TokensPerSecond,
             m,
             further,
             Some(note.into()),

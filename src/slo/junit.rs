@@ -102,7 +102,7 @@ mod tests {
             outcome,
             observed: Some(400.0),
             bound: Some(420.0),
-            unit: "ms".into(),
+            unit: crate::slo::ValueUnit::Ms,
             confidence: 0.95,
             samples: 1000,
             samples_to_decide: None,

@@ -13,8 +13,10 @@ mod metric;
 pub mod rules;
 pub mod stats;
 pub mod streaming;
+pub mod unit;
 
 use std::time::Duration;
+pub use unit::ValueUnit;
 
 use serde::{Deserialize, Serialize};
 use yaml_serde::{Mapping, Value};
@@ -544,7 +546,7 @@ pub struct Verdict {
     pub observed: Option<f64>,
     /// The one-sided confidence bound on the side that must clear the threshold.
     pub bound: Option<f64>,
-    pub unit: String,
+    pub unit: ValueUnit,
     pub confidence: f64,
     /// Independent samples judged (requests, gaps, or seconds for throughput).
     pub samples: u64,
@@ -856,7 +858,7 @@ mod tests {
             outcome,
             observed: None,
             bound: None,
-            unit: String::new(),
+            unit: ValueUnit::Percent,
             confidence: 0.95,
             samples: 0,
             samples_to_decide: None,

@@ -4,7 +4,7 @@
 //! # Layout
 //! - [`payload`] — what one request sends
 //! - [`dataset`] — prompt datasets (JSONL, ShareGPT, CSV), checked and ordered
-//! - [`replay`] — timestamped request traces
+//! - [`mooncake`] — timestamped request traces (Mooncake's format), replayed as load
 //! - [`media`] — audio clips to transcribe, read or generated
 //! - [`datagen`] — synthetic corpora and prompts from templates
 
@@ -12,7 +12,7 @@ pub mod datagen;
 pub mod dataset;
 pub mod media;
 pub mod payload;
-pub mod replay;
+pub mod mooncake;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

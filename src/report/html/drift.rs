@@ -54,7 +54,7 @@ pub fn drift(summary: &Summary, marks: &Marks) -> Option<String> {
                 num(e.opened_s),
                 e.closed_s.map_or("open at the end".into(), num),
                 num(e.peak),
-                escape(&e.unit),
+                escape(e.unit.as_str()),
                 e.threshold.map_or(String::new(), num)
             );
         }
@@ -82,7 +82,7 @@ pub fn drift(summary: &Summary, marks: &Marks) -> Option<String> {
         body.push_str(&svg::lines(
             &format!("{} · {}", track.series, track.group),
             "seconds into the run (window end)",
-            &track.unit,
+            track.unit.as_str(),
             &[values, threshold],
             marks,
         ));

@@ -67,8 +67,11 @@ pub fn verdicts(summary: &Summary) -> Option<String> {
                     escape(&v.expression),
                     escape(&v.slo),
                     outcome.replace('_', " "),
-                    v.observed
-                        .map_or("–".into(), |o| format!("{} {}", num(o), escape(&v.unit))),
+                    v.observed.map_or("–".into(), |o| format!(
+                        "{} {}",
+                        num(o),
+                        escape(v.unit.as_str())
+                    )),
                     v.bound.map_or("–".into(), num),
                     v.samples,
                     v.samples_to_decide.map_or(String::new(), |n| n.to_string()),

@@ -106,7 +106,7 @@ impl Drift {
                     threshold: point.threshold,
                     state,
                 };
-                live.set_window(&track.series, &track.group, &track.unit, gauges);
+                live.set_window(&track.series, &track.group, track.unit.as_str(), gauges);
             }
         }
         Ok(())

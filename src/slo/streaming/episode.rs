@@ -1,6 +1,7 @@
 //! Episodes: a run of windows a detector judged over, with its start, end, peak and
 //! severity — WARN when it opens, CRITICAL once it has lasted `critical_after`.
 
+use crate::slo::ValueUnit;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -18,7 +19,7 @@ pub struct Episode {
     /// The flow step the series is of, or `all`.
     pub group: String,
     pub detector: String,
-    pub unit: String,
+    pub unit: ValueUnit,
     /// Seconds from the run's start: the end of the first window judged over.
     pub opened_s: f64,
     /// The end of the first window judged normal again; none while open (or when the
@@ -57,7 +58,7 @@ pub struct Over<'a> {
     pub series: &'a str,
     pub group: &'a str,
     pub detector: &'a str,
-    pub unit: &'a str,
+    pub unit: ValueUnit,
     pub end_s: f64,
     pub value: f64,
     pub threshold: Option<f64>,
@@ -73,7 +74,7 @@ impl Tracker {
                     series: w.series.to_owned(),
                     group: w.group.to_owned(),
                     detector: w.detector.to_owned(),
-                    unit: w.unit.to_owned(),
+                    unit: w.unit,
                     opened_s: w.end_s,
                     closed_s: None,
                     severity: if critical_after_s <= 0.0 {
@@ -133,7 +134,7 @@ mod tests {
             series: "ttft.p95",
             group: "all",
             detector: "ewma",
-            unit: "ms",
+            unit: ValueUnit::Ms,
             end_s,
             value,
             threshold: Some(100.0),

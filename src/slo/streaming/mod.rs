@@ -19,6 +19,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::record::Record;
+use crate::slo::ValueUnit;
 use crate::spec::Problems;
 use crate::spec::streaming::{DetectorKind, StreamingSpec, WebhookSpec};
 pub use detect::{Rule, State, ThresholdRule};
@@ -310,7 +311,7 @@ pub struct Track {
     /// The detector judging it (`ewma`, `threshold` for a windowed SLO).
     #[serde(default)]
     pub detector: String,
-    pub unit: String,
+    pub unit: ValueUnit,
     pub points: Vec<Point>,
 }
 
@@ -352,8 +353,8 @@ struct Lane {
 
 /// How a series is judged: its unit, rule and smallest σ.
 #[derive(Debug, Clone, Copy)]
-struct Kind<'a> {
-    unit: &'a str,
+struct Kind {
+    unit: ValueUnit,
     rule: Rule,
     floor: f64,
 }
@@ -532,7 +533,7 @@ impl Monitor {
         &mut self,
         name: &str,
         group: &str,
-        unit: &str,
+        unit: ValueUnit,
         point: Observed,
     ) -> Option<Change> {
         let kind = Kind {
@@ -547,7 +548,7 @@ impl Monitor {
         &mut self,
         name: &str,
         group: &str,
-        Kind { unit, rule, floor }: Kind<'_>,
+        Kind { unit, rule, floor }: Kind,
         w: Observed,
         enough: bool,
     ) -> Option<Change> {
@@ -559,7 +560,7 @@ impl Monitor {
                 series: name.to_owned(),
                 group: group.to_owned(),
                 detector: rule.name().to_owned(),
-                unit: unit.to_owned(),
+                unit,
                 points: Vec::new(),
             },
         });

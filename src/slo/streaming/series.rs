@@ -1,6 +1,7 @@
 //! The series a streaming SLO watches: a per-request quantity (TTFT, E2E per output
 //! token, …) summarised per window by a statistic (p95, mean), or the error share.
 
+use crate::slo::ValueUnit;
 use std::fmt;
 
 use crate::record::{Outcome, Record};
@@ -123,12 +124,12 @@ impl Series {
     }
 
     /// The unit of the series' values.
-    pub fn unit(self) -> &'static str {
+    pub fn unit(self) -> ValueUnit {
         match self {
-            Series::Latency(Quantity::E2ePerToken, _) => "ms/token",
-            Series::Latency(Quantity::TtftPer1kInput, _) => "ms/1k tokens",
-            Series::Latency(..) => "ms",
-            Series::ErrorRate => "share",
+            Series::Latency(Quantity::E2ePerToken, _) => ValueUnit::MsPerToken,
+            Series::Latency(Quantity::TtftPer1kInput, _) => ValueUnit::MsPer1kTokens,
+            Series::Latency(..) => ValueUnit::Ms,
+            Series::ErrorRate => ValueUnit::Share,
         }
     }
 }

@@ -11,6 +11,7 @@ use super::lines::Lines;
 use super::{Heard, SourceArgs};
 use crate::client::{self, HttpClient, Timeouts};
 use crate::prometheus::query;
+use crate::slo::ValueUnit;
 use crate::slo::streaming::logs::{LineError, LogFields, LogSample};
 use crate::slo::streaming::series::Quantity;
 use crate::slo::streaming::{Monitor, Observed, StreamingPlan};
@@ -387,7 +388,9 @@ impl PromSource {
                         value,
                         sd: None,
                     };
-                    if let Some(change) = monitor.observe_point(name, &group, "", point) {
+                    if let Some(change) =
+                        monitor.observe_point(name, &group, ValueUnit::OfQuery, point)
+                    {
                         say(Heard::Change(change));
                     }
                 }

@@ -1,5 +1,5 @@
-//! The recorder: a [`Tap`] on the chaos proxy that writes each exchange to a
-//! recording as its answer ends (so a killed recorder keeps every exchange that
+//! The capture: a [`Tap`] on the chaos proxy that writes each exchange to a
+//! recording as its answer ends (so a killed capture keeps every exchange that
 //! finished), secrets redacted before anything is written.
 
 use std::io::Write;
@@ -27,7 +27,7 @@ const MAX_RECORDED_ANSWER: usize = 64 << 20;
 
 /// Writes one recording; cheap to clone.
 #[derive(Clone)]
-pub struct Recorder {
+pub struct Capture {
     shared: Arc<Shared>,
 }
 
@@ -44,7 +44,7 @@ struct Shared {
     written: AtomicU64,
 }
 
-impl Recorder {
+impl Capture {
     /// Starts a recording in `dir` (created; refused when it already holds one).
     /// `redact` names headers to redact besides [`ALWAYS_REDACTED`].
     pub fn create(
@@ -52,7 +52,7 @@ impl Recorder {
         upstream: &str,
         mirror: Option<&str>,
         redact: &[String],
-    ) -> Result<Recorder> {
+    ) -> Result<Capture> {
         let exchanges = dir.join("exchanges.jsonl");
         if exchanges.metadata().is_ok_and(|m| m.len() > 0) {
             bail!(
@@ -80,7 +80,7 @@ impl Recorder {
         write_manifest(dir, &manifest)?;
         let file = std::fs::File::create(&exchanges)
             .with_context(|| format!("cannot create {}", exchanges.display()))?;
-        Ok(Recorder {
+        Ok(Capture {
             shared: Arc::new(Shared {
                 dir: dir.to_owned(),
                 redacted,
@@ -158,7 +158,7 @@ impl Shared {
         };
         line.push(b'\n');
         let mut out = self.out.lock().expect("writes do not panic");
-        // A line is flushed whole, so a killed recorder leaves whole lines (and at
+        // A line is flushed whole, so a killed capture leaves whole lines (and at
         // worst one cut short, which the reader skips and names).
         if out.write_all(&line).and_then(|_| out.flush()).is_ok() {
             self.written.fetch_add(1, Ordering::Relaxed);
@@ -166,7 +166,7 @@ impl Shared {
     }
 }
 
-impl Tap for Recorder {
+impl Tap for Capture {
     fn request(
         &self,
         head: &Parts,
