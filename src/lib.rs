@@ -42,6 +42,8 @@
 //! - [`flow`]: what a flow session checks as it runs: search backends, recall,
 //!   assertions.
 //! - [`scenario`]: the validated scenario a spec (or the CLI's shorthands) means.
+//! - [`results`]: what a run hands the report: its result and header, the accounts
+//!   of its disruptions and its feedback controller.
 //! - [`runner`]: carries out a scenario: scheduling, sending, recording, draining.
 //! - [`report`]: the JSON summary, the terminal table, JUnit, the files a run writes.
 //! - [`dist`]: a run spread over processes and machines: segment workers,
@@ -77,6 +79,7 @@ pub mod sim;
 pub mod chaos;
 pub mod flow;
 pub mod scenario;
+pub mod results;
 pub mod runner;
 pub mod report;
 pub mod dist;

@@ -417,7 +417,7 @@ async fn a_gauge_that_prints_text_holds_the_rates_and_the_run_goes_on() {
     let report = result.feedback.unwrap();
     // Each reading is also a line of feedback.jsonl beside the records, as it happens.
     let logged = std::fs::read_to_string(dir.join("feedback.jsonl")).unwrap();
-    let lines: Vec<redline::runner::feedback::RateEvent> = logged
+    let lines: Vec<redline::results::RateEvent> = logged
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();

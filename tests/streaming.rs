@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::extract::State;
 use axum::routing::post;
-use redline::runner::{RunOptions, RunResult, run};
+use redline::results::RunResult;
+use redline::runner::{RunOptions, run};
 use redline::scenario::Scenario;
 use redline::slo::streaming::Severity;
 use tokio_util::sync::CancellationToken;

@@ -1,7 +1,7 @@
 //! Availability through a run's disruptions, in the terminal: the measured share with
 //! its bound, what showing the target would take, and a line per step.
 
-use crate::runner::availability::Availability;
+use crate::results::Availability;
 
 /// `99.9871 %`: enough digits to see nines.
 fn percent(share: f64) -> String {

@@ -10,7 +10,7 @@ use super::outputs::{exit, gate, write_junit, write_pictures};
 use super::{RunInfo, Summary, render_json, summarize};
 use crate::folder::RunFolder;
 use crate::metrics::Aggregator;
-use crate::runner::RunResult;
+use crate::results::RunResult;
 use crate::slo::SloSet;
 use crate::workload::dataset::DatasetInfo;
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::metrics::Dist;
 use crate::metrics::media::{MediaTally, RTFX_SCALE};
 use crate::record::MediaKind;
-use crate::runner::feedback::FeedbackReport;
+use crate::results::FeedbackReport;
 
 /// One kind's figures (measured phase).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

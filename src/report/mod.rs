@@ -88,10 +88,10 @@ pub struct Summary {
     pub drift: Option<crate::slo::streaming::DriftSummary>,
     /// The feedback controller's readings and rates (`feedback:` in the spec).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub feedback: Option<crate::runner::feedback::FeedbackReport>,
+    pub feedback: Option<crate::results::FeedbackReport>,
     /// Availability through the run's `disruptions:` (restarts, hooks), step by step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disruptions: Option<crate::runner::availability::Availability>,
+    pub disruptions: Option<crate::results::Availability>,
     /// Requests that succeeded within the per-request SLOs, when the spec sets them.
     pub goodput: Option<Goodput>,
     /// Measured requests with no failure of any kind.

@@ -164,7 +164,7 @@ pub(super) fn render_stages(s: &Summary, line: &mut impl FnMut(String)) {
 }
 
 /// The lines printed before a run starts: the target, the stages, the planned time.
-pub fn render_header(h: &crate::runner::Header) -> String {
+pub fn render_header(h: &crate::results::Header) -> String {
     let mut out = format!("redline · {} → {} ({})\n", h.name, h.target, h.model);
     for (i, stage) in h.stages.iter().enumerate() {
         out.push_str(&format!("  stage {i}: {stage}\n"));

@@ -6,7 +6,8 @@
 use crate::record::{Outcome, Record};
 use crate::slo::stats;
 
-use super::disrupt::DisruptionStep;
+use crate::results::DisruptionStep;
+use crate::results::{Availability, StepAvailability};
 
 /// Confidence of the bounds.
 const CONFIDENCE: f64 = 0.95;
@@ -15,51 +16,6 @@ const TARGET: f64 = 0.99999;
 /// A failure up to this long after a step ended is still the step's: the balancer's
 /// view of a replica lags its restart by a request or two.
 const SETTLE_S: f64 = 1.0;
-
-/// What the run's requests saw through its disruptions.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct Availability {
-    /// Requests sent (not those the client itself dropped or the run cancelled).
-    pub requests: u64,
-    pub succeeded: u64,
-    pub failed: u64,
-    /// Requests the client dropped at its in-flight limit (not sent, not counted).
-    pub dropped: u64,
-    /// succeeded / requests.
-    pub availability: f64,
-    /// Its one-sided lower bound at `confidence` (Clopper–Pearson).
-    pub lower_bound: f64,
-    pub confidence: f64,
-    pub target: f64,
-    /// Requests in all that would show `target` at `confidence` if failures kept their
-    /// observed share; none when the observed share is already worse than the target.
-    pub requests_to_show_target: Option<u64>,
-    /// Failures during no step (or its settling second after).
-    pub unattributed_failures: u64,
-    pub steps: Vec<StepAvailability>,
-}
-
-/// One disruption step and what it cost.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct StepAvailability {
-    #[serde(flatten)]
-    pub step: DisruptionStep,
-    /// Requests that ended during the step.
-    pub requests: u64,
-    /// Of them, failed; a failure whose record names the restart as its fault is
-    /// counted here whenever it ended.
-    pub failed: u64,
-    /// From the step's start to its last failure (0 when none failed): how long the
-    /// service kept failing.
-    pub failing_for_ms: f64,
-    /// Requests the balancer resent to another replica because the restarting one
-    /// did not take them (they succeeded, or are counted in `failed`).
-    pub retried: u64,
-    /// From the step's start to the last request that failed or had to be resent
-    /// because of it (0 when none): the failover time, until traffic had moved to the
-    /// other replicas.
-    pub failover_ms: f64,
-}
 
 impl Availability {
     /// Nothing counted yet, for these steps.

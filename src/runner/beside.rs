@@ -11,12 +11,13 @@ use anyhow::{Context, Result};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::disrupt::{self, DisruptionStep, ReplicaSet};
-use super::feedback::{self, FeedbackReport, LiveRates};
+use super::disrupt::{self, ReplicaSet};
+use super::feedback::{self, LiveRates};
 use super::sinks::{Attachment, Findings, Pending};
 use crate::client::{HttpClient, RunClock};
 use crate::prometheus::live::LiveMetrics;
 use crate::prometheus::scrape::ServerMetrics;
+use crate::results::{DisruptionStep, FeedbackReport};
 use crate::scenario::feedback::GaugeSource;
 use crate::scenario::{Disruption, Scenario, Workload};
 

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::chaos::balance::Pool;
 use crate::client::{HttpClient, RunClock};
 use crate::launch::process::Server;
+use crate::results::DisruptionStep;
 use crate::scenario::{Disruption, Replica};
 
 /// A replica and its process, when redline runs it.
@@ -29,31 +30,6 @@ pub(super) struct ReplicaSet {
     pub(super) service: String,
     members: Vec<Member>,
     pool: Option<Arc<Pool>>,
-}
-
-/// What one step of a disruption did, on the run's clock.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct DisruptionStep {
-    /// 1, 2, … in the order they ran.
-    pub step: u32,
-    /// `restart` or `hook`.
-    pub kind: String,
-    /// The replica restarted (`llm[1] http://127.0.0.1:9102`) or the command run.
-    pub target: String,
-    /// Which replica of the service (restarts).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replica: Option<usize>,
-    /// When it began: the stop signal, or the command's start (s since the run began).
-    pub started_s: f64,
-    /// When the stopped replica had exited.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub down_s: Option<f64>,
-    /// When it ended: the replica ready again, or the command exited.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_s: Option<f64>,
-    /// Why it did not end well: a replica not ready in time, a command's failure.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
 }
 
 impl ReplicaSet {

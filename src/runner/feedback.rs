@@ -14,11 +14,11 @@ use http_body_util::Full;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp1};
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{HttpClient, RunClock};
 use crate::prometheus::live::LiveMetrics;
+use crate::results::{FeedbackReport, RateEvent};
 use crate::scenario::feedback::{FeedbackPlan, GaugeSource};
 use crate::spec::feedback::GpuReduce;
 
@@ -93,35 +93,6 @@ impl Iterator for FeedbackArrivals {
         self.at += if total > 0.0 { gap / total } else { 1.0 };
         (self.at < self.end).then(|| Duration::from_secs_f64(self.at))
     }
-}
-
-/// One reading of the gauge and the rates it led to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct RateEvent {
-    /// Since the run started.
-    pub at_ms: f64,
-    /// u the gauge gave; absent when it failed (the rates were held).
-    pub reading: Option<f64>,
-    /// The smoothed u the rates were computed from.
-    pub smoothed: Option<f64>,
-    /// Each mixed service's rate from here on, requests per second, in the mix's order.
-    pub rates: Vec<f64>,
-}
-
-/// What the controller did.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct FeedbackReport {
-    /// The mix's services, in the order of each event's `rates`.
-    pub services: Vec<String>,
-    pub interval_ms: f64,
-    pub events: Vec<RateEvent>,
-    /// Readings that failed or made no sense (the rates were held).
-    pub gauge_failures: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_failure: Option<String>,
-    /// Why `feedback.jsonl` stopped being written, if it did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub log_error: Option<String>,
 }
 
 /// Where and how the gauge is read, resolved for this run.

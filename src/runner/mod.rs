@@ -54,7 +54,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-use crate::chaos::ProxyCounts;
 use crate::chaos::{FaultLog, ProxyConfig, Rule, RunningProxy, upstream_uri};
 use crate::client::dialect::LlmApi;
 use crate::client::http;
@@ -62,8 +61,8 @@ use crate::client::openai::{self, LlmTarget};
 use crate::client::{HttpClient, RunClock};
 use crate::metrics::Aggregator;
 use crate::prometheus::live::LiveMetrics;
-use crate::prometheus::scrape::ServerMetrics;
 use crate::record::{FailStage, Outcome, Phase, Record, SessionMark, TokenSource};
+use crate::results::{Header, RunResult};
 use crate::scenario::{Endpoint, Scenario, Service, SessionPlan};
 use crate::schedule::pacer::Pacer;
 use crate::schedule::{
@@ -79,20 +78,6 @@ use crate::workload::payload::{Payload, PromptBody};
 use hyper::header::{AUTHORIZATION, HeaderValue};
 
 /// What to do once a run's services are up: print its header, say.
-/// What a run is about to do, printed before it starts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Header {
-    pub name: String,
-    pub target: String,
-    pub model: String,
-    /// One line per stage of the spec.
-    pub stages: Vec<String>,
-    /// How long the schedule runs, when every stage is bounded in time.
-    pub planned: Option<std::time::Duration>,
-    /// Things to know before reading the figures (e.g. certificates not verified).
-    pub notes: Vec<String>,
-}
-
 pub type OnStart = Box<dyn FnOnce(&Header) + Send>;
 
 /// How a run is carried out, beyond the scenario.
@@ -148,39 +133,6 @@ pub struct CollectOptions {
     /// Where `spans.jsonl` goes.
     pub dir: PathBuf,
     pub grace: Duration,
-}
-
-/// What a run leaves behind.
-pub struct RunResult {
-    pub aggregator: Aggregator,
-    /// How the counts of answers without usage were settled, when there were any.
-    pub token_settlement: Option<crate::record::TokenSettlement>,
-    pub interrupted: bool,
-    /// What a reader must know before trusting the figures.
-    pub warnings: Vec<String>,
-    pub elapsed: Duration,
-    pub target_url: String,
-    pub model: String,
-    /// The stages as they ran, indexed by the records' `stage`.
-    pub stages: Vec<ExecutedStage>,
-    /// Stopped early by `abort_on_fail`: when, and the breaches that were certain.
-    pub aborted: Option<Aborted>,
-    /// What scraping the server's metrics found, when the spec asked for it.
-    pub server_metrics: Option<ServerMetrics>,
-    /// The chaos proxies' counts, by service, when the spec had faults.
-    pub proxies: Vec<ProxyCounts>,
-    /// What the OTLP exporter sent, when the run exported its spans.
-    pub otlp: Option<crate::trace::export::ExportCounts>,
-    /// The collected spans' graph and their join to the records (`--collect`).
-    pub traces: Option<crate::trace::graph::TraceReport>,
-    /// The first requests' prompts and answers, cut short.
-    pub samples: Vec<crate::record::Sample>,
-    /// What the streaming SLOs saw, when the spec has `streaming:`.
-    pub drift: Option<crate::slo::streaming::DriftSummary>,
-    /// Availability through the run's disruptions, when it had any.
-    pub availability: Option<availability::Availability>,
-    /// What the feedback controller read and set, when the spec has `feedback`.
-    pub feedback: Option<feedback::FeedbackReport>,
 }
 
 /// What one arrival of a stage starts.

@@ -4,6 +4,7 @@
 //! during the run.
 
 use super::*;
+use crate::chaos::ProxyCounts;
 
 /// The graph of the spans collected during the run, joined to its records.
 pub(super) fn trace_report(

@@ -19,7 +19,8 @@ use std::path::PathBuf;
 
 use redline::record::Record;
 use redline::report::{RunInfo, summarize};
-use redline::runner::{RunOptions, RunResult, run};
+use redline::results::RunResult;
+use redline::runner::{RunOptions, run};
 use redline::scenario::Scenario;
 use tokio_util::sync::CancellationToken;
 

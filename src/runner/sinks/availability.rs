@@ -5,7 +5,8 @@ use anyhow::Result;
 
 use super::{Findings, Pending, RecordSink};
 use crate::record::{Outcome, Record};
-use crate::runner::availability::{Availability, Ended};
+use crate::results::Availability;
+use crate::runner::availability::Ended;
 
 #[derive(Default)]
 pub(in crate::runner) struct AvailabilityTally {

@@ -31,11 +31,11 @@ use std::time::Duration;
 use anyhow::Result;
 use tokio::time::Instant;
 
-use super::disrupt::DisruptionStep;
-use super::feedback::FeedbackReport;
 use crate::metrics::Aggregator;
 use crate::prometheus::scrape::ServerMetrics;
 use crate::record::{Record, Sample};
+use crate::results::DisruptionStep;
+use crate::results::FeedbackReport;
 use crate::slo::Aborted;
 use crate::slo::streaming::DriftSummary;
 
@@ -88,7 +88,7 @@ pub(super) struct Findings {
     pub(super) aborted: Option<Aborted>,
     pub(super) samples: Vec<Sample>,
     pub(super) drift: Option<DriftSummary>,
-    pub(super) availability: Option<super::availability::Availability>,
+    pub(super) availability: Option<crate::results::Availability>,
     pub(super) feedback: Option<FeedbackReport>,
     pub(super) server_metrics: Option<ServerMetrics>,
     /// What a reader must know before trusting the figures.
