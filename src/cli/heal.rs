@@ -2,11 +2,9 @@
 //! with `--execute` — and its audit log, RUN/heal.jsonl.
 
 use super::*;
-use crate::folder::RunFolder;
-use crate::heal::exec::{self, Runner};
-use crate::heal::model::{Model, Protocol};
-use crate::heal::{Agent, Ending, observe, runbook};
-use crate::report::conclude::{Conclude, conclude};
+use crate::heal::model::Protocol;
+use crate::heal::runbook;
+use crate::heal::session::{Ask, heal};
 
 #[derive(Debug, clap::Args)]
 pub struct HealArgs {
@@ -75,97 +73,22 @@ pub(super) async fn remediate(run: &Path, spec: &crate::spec::RemediateSpec) -> 
     heal_run(ask).await.map(|_| ())
 }
 
-/// What the agent is asked to do, from the command line or a spec.
-struct Ask {
-    run: PathBuf,
-    runbook: PathBuf,
-    model_url: String,
-    model: String,
-    api_key_env: Option<String>,
-    protocol: Protocol,
-    execute: bool,
-    model_timeout: std::time::Duration,
-}
-
-async fn heal_run(args: Ask) -> Result<i32> {
-    let runbook = match runbook::load(&args.runbook) {
+async fn heal_run(ask: Ask) -> Result<i32> {
+    let runbook = match runbook::load(&ask.runbook) {
         Ok(runbook) => runbook,
         Err(errors) => {
             err(&errors.of("runbook"));
             return Ok(exit::USAGE);
         }
     };
-    let summary = crate::report::read_summary(&args.run)?;
-    let key = match &args.api_key_env {
-        Some(var) => Some(std::env::var(var).with_context(|| format!("${var} is not set"))?),
-        None => None,
-    };
-    let http = exec::http_client();
-    let model = Model {
-        url: Model::chat_url(&args.model_url),
-        name: args.model.clone(),
-        key,
-        protocol: args.protocol,
-        timeout: args.model_timeout,
-        http: http.clone(),
-    };
-    let folder = RunFolder::new(&args.run);
-    let audit_path = folder.heal_log();
-    let mut audit = crate::heal::audit::Audit::create(&audit_path)
-        .with_context(|| format!("cannot write {}", audit_path.display()))?;
-    let start = crate::heal::audit::Event::Start {
-        run: &args.run,
-        runbook: &args.runbook,
-        model_url: &model.url,
-        model: &model.name,
-        protocol: args.protocol,
-        execute: args.execute,
-        actions: runbook.actions.keys().map(String::as_str).collect(),
-        max_steps: runbook.max_steps,
-    };
-    audit.log(0, &start)?;
-    let mut agent = Agent {
-        runbook: &runbook,
-        model,
-        runner: Runner {
-            dir: runbook.dir(),
-            env: &runbook.env,
-            allow_hosts: &runbook.allow_hosts,
-            http: &http,
-        },
-        execute: args.execute,
-        verify_dir: std::path::absolute(folder.heal_runs())?,
-        redline: std::env::current_exe().context("cannot find this program for verify runs")?,
-    };
-    let first = observe::failed_run(&args.run, &summary);
-    let ending = agent.heal(first, &mut audit).await;
-    print_loop(&audit.lines);
-    let detail = describe(&ending, args.execute);
-    outln!("{detail}");
-    outln!("audit log: {}", audit_path.display());
-    // The run's report gets a section on what the agent did.
-    let mut summary = summary;
-    summary.heal = Some(crate::heal::summarize(
-        &audit.lines,
-        &args.model,
-        args.execute,
-        &ending,
-        detail,
-    ));
-    // Concluded again with the agent's section; the run's own exit code stands.
-    let how = Conclude {
-        aggregator: None,
-        junit: false,
-        strict: false,
-        explain: false,
-        pictures: true,
-        html: None,
-    };
-    let concluded = conclude(&folder, summary, how)?;
-    if let Some(page) = concluded.report {
+    let healed = heal(&ask, &runbook).await?;
+    print_loop(&healed.audit);
+    outln!("{}", healed.detail);
+    outln!("audit log: {}", healed.audit_path.display());
+    if let Some(page) = &healed.report {
         outln!("report: {}", page.display());
     }
-    Ok(if ending.succeeded() {
+    Ok(if healed.ending.succeeded() {
         exit::OK
     } else {
         exit::SLO_FAILED
@@ -228,39 +151,5 @@ fn outcome_text(outcome: &serde_json::Value) -> String {
             outcome["elapsed_ms"].as_f64().unwrap_or(0.0)
         ),
         _ => format!("failed: {}", str_of(&outcome["error"])),
-    }
-}
-
-fn describe(ending: &Ending, execute: bool) -> String {
-    match ending {
-        Ending::Recovered { action } => format!("healed: after `{action}` the verify load passed"),
-        Ending::Finished { summary } => format!("the model finished: {summary}"),
-        Ending::Planned { steps } if steps.is_empty() => {
-            "dry run: the model planned no action".into()
-        }
-        Ending::Planned { steps } => format!(
-            "dry run: the plan is {}{}",
-            steps.join(", then "),
-            if execute {
-                ""
-            } else {
-                " (run again with --execute to carry it out)"
-            }
-        ),
-        Ending::StepLimit { limit } => format!("stopped: the model wanted more than {limit} steps"),
-        Ending::UnknownAction { action } => {
-            format!("stopped: `{action}` is not in the runbook, and nothing runs that is not")
-        }
-        Ending::InvalidArguments { action, errors } => format!(
-            "stopped: the arguments for `{action}` fail its schema: {}",
-            errors.join("; ")
-        ),
-        Ending::RepeatedFailure { action } => {
-            format!("stopped: the model chose `{action}` again after it failed")
-        }
-        Ending::ModelFailed { error } => format!("stopped: {error}"),
-        Ending::AuditFailed { error } => {
-            format!("stopped: the audit log cannot be written: {error}")
-        }
     }
 }

@@ -7,9 +7,8 @@ use std::time::Duration;
 use super::*;
 use crate::shadow::capture::Capture;
 use crate::shadow::config::DiffConfig;
-use crate::shadow::diff::{DiffReport, SideCounts};
 use crate::shadow::recording::Recording;
-use crate::shadow::replay::{Pace, ReplayConfig, Replayed, Side};
+use crate::shadow::replay::{Pace, ReplayConfig, Side};
 
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
@@ -255,11 +254,11 @@ pub(super) async fn replay(args: ReplayArgs) -> Result<i32> {
     if let Some(drawer) = drawer {
         drawer.finish().await;
     }
-    let sides = side_counts(&replayed, &replay_config);
+    let sides = crate::shadow::diff::side_counts(&replayed, &replay_config);
     let name = args.recording.display().to_string();
     let mut report = crate::shadow::diff::diff(&replayed, &config, sides, &name, noise);
     report.skipped = recording.skipped.clone();
-    write_outputs(&args.out, &report, &replayed)?;
+    crate::shadow::outputs::write(&args.out, &report, &replayed)?;
     out(&crate::shadow::render::terminal(&report));
     outln!(
         "  diff: {}  html: {}",
@@ -338,47 +337,4 @@ fn replay_config(args: &ReplayArgs, pace: Pace) -> Result<ReplayConfig> {
         max_response_bytes: 64 << 20,
         max_in_flight: args.max_in_flight,
     })
-}
-
-fn side_counts(replayed: &[Replayed], config: &ReplayConfig) -> BTreeMap<String, SideCounts> {
-    let mut counts: BTreeMap<String, SideCounts> = BTreeMap::new();
-    for side in Side::ALL {
-        let entry = counts.entry(side.name().to_owned()).or_default();
-        entry.url = config.urls[&side].clone();
-        for r in replayed {
-            match &r.answers[&side].record.error {
-                None => entry.ok += 1,
-                Some(error) => {
-                    entry.failed += 1;
-                    *entry.failures.entry(error.kind.clone()).or_default() += 1;
-                }
-            }
-        }
-    }
-    counts
-}
-
-/// diff.json, diff.txt, and each side's records (the same format as a run's).
-fn write_outputs(dir: &Path, report: &DiffReport, replayed: &[Replayed]) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let json = serde_json::to_string_pretty(report)? + "\n";
-    std::fs::write(dir.join("diff.json"), json)?;
-    std::fs::write(
-        dir.join("diff.txt"),
-        crate::shadow::render::terminal(report),
-    )?;
-    std::fs::write(
-        dir.join("diff.html"),
-        crate::shadow::html::page(report, replayed),
-    )?;
-    for side in Side::ALL {
-        let mut lines = Vec::new();
-        for r in replayed {
-            r.answers[&side].record.write_json(&mut lines)?;
-            lines.push(b'\n');
-        }
-        let path = dir.join(format!("{}.records.jsonl", side.name()));
-        std::fs::write(&path, lines).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(())
 }

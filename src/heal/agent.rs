@@ -324,3 +324,43 @@ fn log(audit: &mut Audit, step: u32, event: &Event<'_>) -> Result<(), Ending> {
         error: e.to_string(),
     })
 }
+impl Ending {
+    /// How the loop ended, in a sentence for the user and the report.
+    pub fn describe(&self, execute: bool) -> String {
+        match self {
+            Ending::Recovered { action } => {
+                format!("healed: after `{action}` the verify load passed")
+            }
+            Ending::Finished { summary } => format!("the model finished: {summary}"),
+            Ending::Planned { steps } if steps.is_empty() => {
+                "dry run: the model planned no action".into()
+            }
+            Ending::Planned { steps } => format!(
+                "dry run: the plan is {}{}",
+                steps.join(", then "),
+                if execute {
+                    ""
+                } else {
+                    " (run again with --execute to carry it out)"
+                }
+            ),
+            Ending::StepLimit { limit } => {
+                format!("stopped: the model wanted more than {limit} steps")
+            }
+            Ending::UnknownAction { action } => {
+                format!("stopped: `{action}` is not in the runbook, and nothing runs that is not")
+            }
+            Ending::InvalidArguments { action, errors } => format!(
+                "stopped: the arguments for `{action}` fail its schema: {}",
+                errors.join("; ")
+            ),
+            Ending::RepeatedFailure { action } => {
+                format!("stopped: the model chose `{action}` again after it failed")
+            }
+            Ending::ModelFailed { error } => format!("stopped: {error}"),
+            Ending::AuditFailed { error } => {
+                format!("stopped: the audit log cannot be written: {error}")
+            }
+        }
+    }
+}

@@ -10,6 +10,7 @@ pub mod exec;
 pub mod model;
 pub mod observe;
 pub mod runbook;
+pub mod session;
 
 pub use agent::{Agent, Ending};
 pub use runbook::Runbook;

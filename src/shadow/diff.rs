@@ -27,7 +27,7 @@ use serde_json::Value;
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use super::config::{ArrayMode, DiffConfig};
-use super::replay::{Answer, Replayed, Side};
+use super::replay::{Answer, ReplayConfig, Replayed, Side};
 use super::similarity::{Similarity, tool_call_f1};
 use crate::record::Outcome;
 use crate::report::compare::{bootstrap, mann_whitney, quantile};
@@ -703,6 +703,25 @@ fn newcombe(a: Counts, b: Counts) -> [f64; 2] {
         d - ((p1 - l1).powi(2) + (u2 - p2).powi(2)).sqrt(),
         d + ((u1 - p1).powi(2) + (p2 - l2).powi(2)).sqrt(),
     ]
+}
+
+/// Each side's answers: how many succeeded, and the failures by kind.
+pub fn side_counts(replayed: &[Replayed], config: &ReplayConfig) -> BTreeMap<String, SideCounts> {
+    let mut counts: BTreeMap<String, SideCounts> = BTreeMap::new();
+    for side in Side::ALL {
+        let entry = counts.entry(side.name().to_owned()).or_default();
+        entry.url = config.urls[&side].clone();
+        for r in replayed {
+            match &r.answers[&side].record.error {
+                None => entry.ok += 1,
+                Some(error) => {
+                    entry.failed += 1;
+                    *entry.failures.entry(error.kind.clone()).or_default() += 1;
+                }
+            }
+        }
+    }
+    counts
 }
 
 #[cfg(test)]

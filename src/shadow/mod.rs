@@ -11,10 +11,12 @@
 //! - [`diff`] — per-field verdicts against the noise baseline
 //! - [`render`] — the diff for a terminal
 //! - [`html`] — the diff as a page
+//! - [`outputs`] — the files a replay leaves
 
 pub mod config;
 pub mod diff;
 pub mod html;
+pub mod outputs;
 pub mod capture;
 pub mod recording;
 pub mod render;
