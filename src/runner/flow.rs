@@ -938,10 +938,20 @@ async fn call_tool(
             format!("error: {}: {}", e.kind, e.message)
         });
     };
-    let text = answer.json.to_string();
+    check_json(session, step, slot, &answer.json).await
+}
+
+/// A JSON answer checked against the step's assertions; returns its text.
+async fn check_json(
+    session: &mut Session<'_>,
+    step: &Step,
+    slot: &mut Slot,
+    json: &Value,
+) -> String {
+    let text = json.to_string();
     let output = Output {
         text: &text,
-        json: Some(&answer.json),
+        json: Some(json),
         ..Output::default()
     };
     session.check(step, &mut slot.record, &output).await;
@@ -986,13 +996,7 @@ async fn http_step(session: &mut Session<'_>, step: &Step, plan: &HttpPlan) -> W
         )
         .await;
     if let Some(answer) = answer {
-        let text = answer.json.to_string();
-        let output = Output {
-            text: &text,
-            json: Some(&answer.json),
-            ..Output::default()
-        };
-        session.check(step, &mut slot.record, &output).await;
+        check_json(session, step, &mut slot, &answer.json).await;
         session.set_step(
             &step.name,
             json!({"json": answer.json, "status": answer.status}),
