@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use redline::spec::{DatasetFormat, DatasetOrder};
 use redline::tokenizer::LocalTokenizer;
-use redline::workload::{dataset, replay};
+use redline::workload::{dataset, mooncake};
 
 fn tokenizer() -> LocalTokenizer {
     static SIM: OnceLock<LocalTokenizer> = OnceLock::new();
@@ -29,7 +29,7 @@ fuzz_target!(|input: &[u8]| {
         1 => DatasetFormat::Sharegpt,
         2 => DatasetFormat::Csv,
         _ => {
-            if let Ok(trace) = replay::parse(path, text, 16) {
+            if let Ok(trace) = mooncake::parse(path, text, 16) {
                 for n in 0..trace.offsets.len().min(3) {
                     let _ = trace.prompts.payload(n, 7, n as u64);
                 }
