@@ -181,7 +181,13 @@ async fn planted_run(seed: u64, requests: u64) -> (DiffReport, f64, f64) {
     // @ttft is its consequence, not a false alarm, as long as it grew by no larger a
     // share than @ttft did (on busy cores the candidate's batches also run longer, and
     // the ~5 % it adds can cross the 10 % margin).
-    let ratio = |name: &str| report.flagged.iter().find(|v| v.field == name).map(|v| v.candidate);
+    let ratio = |name: &str| {
+        report
+            .flagged
+            .iter()
+            .find(|v| v.field == name)
+            .map(|v| v.candidate)
+    };
     let implied = match (ratio("@e2e"), ratio("@ttft")) {
         (Some(e2e), Some(ttft)) if e2e <= ttft => 1.0,
         _ => 0.0,
