@@ -162,32 +162,30 @@ impl Render {
 /// The manifests `render` means, or the problem with its spec (its located errors, or
 /// a share of the run it cannot split), which is the user's to fix.
 pub fn documents(spec_name: &str, render: &Render) -> Result<Vec<Value>, String> {
-    let scenario = spec::parse(spec_name, &render.spec_text)
+    let mut scenario = spec::parse(spec_name, &render.spec_text)
         .and_then(|file| Scenario::from_spec(&file, &render.spec_text))
         .map_err(|errors| errors.to_string())?;
     let segment = Segment::parse(&format!("1/{}", render.workers))?;
-    let mut checked = scenario;
-    checked.take_segment(segment)?;
-    let name = object_name(&checked.name);
-    let args = render;
-    Ok(if args.merge {
-        vec![merge_job(&name, args)]
-    } else if args.coordinator {
+    scenario.take_segment(segment)?;
+    let name = object_name(&scenario.name);
+    Ok(if render.merge {
+        vec![merge_job(&name, render)]
+    } else if render.coordinator {
         let url = format!(
             "http://{name}-coordinator.{}.svc:{COORDINATOR_PORT}",
-            args.namespace
+            render.namespace
         );
         vec![
-            spec_config_map(&name, &args.namespace, &args.spec_text),
-            coordinator_job(&name, args),
-            coordinator_service(&name, &args.namespace),
-            workers_job(&name, args, &["--coordinator".to_owned(), url]),
+            spec_config_map(&name, &render.namespace, &render.spec_text),
+            coordinator_job(&name, render),
+            coordinator_service(&name, &render.namespace),
+            workers_job(&name, render, &["--coordinator".to_owned(), url]),
         ]
     } else {
         let run_id = format!("{:016x}", crate::runner::new_run_id());
         vec![
-            spec_config_map(&name, &args.namespace, &args.spec_text),
-            workers_job(&name, args, &["--run-id".to_owned(), run_id]),
+            spec_config_map(&name, &render.namespace, &render.spec_text),
+            workers_job(&name, render, &["--run-id".to_owned(), run_id]),
         ]
     })
 }
