@@ -113,3 +113,66 @@ fn validate_reads_as_before_for_a_good_spec_and_a_broken_one() {
     insta::assert_snapshot!("validate-broken", shown);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The report page of both fixture runs as a reader sees it: its text, a line per
+/// block, charts' labels included (the embedded data is `summary.json`, snapshotted
+/// above and checked equal in `report::`).
+#[test]
+fn the_report_pages_read_as_before() {
+    use redline::report::html;
+    for name in ["snapshot-chat", "snapshot-flow"] {
+        let summary = summary_of_fixture(name);
+        let records = std::path::Path::new("tests/fixtures").join(format!("{name}.records.jsonl"));
+        let digest = html::digest_of(&records, summary.requests.scheduled).unwrap();
+        let page = html::render(&summary, &digest);
+        insta::assert_snapshot!(format!("{name}-report-text"), visible_text(&page));
+    }
+}
+
+/// The text between tags, a line per block element; the head, style and scripts left out.
+fn visible_text(page: &str) -> String {
+    let body = &page[page.find("<main>").expect("a main element")..];
+    let body = &body[..body.find("<script").unwrap_or(body.len())];
+    let mut text = String::new();
+    let mut rest = body;
+    while let Some(open) = rest.find('<') {
+        text.push_str(&rest[..open]);
+        let close = open + rest[open..].find('>').expect("a tag closes");
+        let tag = &rest[open + 1..close];
+        let name = tag
+            .trim_start_matches('/')
+            .split([' ', '/'])
+            .next()
+            .unwrap_or("");
+        if [
+            "p",
+            "tr",
+            "h1",
+            "h2",
+            "h3",
+            "li",
+            "section",
+            "div",
+            "figcaption",
+            "br",
+            "text",
+        ]
+        .contains(&name)
+        {
+            text.push('\n');
+        } else if ["td", "th"].contains(&name) {
+            text.push(' ');
+        }
+        rest = &rest[close + 1..];
+    }
+    text.push_str(rest);
+    text.replace("&amp;", "&")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}

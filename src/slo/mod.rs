@@ -9,7 +9,6 @@
 
 mod judge;
 pub mod junit;
-mod metric;
 pub mod rules;
 pub mod stats;
 pub mod streaming;
@@ -19,27 +18,12 @@ use std::time::Duration;
 pub use unit::ValueUnit;
 
 use serde::{Deserialize, Serialize};
-use yaml_serde::{Mapping, Value};
 
 use crate::metrics::Aggregator;
-use crate::spec::error::nearest;
-use crate::spec::{Dur, Problems};
-pub use metric::{Kind, Metric};
-
-/// The names of the metrics an SLO can name.
-pub const METRICS: [&str; 15] = {
-    let mut names = [""; 15];
-    let mut i = 0;
-    while i < Metric::ALL.len() {
-        names[i] = Metric::ALL[i].name();
-        i += 1;
-    }
-    names
-};
-/// Keys of `sloThresholds` that are settings, not metrics.
-const SETTINGS: &[&str] = &["preset", "confidence", "abort_on_fail", "delay"];
-/// Presets by name.
-pub const PRESETS: &[&str] = &["redlines"];
+use crate::spec::Problems;
+pub use crate::spec::slo::{Kind, Metric};
+use crate::spec::slo::{Limit, Percentile, Preset, SloEntry, SloThresholds};
+use crate::spec::values::Dur;
 
 /// The source document's redlines (DESIGN.md, "Numbers the source document names").
 /// "Token-level P99 latency < 3200 ms" is read as the P99 of a whole generation (E2E):
@@ -117,7 +101,7 @@ impl Slo {
         let series = match self.metric {
             Metric::ErrorRate => streaming::series::Series::ErrorRate,
             metric => streaming::series::Series::Latency(
-                metric.windowed_quantity()?,
+                windowed_quantity(metric)?,
                 streaming::series::Stat::Percentile(self.quantile? * 100.0),
             ),
         };
@@ -149,296 +133,151 @@ pub struct SloSet {
 }
 
 impl SloSet {
-    /// Reads `sloThresholds`; problems go to `problems`, each with its field path.
-    pub fn from_spec(thresholds: &Mapping, problems: &mut Problems) -> Option<SloSet> {
+    /// The gate `sloThresholds` sets: its preset's SLOs, then those written, which
+    /// override the preset's of the same name. Problems go to `problems`, each with
+    /// its field path.
+    pub fn from_spec(thresholds: &SloThresholds, problems: &mut Problems) -> Option<SloSet> {
         let base = "spec.sloThresholds";
-        let mut set = SloSet {
-            slos: Vec::new(),
-            confidence: 0.95,
-            abort_on_fail: false,
-            delay: Duration::ZERO,
-        };
-        let mut ok = true;
-        let mut entries: Vec<(String, Value)> = Vec::new();
-        for (key, value) in thresholds {
-            let Some(key) = key.as_str() else {
-                problems.add(base, "keys must be metric names".into(), None);
-                ok = false;
-                continue;
-            };
-            let path = format!("{base}.{key}");
-            match key {
-                "preset" => match value.as_str() {
-                    Some("redlines") => entries.extend(redline_entries()),
-                    other => {
-                        problems.add(
-                            &path,
-                            format!("unknown preset `{}`", other.unwrap_or("?")),
-                            Some(format!("choose from: {}", PRESETS.join(", "))),
-                        );
-                        ok = false;
-                    }
-                },
-                "confidence" => match value.as_str().map(parse_share).or(value.as_f64().map(Ok)) {
-                    Some(Ok(c)) if c > 0.5 && c < 1.0 => set.confidence = c,
-                    _ => {
-                        problems.add(
-                            &path,
-                            "must be a level between 50% and 100%".into(),
-                            Some("e.g. `confidence: 95%`".into()),
-                        );
-                        ok = false;
-                    }
-                },
-                "abort_on_fail" => match value.as_bool() {
-                    Some(b) => set.abort_on_fail = b,
-                    None => {
-                        problems.add(&path, "must be true or false".into(), None);
-                        ok = false;
-                    }
-                },
-                "delay" => match value.as_str().map(Dur::parse) {
-                    Some(Ok(d)) => set.delay = d.0,
-                    _ => {
-                        problems.add(
-                            &path,
-                            "must be a duration".into(),
-                            Some("e.g. `delay: 10s`".into()),
-                        );
-                        ok = false;
-                    }
-                },
-                _ => entries.push((key.to_owned(), value.clone())),
-            }
+        let before = problems.count();
+        for problem in &thresholds.problems {
+            problems.push(problem.clone().under(base));
         }
-        // Entries written in the spec override a preset's of the same name.
-        let mut seen = std::collections::BTreeSet::new();
-        for (key, value) in entries.into_iter().rev() {
-            match slos_of(base, &key, &value, problems) {
-                Some(slos) => {
-                    for slo in slos {
-                        if seen.insert(slo.name.clone()) {
-                            set.slos.push(slo);
-                        }
-                    }
+        let preset = thresholds.preset.map(preset_entries).unwrap_or_default();
+        let mut slos: Vec<Slo> = Vec::new();
+        for entry in preset.iter().chain(&thresholds.entries) {
+            for limit in &entry.limits {
+                let path = match &limit.percentile {
+                    Some(p) => format!("{base}.{}.{}", entry.key, p.written),
+                    None => format!("{base}.{}", entry.key),
+                };
+                if let Some(slo) = slo_of(entry, limit, &path, problems) {
+                    slos.retain(|earlier| earlier.name != slo.name);
+                    slos.push(slo);
                 }
-                None => ok = false,
             }
         }
-        set.slos.reverse();
-        if ok && set.slos.is_empty() {
+        if problems.count() == before && slos.is_empty() {
             problems.add(
                 base,
                 "sets no SLO".into(),
                 Some("add e.g. `ttft: { p99: \"<= 350ms\" }` or `preset: redlines`".into()),
             );
-            ok = false;
         }
-        ok.then_some(set)
+        (problems.count() == before).then(|| SloSet {
+            slos,
+            confidence: thresholds.confidence.unwrap_or(0.95),
+            abort_on_fail: thresholds.abort_on_fail.unwrap_or(false),
+            delay: thresholds.delay.unwrap_or(Duration::ZERO),
+        })
     }
 }
 
-/// The source's redlines (`preset: redlines`), as the entries a spec would write.
-fn redline_entries() -> Vec<(String, Value)> {
-    REDLINES
+/// A preset's SLOs, as the entries a spec would write.
+fn preset_entries(preset: Preset) -> Vec<SloEntry> {
+    let written = match preset {
+        Preset::Redlines => REDLINES,
+    };
+    written
         .iter()
-        .map(|(name, expression)| match name.split_once('.') {
-            Some((metric, stat)) => {
-                let mut map = Mapping::new();
-                map.insert(stat.into(), (*expression).into());
-                (metric.to_owned(), Value::Mapping(map))
+        .map(|(name, expression)| {
+            let (key, percentile) = match name.split_once('.') {
+                Some((metric, stat)) => (metric, Some(stat)),
+                None => (*name, None),
+            };
+            let percentile = percentile.map(|stat| Percentile {
+                written: stat.to_owned(),
+                quantile: stat[1..].parse::<f64>().expect("a preset's percentile") / 100.0,
+            });
+            SloEntry {
+                key: key.to_owned(),
+                metric: Metric::from_name(key).expect("a preset names metrics"),
+                error_kind: None,
+                limits: vec![Limit {
+                    percentile,
+                    expression: (*expression).to_owned(),
+                }],
             }
-            None => ((*name).to_owned(), (*expression).into()),
         })
         .collect()
 }
 
-/// The SLOs of one `sloThresholds` entry.
-fn slos_of(base: &str, key: &str, value: &Value, problems: &mut Problems) -> Option<Vec<Slo>> {
-    let path = format!("{base}.{key}");
-    let target = Target::of(key, &path, problems)?;
-    let kind = target.metric.kind();
-    if kind == Kind::Latency {
-        return target.percentiles(key, &path, value, problems);
-    }
-    let Some(text) = value.as_str() else {
+/// One SLO: a limit's comparison (and window), checked against its metric.
+fn slo_of(entry: &SloEntry, limit: &Limit, path: &str, problems: &mut Problems) -> Option<Slo> {
+    let name = match &limit.percentile {
+        Some(p) => format!("{}.{}", entry.key, p.written),
+        None => entry.key.clone(),
+    };
+    let kind = entry.metric.kind();
+    let (text, window) = match split_window(&limit.expression) {
+        Ok(split) => split,
+        Err(message) => {
+            problems.add(
+                path,
+                message,
+                Some("write e.g. `\"<= 800ms over 30s for 3 windows\"`".into()),
+            );
+            return None;
+        }
+    };
+    let windowable = windowed_quantity(entry.metric).is_some() || entry.metric == Metric::ErrorRate;
+    if window.is_some() && (!windowable || entry.error_kind.is_some()) {
         problems.add(
-            &path,
-            "must be an expression".into(),
-            Some(example(kind).into()),
+            path,
+            format!("`{}` cannot be judged over windows", entry.metric.name()),
+            Some(
+                "windowed forms are for ttft, itl, tpot, e2e and error_rate; judge this one over the whole run (drop `over …`)"
+                    .into(),
+            ),
         );
         return None;
+    }
+    let (op, threshold) = match parse_expression(text, kind) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            problems.add(path, message, Some(kind.example().into()));
+            return None;
+        }
     };
-    target
-        .slo(key.to_owned(), None, text, &path, problems)
-        .map(|s| vec![s])
+    let direction_ok = match kind {
+        Kind::Latency | Kind::BadShare => op.upper(),
+        Kind::GoodShare | Kind::Throughput => !op.upper(),
+    };
+    if !direction_ok {
+        problems.add(
+            path,
+            format!(
+                "`{text}` points the wrong way for `{}`",
+                entry.metric.name()
+            ),
+            Some(kind.example().into()),
+        );
+        return None;
+    }
+    Some(Slo {
+        name,
+        metric: entry.metric,
+        error_kind: entry.error_kind.clone(),
+        quantile: limit.percentile.as_ref().map(|p| p.quantile),
+        op,
+        threshold,
+        expression: match window {
+            Some(w) => format!("{} over {}", text.trim(), describe_window(w)),
+            None => text.trim().to_owned(),
+        },
+        window,
+    })
 }
 
-/// What an entry's key judges: the metric, and for `error_rate{kind=…}` the kind.
-struct Target<'a> {
-    name: &'a str,
-    metric: Metric,
-    error_kind: Option<String>,
-}
-
-impl<'a> Target<'a> {
-    fn of(key: &'a str, path: &str, problems: &mut Problems) -> Option<Target<'a>> {
-        let (name, error_kind) = match key.split_once('{') {
-            Some((metric, selector)) => {
-                let kind = selector
-                    .strip_suffix('}')
-                    .and_then(|s| s.strip_prefix("kind="))
-                    .filter(|k| !k.is_empty() && metric == "error_rate");
-                let Some(kind) = kind else {
-                    problems.add(
-                        path,
-                        format!("malformed selector in `{key}`"),
-                        Some("only `error_rate` takes one, as `error_rate{kind=timeout}`".into()),
-                    );
-                    return None;
-                };
-                (metric, Some(kind.to_owned()))
-            }
-            None => (key, None),
-        };
-        let Some(metric) = Metric::from_name(name) else {
-            let fix = match nearest(name, &[&METRICS[..], SETTINGS].concat()) {
-                Some(near) => format!("did you mean `{near}`? Choose from: {}", METRICS.join(", ")),
-                None => format!("choose from: {}", METRICS.join(", ")),
-            };
-            problems.add(path, format!("unknown metric `{name}`"), Some(fix));
-            return None;
-        };
-        Some(Target {
-            name,
-            metric,
-            error_kind,
-        })
-    }
-
-    /// A latency entry: one SLO per percentile it names.
-    fn percentiles(
-        &self,
-        key: &str,
-        path: &str,
-        value: &Value,
-        problems: &mut Problems,
-    ) -> Option<Vec<Slo>> {
-        let Some(map) = value.as_mapping() else {
-            problems.add(
-                path,
-                "a latency SLO names its percentiles".into(),
-                Some(format!(
-                    "write e.g. `{}: {{ p99: \"<= 350ms\" }}`",
-                    self.name
-                )),
-            );
-            return None;
-        };
-        let mut slos = Vec::new();
-        let mut ok = true;
-        for (stat, text) in map {
-            let stat = stat.as_str().unwrap_or("?");
-            let stat_path = format!("{path}.{stat}");
-            let quantile = stat
-                .strip_prefix('p')
-                .and_then(|p| p.parse::<f64>().ok())
-                .filter(|p| *p > 0.0 && *p < 100.0);
-            let (Some(q), Some(text)) = (quantile, text.as_str()) else {
-                problems.add(
-                    &stat_path,
-                    format!(
-                        "`{stat}` is not a percentile between p0 and p100 (exclusive) with an expression"
-                    ),
-                    Some("write e.g. `p99: \"<= 350ms\"` or `p99.9: \"< 1s\"`".into()),
-                );
-                ok = false;
-                continue;
-            };
-            let name = format!("{key}.{stat}");
-            match self.slo(name, Some(q / 100.0), text, &stat_path, problems) {
-                Some(s) => slos.push(s),
-                None => ok = false,
-            }
-        }
-        ok.then_some(slos)
-    }
-
-    /// One SLO: `text`'s comparison (and window), checked against the metric.
-    fn slo(
-        &self,
-        name: String,
-        quantile: Option<f64>,
-        text: &str,
-        path: &str,
-        problems: &mut Problems,
-    ) -> Option<Slo> {
-        let kind = self.metric.kind();
-        let (text, window) = match split_window(text) {
-            Ok(split) => split,
-            Err(message) => {
-                problems.add(
-                    path,
-                    message,
-                    Some("write e.g. `\"<= 800ms over 30s for 3 windows\"`".into()),
-                );
-                return None;
-            }
-        };
-        let windowable =
-            self.metric.windowed_quantity().is_some() || self.metric == Metric::ErrorRate;
-        if window.is_some() && (!windowable || self.error_kind.is_some()) {
-            problems.add(
-                path,
-                format!("`{}` cannot be judged over windows", self.name),
-                Some(
-                    "windowed forms are for ttft, itl, tpot, e2e and error_rate; judge this one over the whole run (drop `over …`)"
-                        .into(),
-                ),
-            );
-            return None;
-        }
-        let (op, threshold) = match parse_expression(text, kind) {
-            Ok(parsed) => parsed,
-            Err(message) => {
-                problems.add(path, message, Some(example(kind).into()));
-                return None;
-            }
-        };
-        let direction_ok = match kind {
-            Kind::Latency | Kind::BadShare => op.upper(),
-            Kind::GoodShare | Kind::Throughput => !op.upper(),
-        };
-        if !direction_ok {
-            problems.add(
-                path,
-                format!("`{text}` points the wrong way for `{}`", self.name),
-                Some(example(kind).into()),
-            );
-            return None;
-        }
-        Some(Slo {
-            name,
-            metric: self.metric,
-            error_kind: self.error_kind.clone(),
-            quantile,
-            op,
-            threshold,
-            expression: match window {
-                Some(w) => format!("{} over {}", text.trim(), describe_window(w)),
-                None => text.trim().to_owned(),
-            },
-            window,
-        })
-    }
-}
-
-fn example(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Latency => "write e.g. `p99: \"<= 350ms\"` (units us, ms, s)",
-        Kind::GoodShare => "write e.g. `\">= 99.9%\"`",
-        Kind::BadShare => "write e.g. `\"<= 0.1%\"`",
-        Kind::Throughput => "write e.g. `\">= 900 tok/s\"`",
+/// The per-request quantity a windowed SLO of `metric` watches; none for the metrics
+/// that are judged over the whole run only.
+fn windowed_quantity(metric: Metric) -> Option<streaming::series::Quantity> {
+    use streaming::series::Quantity;
+    match metric {
+        Metric::Ttft => Some(Quantity::Ttft),
+        Metric::Itl => Some(Quantity::Itl),
+        Metric::Tpot => Some(Quantity::Tpot),
+        Metric::E2e => Some(Quantity::E2e),
+        _ => None,
     }
 }
 
@@ -515,16 +354,6 @@ fn describe_window(w: Windowed) -> String {
         1 => length,
         n => format!("{length} for {n} windows"),
     }
-}
-
-/// `99.995%` or `0.95` as a fraction.
-fn parse_share(text: &str) -> Result<f64, String> {
-    let text = text.trim();
-    match text.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
-        None => text.parse::<f64>(),
-    }
-    .map_err(|e| e.to_string())
 }
 
 /// What judging an SLO found: met, missed, or not enough data to tell either way.
@@ -637,9 +466,9 @@ mod tests {
     use crate::record::{FailStage, Outcome as RecordOutcome, Phase, Record};
 
     fn set(yaml: &str) -> SloSet {
-        let mapping: Mapping = yaml_serde::from_str(yaml).unwrap();
+        let thresholds: SloThresholds = yaml_serde::from_str(yaml).unwrap();
         let mut problems = Problems::new();
-        let set = SloSet::from_spec(&mapping, &mut problems);
+        let set = SloSet::from_spec(&thresholds, &mut problems);
         assert!(problems.is_empty(), "{problems:?}");
         set.unwrap()
     }
@@ -713,10 +542,10 @@ mod tests {
                 "`error_rate` cannot be judged over windows",
             ),
         ] {
-            let mapping: Mapping = yaml_serde::from_str(yaml).unwrap();
+            let thresholds: SloThresholds = yaml_serde::from_str(yaml).unwrap();
             let mut problems = Problems::new();
             assert!(
-                SloSet::from_spec(&mapping, &mut problems).is_none(),
+                SloSet::from_spec(&thresholds, &mut problems).is_none(),
                 "{yaml}"
             );
             assert!(

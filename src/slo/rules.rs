@@ -289,8 +289,8 @@ mod tests {
     use crate::spec::Problems;
 
     fn set(yaml: &str) -> SloSet {
-        let mapping: yaml_serde::Mapping = yaml_serde::from_str(yaml).unwrap();
-        SloSet::from_spec(&mapping, &mut Problems::new()).unwrap()
+        let thresholds = yaml_serde::from_str(yaml).unwrap();
+        SloSet::from_spec(&thresholds, &mut Problems::new()).unwrap()
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod pgvector;
 pub mod problems;
 pub mod replicas;
 pub mod schema;
+pub mod slo;
 pub mod streaming;
 pub mod values;
 
@@ -685,7 +686,7 @@ fn nth_line(text: &str, index: usize, key: &str) -> usize {
 }
 
 /// `kind: ScaleSpec` — the gate (`sloThresholds`) and replica bounds.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ScaleSpec {
     /// Fewest replicas the service may run: `redline advise` keeps its replica count
@@ -697,11 +698,10 @@ pub struct ScaleSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_replicas: Option<u32>,
     /// SLOs by metric, k6-style: `ttft: { p99: "<= 350ms" }`, `pass_rate: ">= 99.995%"`,
-    /// plus `preset`, `confidence`, `abort_on_fail` and `delay`. Checked by
-    /// [`crate::slo`], which knows the metrics.
+    /// plus `preset`, `confidence`, `abort_on_fail` and `delay`; judged by
+    /// [`crate::slo`].
     #[serde(default)]
-    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
-    pub slo_thresholds: yaml_serde::Mapping,
+    pub slo_thresholds: slo::SloThresholds,
     /// SLOs watched window by window while the run goes: sliding windows, a drift
     /// detector per series, WARN/CRITICAL episodes and what to do when one opens.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -63,7 +63,8 @@ pub fn verdicts(summary: &Summary) -> Option<String> {
                 let outcome = wire_name(v.outcome);
                 let _ = write!(
                     body,
-                    r#"<tr><td><code>{}</code></td><td class="{outcome}" data-slo="{}" data-outcome="{outcome}">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>"#,
+                    r#"<tr><td><code>{} {}</code></td><td class="{outcome}" data-slo="{}" data-outcome="{outcome}">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>"#,
+                    escape(&v.slo),
                     escape(&v.expression),
                     escape(&v.slo),
                     outcome.replace('_', " "),
@@ -72,7 +73,11 @@ pub fn verdicts(summary: &Summary) -> Option<String> {
                         num(o),
                         escape(v.unit.as_str())
                     )),
-                    v.bound.map_or("–".into(), num),
+                    v.bound.map_or("–".into(), |b| format!(
+                        "{} {}",
+                        num(b),
+                        escape(v.unit.as_str())
+                    )),
                     v.samples,
                     v.samples_to_decide.map_or(String::new(), |n| n.to_string()),
                 );

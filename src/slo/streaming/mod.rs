@@ -204,7 +204,7 @@ fn rule_of(spec: &StreamingSpec, problems: &mut Problems) -> Option<Rule> {
                     Some("a weight between 0 and 1, e.g. 0.2".into()),
                 );
             }
-            let growth = match e.sigma_growth.as_deref().map(super::parse_share) {
+            let growth = match e.sigma_growth.as_deref().map(crate::spec::slo::parse_share) {
                 None => 0.4,
                 Some(Ok(g)) if g > 0.0 => g,
                 Some(_) => {
