@@ -5,6 +5,12 @@
 //! → slo → report. The modules are declared below from the foundation up, and each
 //! names only modules declared before it (`tests/layers.rs` checks every `crate::`
 //! path against this order).
+//!
+//! Two parts are crates of their own beneath this one, taken in under their names at
+//! their place in the order: `redline-base` (`crates/base`: [`seed`], [`vector`],
+//! [`grpc`], [`net`], the simulator's tokenizer, histogram summaries, drawn latencies,
+//! WAV lengths, start kinds and the page cache) and `redline-sim` (`crates/sim`: [`sim`]).
+//! An edit to the load tester does not recompile the simulator.
 //! - [`seed`]: seeded mixing and FNV-1a, which every seeded part draws from.
 //! - [`vector`]: cosine similarity and normalisation of embeddings.
 //! - [`grpc`]: gRPC on the wire: Qdrant's messages, message framing, the one
@@ -57,14 +63,14 @@
 //!   LLM from a failed run's report, schema-checked, rolled back, verified, audited.
 //! - [`cli`]: the `redline` command line; subcommands only.
 
-pub mod seed;
-pub mod vector;
-pub mod grpc;
+pub use redline_base::grpc;
+pub use redline_base::seed;
+pub use redline_base::vector;
 pub mod spec;
 pub mod tokenizer;
 pub mod record;
 pub mod folder;
-pub mod net;
+pub use redline_base::net;
 pub mod workload;
 pub mod client;
 pub mod trace;
@@ -75,7 +81,7 @@ pub mod metrics;
 pub mod slo;
 pub mod coordinator;
 pub mod explain;
-pub mod sim;
+pub use redline_sim as sim;
 pub mod chaos;
 pub mod flow;
 pub mod scenario;

@@ -1,17 +1,40 @@
-//! The layout's one rule, checked: `src/lib.rs` declares the top-level modules from
-//! the foundation up, and a module may name (through `crate::…`) only modules declared
-//! before it. A new import against the data path fails here with the file and the
-//! module it reached for.
+//! The layout's one rule, checked in every crate of the workspace (the root and
+//! `crates/*`): its `lib.rs` declares the top-level modules from the foundation up, and
+//! a module may name (through `crate::…`, or `super::…` from a top-level file) only
+//! modules declared before it. A new import against the data path fails here with the
+//! file and the module it reached for. Between crates, Cargo itself refuses a circle.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// The `pub mod` names of `src/lib.rs`, in order.
+/// The top-level module names of a `lib.rs`, in order: its `pub mod`s, and the
+/// modules it takes from a crate beneath it (`pub use redline_base::seed;`,
+/// `pub use redline_sim as sim;`) where it names them.
 fn declared_order(lib: &str) -> Vec<String> {
     lib.lines()
-        .filter_map(|l| l.strip_prefix("pub mod "))
+        .filter_map(|l| {
+            let module = l.strip_prefix("pub mod ");
+            let taken = l.strip_prefix("pub use redline_").map(|rest| {
+                let name = rest.rsplit([':', ' ']).next().unwrap_or(rest);
+                name.trim_end_matches(';')
+            });
+            module.or(taken)
+        })
         .map(|rest| rest.trim_end_matches(';').trim().to_owned())
         .collect()
+}
+
+/// The `src` folder of each crate of the workspace: the root's, then `crates/*`.
+fn crate_sources() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sources = vec![root.join("src")];
+    let mut members: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path().join("src"))
+        .collect();
+    members.sort();
+    sources.extend(members);
+    sources
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -33,9 +56,16 @@ fn owner(src: &Path, file: &Path) -> String {
 }
 
 /// Every top-level module named after `crate::` in `code`, brace groups included
-/// (`crate::{a::X, b}` names `a` and `b`).
-fn referenced_modules(code: &str) -> BTreeSet<String> {
-    names_after(code, "crate::")
+/// (`crate::{a::X, b}` names `a` and `b`); for a file at the crate's top, after
+/// `super::` too (outside its tests, where `super::` is the file's own module).
+fn referenced_modules(code: &str, top_level: bool) -> BTreeSet<String> {
+    let mut names = names_after(code, "crate::");
+    if top_level {
+        let before_tests = code.split("#[cfg(test)]").next().unwrap_or(code);
+        names.extend(names_after(before_tests, "super::"));
+    }
+    names.retain(|name| !name.is_empty());
+    names
 }
 
 /// Every name that follows `prefix` in `code` (not inside a longer path), brace groups
@@ -100,15 +130,36 @@ fn code_of(text: &str) -> String {
 
 #[test]
 fn no_module_imports_from_a_module_above_it() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let sources = crate_sources();
+    assert!(
+        sources.len() >= 3,
+        "the root, the simulator and their base: {sources:?}"
+    );
+    let mut wrong = Vec::new();
+    for src in &sources {
+        wrong.extend(imports_against_the_layers(src));
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the layers:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The imports of one crate that name a module declared after their own.
+fn imports_against_the_layers(src: &Path) -> Vec<String> {
     let order = declared_order(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
-    assert!(order.len() > 10, "lib.rs declares its modules: {order:?}");
+    assert!(
+        order.len() > 5,
+        "{}: declares its modules: {order:?}",
+        src.display()
+    );
     let rank = |m: &str| order.iter().position(|o| o == m);
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    rust_files(src, &mut files);
     let mut wrong = Vec::new();
     for file in files {
-        let module = owner(&src, &file);
+        let module = owner(src, &file);
         if module == "lib" || module == "main" {
             continue;
         }
@@ -120,7 +171,8 @@ fn no_module_imports_from_a_module_above_it() {
             continue;
         };
         let code = code_of(&std::fs::read_to_string(&file).unwrap());
-        for used in referenced_modules(&code) {
+        let top_level = file.parent() == Some(src);
+        for used in referenced_modules(&code, top_level) {
             match rank(&used) {
                 Some(r) if r > own => wrong.push(format!(
                     "{}: `{module}` uses `crate::{used}`, declared after it in lib.rs",
@@ -134,18 +186,22 @@ fn no_module_imports_from_a_module_above_it() {
             }
         }
     }
-    assert!(
-        wrong.is_empty(),
-        "imports against the layers:\n{}",
-        wrong.join("\n")
-    );
+    wrong
 }
 
 #[test]
 fn the_checker_sees_paths_and_brace_groups() {
     let code = "use crate::a::X;\nuse crate::{b::Y, c::{D, E}, f};\nlet x = crate::g::h();";
-    let found: Vec<String> = referenced_modules(code).into_iter().collect();
+    let found: Vec<String> = referenced_modules(code, false).into_iter().collect();
     assert_eq!(found, ["a", "b", "c", "f", "g"]);
+    let top = "use super::state::S;\n#[cfg(test)]\nmod tests {\n    use super::*;\n    use super::helper;\n}";
+    let found: Vec<String> = referenced_modules(top, true).into_iter().collect();
+    assert_eq!(
+        found,
+        ["state"],
+        "a top-level file's super is the crate; its tests' is the file"
+    );
+    assert!(referenced_modules(top, false).is_empty());
 }
 
 /// With `autotests = false` a new file under `tests/` would compile into nothing and
@@ -250,13 +306,25 @@ fn find_cycle(edges: &std::collections::BTreeMap<String, BTreeSet<String>>) -> O
 /// moved) without it. A parent (`mod.rs`) and its children are not siblings.
 #[test]
 fn no_circle_between_sibling_files() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut dirs = vec![src.clone()];
+    let mut circles = Vec::new();
+    for src in crate_sources() {
+        circles.extend(circles_in(&src));
+    }
+    assert!(
+        circles.is_empty(),
+        "files in a circle:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// The circles between sibling files in the folders of one crate's `src`.
+fn circles_in(src: &Path) -> Vec<String> {
+    let mut dirs = vec![src.to_owned()];
     let mut circles = Vec::new();
     while let Some(dir) = dirs.pop() {
         let modules = sibling_modules(&dir);
         let siblings: BTreeSet<String> = modules.iter().map(|(n, _)| n.clone()).collect();
-        let path = dir.strip_prefix(&src).unwrap();
+        let path = dir.strip_prefix(src).unwrap();
         let crate_path: String = path
             .components()
             .map(|c| format!("{}::", c.as_os_str().to_string_lossy()))
@@ -269,7 +337,9 @@ fn no_circle_between_sibling_files() {
                 // A file's tests may use what they like: they are not what it stands on.
                 let code = code_of(text.split("#[cfg(test)]").next().unwrap());
                 let mut prefixes = vec![format!("crate::{crate_path}")];
-                if file.parent() == Some(dir.as_path()) && !path.as_os_str().is_empty() {
+                // From a file directly in the folder, `super::` is the folder (the
+                // crate, at its top).
+                if file.parent() == Some(dir.as_path()) {
                     prefixes.push("super::".to_owned());
                 }
                 named.extend(sibling_references(&code, &prefixes, &siblings));
@@ -284,11 +354,7 @@ fn no_circle_between_sibling_files() {
             circles.push(format!("{}: {}", dir.display(), cycle.join(" → ")));
         }
     }
-    assert!(
-        circles.is_empty(),
-        "files in a circle:\n{}",
-        circles.join("\n")
-    );
+    circles
 }
 
 #[test]

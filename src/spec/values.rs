@@ -7,6 +7,8 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
+pub use redline_base::latency::LatencySpec;
+
 /// A duration written `250ms`, `30s`, `1.5m`, `2h` (a bare number is seconds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Dur(pub Duration);
@@ -228,63 +230,5 @@ mod tests {
         assert!(Dur::parse("-1s").is_err());
         let from_yaml: Dur = yaml_serde::from_str("45").unwrap();
         assert_eq!(from_yaml, Dur(Duration::from_secs(45)));
-    }
-}
-
-/// A latency drawn per call, in milliseconds: fixed, uniform or normal.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LatencySpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mean_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stddev_ms: Option<f64>,
-}
-
-impl LatencySpec {
-    /// The shape, or why it is not one.
-    pub fn check(&self) -> Result<(), String> {
-        let ok = |v: f64| v >= 0.0 && v.is_finite();
-        match (self.ms, self.min_ms, self.max_ms, self.mean_ms, self.stddev_ms) {
-            (None, None, None, None, None) => Ok(()),
-            (Some(ms), None, None, None, None) if ok(ms) => Ok(()),
-            (None, Some(a), Some(b), None, None) if ok(a) && ok(b) && a <= b => Ok(()),
-            (None, None, None, Some(m), Some(s)) if ok(m) && ok(s) => Ok(()),
-            _ => Err("write `ms: 20`, `min_ms: 10, max_ms: 30` or `mean_ms: 20, stddev_ms: 5` (0 or more, min <= max)".into()),
-        }
-    }
-
-    pub fn sample(&self, rng: &mut impl rand::Rng) -> Duration {
-        let ms = match (
-            self.ms,
-            self.min_ms,
-            self.max_ms,
-            self.mean_ms,
-            self.stddev_ms,
-        ) {
-            (Some(ms), ..) => ms,
-            (None, Some(a), Some(b), ..) if a < b => rng.random_range(a..=b),
-            (None, Some(a), ..) => a,
-            (None, None, None, Some(m), Some(s)) => rand_distr::Normal::new(m, s)
-                .map_or(m, |n| rand_distr::Distribution::sample(&n, rng)),
-            _ => 0.0,
-        };
-        Duration::from_secs_f64(ms.max(0.0) / 1e3)
-    }
-
-    /// The mean, in milliseconds.
-    pub fn mean_ms(&self) -> f64 {
-        match (self.ms, self.min_ms, self.max_ms, self.mean_ms) {
-            (Some(ms), ..) => ms,
-            (None, Some(a), Some(b), _) => (a + b) / 2.0,
-            (None, None, None, Some(m)) => m,
-            _ => 0.0,
-        }
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! [`sim`] is the simulator's own tokenizer, also exported as a `tokenizer.json`.
 
-pub mod sim;
+pub use redline_base::sim_tokenizer as sim;
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};

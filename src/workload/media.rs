@@ -10,6 +10,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::seed::mix_seed;
+pub use redline_base::wav::wav_seconds;
 
 /// One WAV file to transcribe.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,16 +117,6 @@ fn tone(samples: u32, pitch: f64) -> Vec<u8> {
     }
     writer.finalize().expect("writing to memory");
     out.into_inner()
-}
-
-/// Seconds of audio in a WAV file, from its header (the samples are not decoded).
-pub fn wav_seconds(bytes: &[u8]) -> Result<f64, hound::Error> {
-    let reader = hound::WavReader::new(Cursor::new(bytes))?;
-    let rate = reader.spec().sample_rate;
-    if rate == 0 {
-        return Err(hound::Error::FormatError("a sample rate of 0"));
-    }
-    Ok(f64::from(reader.duration()) / f64::from(rate))
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ pub type BlockId = u32;
 pub fn block_hash(parent: Option<u64>, tokens: &[u32]) -> u64 {
     // FNV-1a 64 over the parent hash and token ids: fast, deterministic, and collisions
     // only ever cost a simulated cache hit.
-    let mut hash = crate::seed::Fnv64::new();
+    let mut hash = redline_base::seed::Fnv64::new();
     hash.write(&parent.unwrap_or(0x5eed).to_le_bytes());
     for token in tokens {
         hash.write(&u64::from(*token).to_le_bytes());

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use super::*;
-use crate::sim::text::{AnswerGenerator, AnswerLimits};
+use crate::text::{AnswerGenerator, AnswerLimits};
 
 /// A finished request as seen in virtual time.
 #[derive(Debug, Clone)]
@@ -23,7 +23,7 @@ fn request(id: u64, prompt: Vec<u32>, max_tokens: u32, arrival_ns: u64) -> NewRe
     };
     NewRequest {
         id,
-        generator: AnswerGenerator::text(crate::sim::text::prompt_seed(&prompt, 0), &limits),
+        generator: AnswerGenerator::text(crate::text::prompt_seed(&prompt, 0), &limits),
         prompt,
         arrival_ns,
     }
@@ -32,7 +32,7 @@ fn request(id: u64, prompt: Vec<u32>, max_tokens: u32, arrival_ns: u64) -> NewRe
 /// A prompt of `len` tokens that shares nothing with other seeds' prompts.
 fn unique_prompt(seed: u64, len: usize) -> Vec<u32> {
     (0..len as u64)
-        .map(|i| crate::seed::mix_seed(&[seed, i]) as u32)
+        .map(|i| redline_base::seed::mix_seed(&[seed, i]) as u32)
         .collect()
 }
 

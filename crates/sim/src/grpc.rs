@@ -16,7 +16,7 @@ use tonic::{Code, Status};
 use tonic_prost::ProstCodec;
 
 use super::tiers::Tiers;
-use crate::grpc::qdrant::{
+use redline_base::grpc::qdrant::{
     self, HealthCheckReply, HealthCheckRequest, PointId, PointsResponse, QueryPoints, ScoredPoint,
     SearchPoints, Value,
 };

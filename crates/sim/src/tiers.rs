@@ -19,10 +19,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::embed::embed;
-use crate::seed::mix_seed;
-pub use crate::spec::values::LatencySpec;
-use crate::tokenizer::sim::WORDS;
-use crate::vector::cosine;
+pub use redline_base::latency::LatencySpec;
+use redline_base::seed::mix_seed;
+use redline_base::sim_tokenizer::WORDS;
+use redline_base::vector::cosine;
 
 /// How the non-LLM tiers behave.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::profile::Profile;
 use super::text::{AnswerGenerator, AnswerLimits, ToolCall, prompt_seed, tool_arguments};
-use crate::seed::mix_seed;
-use crate::tokenizer::sim as sim_tokenizer;
+use redline_base::seed::mix_seed;
+use redline_base::sim_tokenizer;
 
 /// An error as vLLM returns it: `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug, Clone, PartialEq)]
@@ -342,7 +342,7 @@ pub fn plan(
         stream: sampling.stream,
         // llama.cpp sends no usage in streams, whatever the request asks.
         include_usage: sampling.stream_options.is_some_and(|o| o.include_usage)
-            && cx.profile.server != crate::sim::profile::ServerKind::Llamacpp,
+            && cx.profile.server != crate::profile::ServerKind::Llamacpp,
         tool_call,
     })
 }

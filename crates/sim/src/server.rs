@@ -28,7 +28,7 @@ use super::openai::{self, ApiError};
 use super::startup;
 use super::state::{SimConfig, SimState};
 use super::tiers;
-use crate::tokenizer::sim as sim_tokenizer;
+use redline_base::sim_tokenizer;
 /// Largest request body accepted: long prompts are megabytes at most.
 const MAX_BODY_BYTES: usize = 64 << 20;
 
@@ -138,7 +138,7 @@ pub struct GrpcListeners {
 pub async fn serve(
     listener: TcpListener,
     grpc: GrpcListeners,
-    tls: Option<crate::net::ServerTls>,
+    tls: Option<redline_base::net::ServerTls>,
     config: SimConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -182,7 +182,7 @@ pub async fn serve(
 
 async fn serve_router(
     listener: TcpListener,
-    tls: Option<crate::net::ServerTls>,
+    tls: Option<redline_base::net::ServerTls>,
     router: Router,
     shutdown: impl Future<Output = ()>,
 ) {
@@ -192,7 +192,7 @@ async fn serve_router(
     builder
         .http2()
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
-    crate::net::accept_loop(
+    redline_base::net::accept_loop(
         listener,
         tls,
         builder,
@@ -223,7 +223,7 @@ impl EmbeddedSim {
     /// Served over TLS when `tls` is given (`base_url` is then https).
     pub async fn start_with(
         config: SimConfig,
-        tls: Option<crate::net::ServerTls>,
+        tls: Option<redline_base::net::ServerTls>,
     ) -> std::io::Result<EmbeddedSim> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
@@ -289,8 +289,8 @@ async fn tokenize(body: Bytes) -> Response {
             &serde_json::json!({"error": "needs `content` (or `input`)"}),
         );
     };
-    let tokens: Vec<u32> = crate::tokenizer::sim::Pieces::new(text)
-        .map(crate::tokenizer::sim::piece_id)
+    let tokens: Vec<u32> = redline_base::sim_tokenizer::Pieces::new(text)
+        .map(redline_base::sim_tokenizer::piece_id)
         .collect();
     json_response(StatusCode::OK, &serde_json::json!({ "tokens": tokens }))
 }
@@ -410,8 +410,8 @@ async fn endpoints(State(state): State<Arc<SimState>>) -> Response {
             "qdrant_grpc_port": state.qdrant_grpc_port.get(),
             "kserve_grpc_port": state.kserve_grpc_port.get(),
             "grpc": {
-                "qdrant": [crate::grpc::qdrant::SEARCH, crate::grpc::qdrant::QUERY, crate::grpc::qdrant::HEALTH_CHECK],
-                "kserve": [crate::grpc::kserve::MODEL_STREAM_INFER, crate::grpc::kserve::MODEL_INFER, crate::grpc::kserve::SERVER_LIVE, crate::grpc::kserve::SERVER_READY, crate::grpc::kserve::MODEL_READY, crate::grpc::kserve::SERVER_METADATA, crate::grpc::kserve::MODEL_METADATA],
+                "qdrant": [redline_base::grpc::qdrant::SEARCH, redline_base::grpc::qdrant::QUERY, redline_base::grpc::qdrant::HEALTH_CHECK],
+                "kserve": [redline_base::grpc::kserve::MODEL_STREAM_INFER, redline_base::grpc::kserve::MODEL_INFER, redline_base::grpc::kserve::SERVER_LIVE, redline_base::grpc::kserve::SERVER_READY, redline_base::grpc::kserve::MODEL_READY, redline_base::grpc::kserve::SERVER_METADATA, redline_base::grpc::kserve::MODEL_METADATA],
             },
             "ground_truth": ["/redline/truth", "/metrics"],
         }),

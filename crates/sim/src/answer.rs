@@ -46,7 +46,7 @@ pub(super) fn unix_now() -> u64 {
 /// FNV-1a of a request body: ground truth of exactly what arrived, so two runs can be
 /// shown to have sent the same bytes.
 pub(super) fn request_hash(body: &[u8]) -> u64 {
-    crate::seed::fnv64(body)
+    redline_base::seed::fnv64(body)
 }
 
 /// How an API writes an answer: event by event as it streams, or whole.

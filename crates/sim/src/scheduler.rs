@@ -411,5 +411,4 @@ fn add_to_shape(shape: &mut StepShape, seq: &Sequence, n: u32, starting: bool) {
 }
 
 #[cfg(test)]
-#[path = "scheduler_tests.rs"]
 mod tests;

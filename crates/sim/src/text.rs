@@ -2,7 +2,7 @@
 //!
 //! An answer is a function of the prompt's tokens and a seed, so semantic checks have
 //! ground truth. Text answers are words from a fixed vocabulary, each one token for
-//! [`crate::tokenizer::sim`], so the requested length in tokens is exact. Stop strings are
+//! [`redline_base::sim_tokenizer`], so the requested length in tokens is exact. Stop strings are
 //! matched on text, and the text that could still become a stop string is held back
 //! until it cannot (as vLLM's detokenizer does), so a stop string never leaks out.
 
@@ -10,8 +10,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value};
 
-use crate::seed::mix_seed;
-use crate::tokenizer::sim::{self as sim_tokenizer, WORDS};
+use redline_base::seed::mix_seed;
+use redline_base::sim_tokenizer::{self as sim_tokenizer, WORDS};
 
 /// Why an answer ended, as OpenAI's `finish_reason`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,7 +229,7 @@ impl AnswerGenerator {
 
 /// Seed of a prompt's answer: same prompt and seed, same answer.
 pub fn prompt_seed(prompt: &[u32], seed: u64) -> u64 {
-    let prompt_hash = crate::sim::kv::block_hash(None, prompt);
+    let prompt_hash = crate::kv::block_hash(None, prompt);
     mix_seed(&[prompt_hash, seed])
 }
 

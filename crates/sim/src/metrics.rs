@@ -87,11 +87,11 @@ pub struct TruthReport {
     /// client really sent, whatever it reports of itself.
     pub arrival_rate_per_s: Option<f64>,
     /// Engine arrival → first token.
-    pub ttft_ms: crate::metrics::Dist,
+    pub ttft_ms: redline_base::histogram::Dist,
     /// Engine gaps between a sequence's consecutive tokens.
-    pub inter_token_ms: crate::metrics::Dist,
+    pub inter_token_ms: redline_base::histogram::Dist,
     /// Engine arrival → finish.
-    pub e2e_ms: crate::metrics::Dist,
+    pub e2e_ms: redline_base::histogram::Dist,
 }
 
 impl SimMetrics {
@@ -232,7 +232,7 @@ impl SimMetrics {
     /// The ground truth so far; `reset` starts it afresh (e.g. after a warm-up).
     pub fn truth_report(&self, reset: bool) -> TruthReport {
         let mut truth = self.truth();
-        let ms = |h: &hdrhistogram::Histogram<u64>| crate::metrics::Dist::of(h, 1e3);
+        let ms = |h: &hdrhistogram::Histogram<u64>| redline_base::histogram::Dist::of(h, 1e3);
         let report = TruthReport {
             requests: truth.e2e.len(),
             prompt_tokens: truth.prompt_tokens,

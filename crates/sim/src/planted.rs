@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::seed::{fnv64, mix_seed};
+use redline_base::seed::{fnv64, mix_seed};
 
 /// What a candidate changes, each off by default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

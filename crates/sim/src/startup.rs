@@ -31,7 +31,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Serialize;
 
-pub use crate::launch::StartKind;
+pub use redline_base::launch::StartKind;
 use serde_json::json;
 
 /// How a simulated server starts.
@@ -228,7 +228,7 @@ impl Startup {
     async fn load(self: Arc<Self>) {
         let began = unix_us();
         let resident = self.model.weights_file.as_deref().and_then(|path| {
-            crate::launch::pagecache::resident_fraction(path)
+            redline_base::launch::pagecache::resident_fraction(path)
                 .map_err(|e| eprintln!("redline sim: cannot read {}: {e}", path.display()))
                 .ok()
                 .flatten()
@@ -237,8 +237,9 @@ impl Startup {
         let index = self.note_start(kind, resident, phases, began);
         if let Some(path) = self.model.weights_file.clone() {
             // Reading the file is what makes the next start warm.
-            let read =
-                tokio::task::spawn_blocking(move || crate::launch::pagecache::read_through(&path));
+            let read = tokio::task::spawn_blocking(move || {
+                redline_base::launch::pagecache::read_through(&path)
+            });
             let _ = read.await;
         }
         sleep_until_ms(began, phases.total_ms()).await;
@@ -298,7 +299,8 @@ impl Startup {
         let n = self.hot_restarts.load(Ordering::Relaxed);
         let rate = self.model.fragmentation.failure_rate(n);
         let index = self.admitted.fetch_add(1, Ordering::Relaxed);
-        let draw = crate::seed::mix_seed(&[self.seed, 0xa110c, index]) as f64 / u64::MAX as f64;
+        let draw =
+            redline_base::seed::mix_seed(&[self.seed, 0xa110c, index]) as f64 / u64::MAX as f64;
         if draw >= rate {
             return None;
         }

@@ -2,7 +2,7 @@
 //! words and character trigrams into a signed vector, L2-normalised. Texts that share
 //! words and spellings have a high cosine similarity; unrelated texts are near
 //! orthogonal. No model weights, so it runs anywhere.
-use crate::seed::{Fnv64, mix_seed};
+use redline_base::seed::{Fnv64, mix_seed};
 
 /// Words too common to say anything about similarity; they count for little.
 const STOPWORDS: &[&str] = &[
@@ -38,7 +38,7 @@ pub fn embed(text: &str, dim: usize) -> Vec<f32> {
             }
         }
     }
-    crate::vector::normalize(&mut vector);
+    redline_base::vector::normalize(&mut vector);
     vector
 }
 
@@ -54,7 +54,7 @@ fn add_feature(vector: &mut [f32], kind: u64, bytes: &[u8], weight: f32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vector::cosine;
+    use redline_base::vector::cosine;
 
     #[test]
     fn unit_length_deterministic_and_sized() {

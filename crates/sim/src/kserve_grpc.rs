@@ -30,12 +30,12 @@ use super::native::{KserveOptions, kserve_plan, unknown_model_message};
 use super::scheduler::Timeline;
 use super::state::SimState;
 use super::text::FinishReason;
-use crate::grpc::kserve::{
+use redline_base::grpc::kserve::{
     self, Empty, Flag, InferParameter, ModelInferRequest, ModelInferResponse,
     ModelMetadataResponse, ModelRef, ModelStreamInferResponse, ServerMetadataResponse, Tensor,
     TensorMetadata, infer_parameter::Choice,
 };
-use crate::grpc::{frame, ok_trailers, trailers_only};
+use redline_base::grpc::{frame, ok_trailers, trailers_only};
 
 /// Largest request message read.
 const MAX_REQUEST_BYTES: usize = 64 << 20;
@@ -125,7 +125,14 @@ async fn infer(State(state): State<Arc<SimState>>, request: Request) -> Response
     };
     match planned(&state, &asked, false) {
         Ok((plan, format)) => {
-            answer(&state, plan, format, arrival_ns, crate::seed::fnv64(&asked)).await
+            answer(
+                &state,
+                plan,
+                format,
+                arrival_ns,
+                redline_base::seed::fnv64(&asked),
+            )
+            .await
         }
         Err(status) => trailers_only(status.code(), status.message()),
     }
@@ -149,7 +156,7 @@ async fn stream_infer(State(state): State<Arc<SimState>>, request: Request) -> R
             };
             let answer = match planned(&state, &asked, true) {
                 Ok((plan, format)) => {
-                    let hash = crate::seed::fnv64(&asked);
+                    let hash = redline_base::seed::fnv64(&asked);
                     stream_events(&state, plan, format, arrival_ns, hash).boxed()
                 }
                 Err(status) => {

@@ -22,7 +22,7 @@ use super::openai::{self, ApiError, ChatRequest, Message, Plan, Sampling, Stop, 
 use super::scheduler::Timeline;
 use super::state::SimState;
 use super::text::{FinishReason, ToolCall};
-use crate::tokenizer::sim as sim_tokenizer;
+use redline_base::sim_tokenizer;
 
 /// An error as TGI and Ollama write it: `{"error": "…"}` (TGI adds `error_type`).
 fn native_error(error: ApiError, error_type: Option<&str>) -> Response {
@@ -136,7 +136,14 @@ async fn tgi(state: Arc<SimState>, body: Bytes, route: TgiRoute) -> Response {
                 array: route == TgiRoute::Compat,
                 text: String::new(),
             };
-            answer(&state, plan, format, arrival_ns, crate::seed::fnv64(&body)).await
+            answer(
+                &state,
+                plan,
+                format,
+                arrival_ns,
+                redline_base::seed::fnv64(&body),
+            )
+            .await
         }
         Err(error) => native_error(error, Some("validation")),
     }
@@ -393,7 +400,14 @@ async fn ollama(state: Arc<SimState>, body: Bytes, route: OllamaRoute) -> Respon
                 head,
                 tool_call: plan.tool_call.clone(),
             };
-            answer(&state, plan, format, arrival_ns, crate::seed::fnv64(&body)).await
+            answer(
+                &state,
+                plan,
+                format,
+                arrival_ns,
+                redline_base::seed::fnv64(&body),
+            )
+            .await
         }
         Err(error) => native_error(error, None),
     }
@@ -407,7 +421,7 @@ pub async fn ollama_tags(State(state): State<Arc<SimState>>) -> Response {
         &json!({"models": [{
             "name": model, "model": model,
             "modified_at": "2026-01-01T00:00:00Z", "size": 0,
-            "digest": format!("{:016x}", crate::seed::fnv64(model.as_bytes())),
+            "digest": format!("{:016x}", redline_base::seed::fnv64(model.as_bytes())),
             "details": {"format": "redline-sim", "family": "sim", "parameter_size": "0", "quantization_level": "none"},
         }]}),
     )
@@ -642,7 +656,14 @@ async fn kserve(state: Arc<SimState>, model: String, body: Bytes, stream: bool) 
         input_tokens: options.return_num_input_tokens == Some(true),
         output_tokens: options.return_num_output_tokens == Some(true),
     };
-    answer(&state, plan, format, arrival_ns, crate::seed::fnv64(&body)).await
+    answer(
+        &state,
+        plan,
+        format,
+        arrival_ns,
+        redline_base::seed::fnv64(&body),
+    )
+    .await
 }
 
 /// `GET /v2/health/ready` and `/v2/health/live`.

@@ -21,9 +21,9 @@ use super::answer::{error_response, json_response};
 use super::openai::{self, ApiError};
 use super::profile::MediaCost;
 use super::state::SimState;
-use crate::seed::{fnv64, mix_seed};
-use crate::tokenizer::sim::WORDS;
-use crate::workload::media::wav_seconds;
+use redline_base::seed::{fnv64, mix_seed};
+use redline_base::sim_tokenizer::WORDS;
+use redline_base::wav::wav_seconds;
 
 /// Sample rate of synthesised speech (OpenAI's `pcm` is 24 kHz, 16-bit, mono).
 pub const SPEECH_SAMPLE_RATE: u32 = 24_000;
