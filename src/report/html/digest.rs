@@ -104,7 +104,7 @@ pub struct Digest {
     faults_by_rule: BTreeMap<String, BTreeMap<u64, u64>>,
     pub records: u64,
     /// Flow sessions' steps: the waterfalls and the step graph.
-    pub flows: super::flows::FlowSessions,
+    pub flows: super::flow_sessions::FlowSessions,
     /// Shared prefixes sent so far, in the order records come (about completion order).
     seen_prefixes: std::collections::HashSet<u32>,
 }

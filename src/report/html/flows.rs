@@ -1,122 +1,16 @@
-//! The pictures of a flow: a per-step waterfall of a typical and of the slowest
-//! session, and the dependency graph with its edges' calls and latencies — the
-//! services' own graph when the run collected their spans, else the path sessions
+//! The flow section and its pictures: a per-step waterfall of a typical and of the
+//! slowest session, and the dependency graph with its edges' calls and latencies —
+//! the services' own graph when the run collected their spans, else the path sessions
 //! took from step to step, from the records.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use super::digest::Digest;
+use super::flow_sessions::{FLOW_SESSIONS, FlowSessions, Waterfall};
+use super::parts::section;
 use super::svg::{PALETTE, WIDTH, escape, num};
-use crate::record::{Outcome, Record};
-
-/// Sessions kept for the waterfalls and the step graph; a larger run draws them from
-/// its first sessions (the page says so).
-pub const FLOW_SESSIONS: usize = 20_000;
-
-/// One step of a session, µs from the run's start.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StepSpan {
-    pub seq_in_session: u32,
-    pub name: String,
-    pub start_us: u64,
-    pub end_us: u64,
-    pub failed: Option<String>,
-}
-
-/// A session drawn as a waterfall.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Waterfall {
-    /// `typical` or `slowest`, and why.
-    pub label: String,
-    pub session: u64,
-    pub e2e_us: u64,
-    pub steps: Vec<StepSpan>,
-}
-
-/// Sessions' steps as the records come, in no order, until [`FlowSessions::finish`].
-#[derive(Debug, Default)]
-pub struct FlowSessions {
-    steps: BTreeMap<u64, Vec<StepSpan>>,
-    ended: BTreeMap<u64, u64>,
-    /// Sessions seen past [`FLOW_SESSIONS`], not kept.
-    pub left_out: u64,
-    pub waterfalls: Vec<Waterfall>,
-    /// (from, to) → (times a session went so, summed latency of `to`, µs).
-    pub transitions: BTreeMap<(String, String), (u64, u64)>,
-    /// Sessions the graph and waterfalls were drawn from.
-    pub sessions: u64,
-}
-
-impl FlowSessions {
-    pub fn add(&mut self, record: &Record) {
-        let (Some(step), Some(session)) = (&record.step, &record.session) else {
-            return;
-        };
-        if !self.steps.contains_key(&session.id) && self.steps.len() >= FLOW_SESSIONS {
-            self.left_out += u64::from(step.agent_step_seq == 1);
-            return;
-        }
-        let failed = (record.outcome != Outcome::Ok).then(|| {
-            record
-                .error
-                .as_ref()
-                .map_or_else(|| format!("{:?}", record.outcome), |e| e.kind.clone())
-        });
-        self.steps.entry(session.id).or_default().push(StepSpan {
-            seq_in_session: step.agent_step_seq,
-            name: step.name.clone(),
-            start_us: record.sent_us.unwrap_or(record.intended_us),
-            end_us: record.done_us(),
-            failed,
-        });
-        if let Some(end) = &record.session_end {
-            self.ended.insert(session.id, end.e2e_us);
-        }
-    }
-
-    /// Orders each session's steps, picks the sessions to draw and counts the
-    /// transitions; the sessions themselves are then let go.
-    pub fn finish(&mut self) {
-        let mut steps = std::mem::take(&mut self.steps);
-        for session in steps.values_mut() {
-            session.sort_by_key(|s| s.seq_in_session);
-            for pair in session.windows(2) {
-                let [from, to] = pair else { continue };
-                let edge = self
-                    .transitions
-                    .entry((from.name.clone(), to.name.clone()))
-                    .or_default();
-                edge.0 += 1;
-                edge.1 += to.end_us.saturating_sub(to.start_us);
-            }
-        }
-        self.sessions = steps.len() as u64;
-        let mut by_e2e: Vec<(u64, u64)> = self.ended.iter().map(|(id, e2e)| (*e2e, *id)).collect();
-        by_e2e.sort_unstable();
-        let picks = [
-            (
-                by_e2e.get(by_e2e.len() / 2),
-                "typical: the median session E2E",
-            ),
-            (by_e2e.last(), "slowest session"),
-        ];
-        for (pick, why) in picks {
-            let Some(&(e2e_us, id)) = pick else { continue };
-            if self.waterfalls.iter().any(|w| w.session == id) {
-                continue;
-            }
-            if let Some(steps) = steps.remove(&id) {
-                self.waterfalls.push(Waterfall {
-                    label: why.to_owned(),
-                    session: id,
-                    e2e_us,
-                    steps,
-                });
-            }
-        }
-        self.ended.clear();
-    }
-}
+use crate::report::Summary;
 
 /// One session's steps as bars from the session's first send, labelled with their
 /// name and time.
@@ -319,6 +213,138 @@ fn layers_of(edges: &[GraphEdge]) -> BTreeMap<&str, usize> {
         }
     }
     layer
+}
+
+pub fn flow(summary: &Summary, digest: &Digest) -> Option<String> {
+    let flow = summary.flow.as_ref()?;
+    let s = &flow.sessions;
+    let mut body = format!(
+        r#"<p>Sessions: {} ok, {} failed, {} ended by the circuit breaker, {} cancelled; session E2E p50 {} ms, p99 {} ms.</p>"#,
+        s.ok,
+        s.failed,
+        s.fallback,
+        s.cancelled,
+        num(flow.session_e2e_ms.p50),
+        num(flow.session_e2e_ms.p99)
+    );
+    body.push_str(r#"<table><tr><th>step</th><th>kind</th><th class="n">requests</th><th class="n">failed</th><th class="n">p50 ms</th><th class="n">p99 ms</th><th>errors</th></tr>"#);
+    for step in &flow.steps {
+        let errors: Vec<String> = step
+            .errors
+            .iter()
+            .map(|(k, n)| format!("{k}: {n}"))
+            .collect();
+        let _ = write!(
+            body,
+            r#"<tr><td>{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td>{}</td></tr>"#,
+            escape(&step.step),
+            escape(&step.kind),
+            step.requests,
+            step.failed,
+            num(step.latency_ms.p50),
+            num(step.latency_ms.p99),
+            escape(&errors.join(", "))
+        );
+    }
+    body.push_str("</table>");
+    if let Some(recall) = &flow.recall {
+        let _ = write!(
+            body,
+            "<p>Recall: mean {} over {} queries; {} % below {}.</p>",
+            num(recall.mean),
+            recall.queries,
+            num(recall.below_threshold * 100.0),
+            num(recall.threshold)
+        );
+    }
+    if let Some(tools) = &flow.tool_calls {
+        let _ = write!(
+            body,
+            "<p>Tool calls: {} of {} succeeded ({} %).</p>",
+            tools.ok,
+            tools.calls,
+            num(tools.success_rate * 100.0)
+        );
+    }
+    for f in &flow.fallbacks {
+        let _ = write!(
+            body,
+            "<p>Fallback <code>{}</code> for tool <code>{}</code>: {} sessions.</p>",
+            escape(&f.rule),
+            escape(&f.tool),
+            f.sessions
+        );
+    }
+    flow_pictures(summary, &digest.flows, &mut body);
+    Some(section("flow", "Flow", &body))
+}
+
+/// The waterfalls of a typical and the slowest session, and the dependency graph.
+fn flow_pictures(summary: &Summary, sessions: &FlowSessions, body: &mut String) {
+    for w in &sessions.waterfalls {
+        let _ = write!(
+            body,
+            "<h3>Session {} — {}, {} ms</h3>{}",
+            w.session,
+            escape(&w.label),
+            num(w.e2e_us as f64 / 1e3),
+            waterfall(w)
+        );
+    }
+    let collected = summary
+        .traces
+        .as_ref()
+        .map(|t| &t.graph)
+        .filter(|g| !g.edges.is_empty());
+    let (edges, note) = match collected {
+        Some(graph) => (
+            graph
+                .edges
+                .iter()
+                .map(|e| GraphEdge {
+                    from: e.source.clone(),
+                    to: e.target.clone(),
+                    label: format!("{} · p50 {} ms", e.calls, num(e.latency_ms.p50)),
+                    failing: e.error_rate > 0.0,
+                })
+                .collect::<Vec<_>>(),
+            format!(
+                "The services' call graph from {} collected traces: each edge a caller → callee with its calls and their median latency; red where calls failed.",
+                graph.traces
+            ),
+        ),
+        None => (
+            sessions
+                .transitions
+                .iter()
+                .map(|((from, to), (n, sum_us))| GraphEdge {
+                    from: from.clone(),
+                    to: to.clone(),
+                    label: format!("{n} · {} ms", num(*sum_us as f64 / *n as f64 / 1e3)),
+                    failing: false,
+                })
+                .collect(),
+            format!(
+                "The paths sessions took from step to step, from the records of {} sessions{}: each edge with the sessions that took it and the next step's mean latency. With <code>--collect</code>, the services' own call graph is drawn instead.",
+                sessions.sessions,
+                if sessions.left_out > 0 {
+                    format!(
+                        " (the first {FLOW_SESSIONS}; {} more not drawn)",
+                        sessions.left_out
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        ),
+    };
+    if !edges.is_empty() {
+        let _ = write!(
+            body,
+            r#"<h3>Dependency graph</h3><p class="note">{note}</p>{}"#,
+            graph("dependency graph", &edges)
+        );
+    }
 }
 
 #[cfg(test)]

@@ -11,11 +11,13 @@ mod digest;
 mod disruptions;
 mod drift;
 mod explain;
+mod flow_sessions;
 mod flows;
 mod heal;
 mod media;
 mod parts;
 mod sections;
+mod server;
 pub mod svg;
 
 use std::path::Path;
@@ -49,9 +51,9 @@ pub fn render(summary: &Summary, digest: &Digest) -> String {
         sections::timeline(digest),
         sections::sweep(summary),
         sections::sessions(summary),
-        sections::flow(summary, digest),
+        flows::flow(summary, digest),
         media::media(summary, &sections::marks(summary, digest)),
-        sections::server(summary, digest),
+        server::server(summary, digest),
         sections::errors(summary),
         about::samples(summary),
     ]

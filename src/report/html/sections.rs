@@ -6,11 +6,9 @@ use std::fmt::Write;
 use hdrhistogram::Histogram;
 
 use super::digest::{Digest, Second};
-use super::flows::{self, FLOW_SESSIONS, FlowSessions, GraphEdge};
 use super::parts::{section, window_key, wire_name};
 use super::svg::{self, Bar, Marks, Series, escape, num};
 use crate::metrics::Dist;
-use crate::prometheus::scrape::ServerSample;
 use crate::report::Summary;
 use crate::slo::Judgement;
 
@@ -206,7 +204,7 @@ fn bins(histogram: &Histogram<u64>, scale: f64) -> Vec<(f64, f64, u64)> {
     out
 }
 
-fn distribution(
+pub(super) fn distribution(
     title: &str,
     unit: &str,
     histogram: &Histogram<u64>,
@@ -271,7 +269,7 @@ pub fn distributions(summary: &Summary, digest: &Digest) -> Option<String> {
     })
 }
 
-fn quantile(sorted: &[u64], q: f64) -> Option<f64> {
+pub(super) fn quantile(sorted: &[u64], q: f64) -> Option<f64> {
     let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
     sorted.get(i).map(|v| *v as f64 / 1e3)
 }
@@ -343,7 +341,10 @@ fn offered_per_second(summary: &Summary, digest: &Digest) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn per_second(seconds: &[Second], f: impl Fn(&Second) -> Option<f64>) -> Vec<(f64, f64)> {
+pub(super) fn per_second(
+    seconds: &[Second],
+    f: impl Fn(&Second) -> Option<f64>,
+) -> Vec<(f64, f64)> {
     seconds
         .iter()
         .enumerate()
@@ -629,285 +630,6 @@ pub fn sessions(summary: &Summary) -> Option<String> {
     }
     table.push_str("</table>");
     Some(section("sessions", "Sessions, turn by turn", &table))
-}
-
-pub fn flow(summary: &Summary, digest: &Digest) -> Option<String> {
-    let flow = summary.flow.as_ref()?;
-    let s = &flow.sessions;
-    let mut body = format!(
-        r#"<p>Sessions: {} ok, {} failed, {} ended by the circuit breaker, {} cancelled; session E2E p50 {} ms, p99 {} ms.</p>"#,
-        s.ok,
-        s.failed,
-        s.fallback,
-        s.cancelled,
-        num(flow.session_e2e_ms.p50),
-        num(flow.session_e2e_ms.p99)
-    );
-    body.push_str(r#"<table><tr><th>step</th><th>kind</th><th class="n">requests</th><th class="n">failed</th><th class="n">p50 ms</th><th class="n">p99 ms</th><th>errors</th></tr>"#);
-    for step in &flow.steps {
-        let errors: Vec<String> = step
-            .errors
-            .iter()
-            .map(|(k, n)| format!("{k}: {n}"))
-            .collect();
-        let _ = write!(
-            body,
-            r#"<tr><td>{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td>{}</td></tr>"#,
-            escape(&step.step),
-            escape(&step.kind),
-            step.requests,
-            step.failed,
-            num(step.latency_ms.p50),
-            num(step.latency_ms.p99),
-            escape(&errors.join(", "))
-        );
-    }
-    body.push_str("</table>");
-    if let Some(recall) = &flow.recall {
-        let _ = write!(
-            body,
-            "<p>Recall: mean {} over {} queries; {} % below {}.</p>",
-            num(recall.mean),
-            recall.queries,
-            num(recall.below_threshold * 100.0),
-            num(recall.threshold)
-        );
-    }
-    if let Some(tools) = &flow.tool_calls {
-        let _ = write!(
-            body,
-            "<p>Tool calls: {} of {} succeeded ({} %).</p>",
-            tools.ok,
-            tools.calls,
-            num(tools.success_rate * 100.0)
-        );
-    }
-    for f in &flow.fallbacks {
-        let _ = write!(
-            body,
-            "<p>Fallback <code>{}</code> for tool <code>{}</code>: {} sessions.</p>",
-            escape(&f.rule),
-            escape(&f.tool),
-            f.sessions
-        );
-    }
-    flow_pictures(summary, &digest.flows, &mut body);
-    Some(section("flow", "Flow", &body))
-}
-
-/// The waterfalls of a typical and the slowest session, and the dependency graph.
-fn flow_pictures(summary: &Summary, sessions: &FlowSessions, body: &mut String) {
-    for w in &sessions.waterfalls {
-        let _ = write!(
-            body,
-            "<h3>Session {} — {}, {} ms</h3>{}",
-            w.session,
-            escape(&w.label),
-            num(w.e2e_us as f64 / 1e3),
-            flows::waterfall(w)
-        );
-    }
-    let collected = summary
-        .traces
-        .as_ref()
-        .map(|t| &t.graph)
-        .filter(|g| !g.edges.is_empty());
-    let (edges, note) = match collected {
-        Some(graph) => (
-            graph
-                .edges
-                .iter()
-                .map(|e| GraphEdge {
-                    from: e.source.clone(),
-                    to: e.target.clone(),
-                    label: format!("{} · p50 {} ms", e.calls, num(e.latency_ms.p50)),
-                    failing: e.error_rate > 0.0,
-                })
-                .collect::<Vec<_>>(),
-            format!(
-                "The services' call graph from {} collected traces: each edge a caller → callee with its calls and their median latency; red where calls failed.",
-                graph.traces
-            ),
-        ),
-        None => (
-            sessions
-                .transitions
-                .iter()
-                .map(|((from, to), (n, sum_us))| GraphEdge {
-                    from: from.clone(),
-                    to: to.clone(),
-                    label: format!("{n} · {} ms", num(*sum_us as f64 / *n as f64 / 1e3)),
-                    failing: false,
-                })
-                .collect(),
-            format!(
-                "The paths sessions took from step to step, from the records of {} sessions{}: each edge with the sessions that took it and the next step's mean latency. With <code>--collect</code>, the services' own call graph is drawn instead.",
-                sessions.sessions,
-                if sessions.left_out > 0 {
-                    format!(
-                        " (the first {FLOW_SESSIONS}; {} more not drawn)",
-                        sessions.left_out
-                    )
-                } else {
-                    String::new()
-                }
-            ),
-        ),
-    };
-    if !edges.is_empty() {
-        let _ = write!(
-            body,
-            r#"<h3>Dependency graph</h3><p class="note">{note}</p>{}"#,
-            flows::graph("dependency graph", &edges)
-        );
-    }
-}
-
-/// The server's side: its queue and KV cache as scraped, and the prefix cache's hit
-/// rate over time — as scraped, as the server reported it per request, and what the
-/// prompts sent made possible.
-pub fn server(summary: &Summary, digest: &Digest) -> Option<String> {
-    let mut body = String::new();
-    let samples = summary
-        .server_metrics
-        .as_ref()
-        .map_or(&[][..], |m| m.samples.as_slice());
-    let series = |name: &str, f: fn(&ServerSample) -> Option<f64>| Series {
-        name: name.into(),
-        points: samples
-            .iter()
-            .filter_map(|s| Some((s.t_s, f(s)?)))
-            .collect(),
-        dashed: false,
-    };
-    let x = "seconds into the run";
-    if let Some(metrics) = summary
-        .server_metrics
-        .as_ref()
-        .filter(|_| !samples.is_empty())
-    {
-        let _ = write!(
-            body,
-            r#"<p class="note">Scraped from <code>{}</code>.</p>"#,
-            escape(&metrics.url)
-        );
-        let queue = [
-            series("running", |s| s.running),
-            series("waiting", |s| s.waiting),
-        ];
-        body.push_str(&svg::lines(
-            "server queue",
-            x,
-            "requests",
-            &queue,
-            &Marks::default(),
-        ));
-        let kv = [series("KV cache usage", |s| s.kv_cache_usage)];
-        if kv[0].points.iter().any(|p| p.1 > 0.0) {
-            body.push_str(&svg::lines("KV cache", x, "share", &kv, &Marks::default()));
-        }
-    }
-    let cache = [
-        Series {
-            name: "scraped hit rate".into(),
-            points: scraped_hit_rate(samples),
-            dashed: false,
-        },
-        Series {
-            name: "reported per request".into(),
-            points: per_second(&digest.seconds, |s| {
-                share(s.cached_prompt_tokens, s.truth_prompt_tokens)
-            }),
-            dashed: false,
-        },
-        Series {
-            name: "possible (prefixes sent before)".into(),
-            points: per_second(&digest.seconds, |s| {
-                share(s.repeated_prefix_tokens, s.prefix_prompt_tokens)
-            }),
-            dashed: true,
-        },
-    ];
-    let cached_anything = cache[0]
-        .points
-        .iter()
-        .chain(&cache[1].points)
-        .any(|p| p.1 > 0.0);
-    if cached_anything || !cache[2].points.is_empty() {
-        body.push_str(r#"<h3>Prefix cache</h3><p class="note">Share of prompt tokens served from the prefix cache: between scrapes from the server's hit and query counters, per second from what the server reported on each answer, and (dashed) the share of prompt tokens that repeated a prefix sent earlier, the most a cache could hit.</p>"#);
-        body.push_str(&svg::lines(
-            "prefix cache hit rate",
-            x,
-            "share",
-            &cache,
-            &Marks::default(),
-        ));
-    }
-    reported_times(summary, digest, &mut body);
-    (!body.is_empty()).then(|| section("server", "Server and cache", &body))
-}
-
-/// What the server said of its own time (Ollama's durations, TGI's headers) beside the
-/// client's E2E: its totals, the client's time beyond them, and per second the
-/// medians of each part it named.
-fn reported_times(summary: &Summary, digest: &Digest, body: &mut String) {
-    let Some(reported) = &summary.server.reported else {
-        return;
-    };
-    body.push_str(r#"<h3>The server's own account</h3><p class="note">What the server's API said of each request's time (Ollama's durations, TGI's headers), beside the client's: the client's end to end beyond the server's total is transport, the server's HTTP layer, any queue it does not count, and the client.</p>"#);
-    for (title, histogram, dist) in [
-        (
-            "Server-reported total",
-            &digest.server_total,
-            &reported.total_ms,
-        ),
-        (
-            "Client end to end beyond the server's total",
-            &digest.e2e_beyond_server,
-            &reported.client_e2e_beyond_ms,
-        ),
-    ] {
-        if !histogram.is_empty() {
-            body.push_str(&distribution(title, "ms", histogram, 1e3, dist));
-        }
-    }
-    let parts: Vec<Series> = super::digest::REPORTED_PARTS
-        .into_iter()
-        .map(|name| Series {
-            name: name.into(),
-            points: per_second(&digest.seconds, |s| quantile(s.reported_us.get(name)?, 0.5)),
-            dashed: name == "client E2E",
-        })
-        .filter(|series| !series.points.is_empty())
-        .collect();
-    body.push_str("<h3>Per second, the median of each part</h3>");
-    body.push_str(&svg::lines(
-        "server-reported time per second",
-        "seconds into the run",
-        "ms",
-        &parts,
-        &Marks::default(),
-    ));
-}
-
-fn share(part: u64, whole: u64) -> Option<f64> {
-    (whole > 0).then(|| part as f64 / whole as f64)
-}
-
-/// Hits over queries between consecutive scrapes of the counters.
-fn scraped_hit_rate(samples: &[ServerSample]) -> Vec<(f64, f64)> {
-    samples
-        .windows(2)
-        .filter_map(|pair| {
-            let (h0, q0) = pair[0]
-                .prefix_cache_hits
-                .zip(pair[0].prefix_cache_queries)?;
-            let (h1, q1) = pair[1]
-                .prefix_cache_hits
-                .zip(pair[1].prefix_cache_queries)?;
-            (q1 > q0).then(|| ((pair[0].t_s + pair[1].t_s) / 2.0, (h1 - h0) / (q1 - q0)))
-        })
-        .collect()
 }
 
 pub fn errors(summary: &Summary) -> Option<String> {
