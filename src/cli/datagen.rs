@@ -2,6 +2,54 @@
 
 use super::*;
 
+#[derive(Debug, clap::Args)]
+pub struct DatagenArgs {
+    /// The log to learn from.
+    #[arg(required_unless_present = "synthetic_log")]
+    pub log: Option<PathBuf>,
+    /// Templates (clusters) to learn.
+    #[arg(long, default_value_t = 8)]
+    pub k: usize,
+    /// Where to write the templates (YAML).
+    #[arg(long, default_value = "templates.yaml")]
+    pub out: PathBuf,
+    /// JSON field holding the prompt [default: prompt, else messages].
+    #[arg(long)]
+    pub field: Option<String>,
+    /// Keep prompts of at least this many tokens.
+    #[arg(long, default_value_t = 12)]
+    pub min_length: u32,
+    /// Keep prompts of at most this many tokens.
+    #[arg(long, default_value_t = 512)]
+    pub max_length: u32,
+    /// Seed of the sample and of k-means++.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Prompts held in memory to fit on (a seeded reservoir sample of the log).
+    #[arg(long, default_value_t = 10_000)]
+    pub sample: usize,
+    /// Count and skip lines that are not valid JSON or have no prompt.
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// A JSON field with each line's known family: also print how well the clusters
+    /// recover it (adjusted Rand index).
+    #[arg(long)]
+    pub label_field: Option<String>,
+    /// Tokenizer for the length bounds and statistics (as in specs).
+    #[arg(long, default_value = "cl100k_base")]
+    pub tokenizer: String,
+    /// Print each template's weight and first 40 characters.
+    #[arg(long)]
+    pub preview: bool,
+    /// Draw no progress bar (it is drawn only on a terminal anyway).
+    #[arg(long)]
+    pub quiet: bool,
+    /// Instead of learning: write a synthetic log of N lines from eight known prompt
+    /// families (with a `family` field) to LOG_FILE, for demos and tests.
+    #[arg(long, value_names = ["N", "LOG_FILE"], num_args = 2, conflicts_with = "log")]
+    pub synthetic_log: Option<Vec<String>>,
+}
+
 /// `redline datagen`: learn templates from a log, or write a synthetic one.
 pub(super) async fn datagen(args: DatagenArgs) -> Result<i32> {
     if let Some(synthetic) = &args.synthetic_log {

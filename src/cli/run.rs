@@ -6,6 +6,164 @@ use crate::folder::RunFolder;
 use crate::report::conclude::Finished;
 use crate::schedule::segment::Segment;
 
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The spec file (YAML). Without it, the shorthands below describe the test.
+    pub spec: Option<PathBuf>,
+    /// Output folder for records.jsonl, summary.json and junit.xml; an earlier run's
+    /// files there are removed first. By default each run gets a new folder,
+    /// `out/NAME/<UTC time>`, with `out/NAME/latest` pointing at it.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Draw no progress bar (it is drawn only on a terminal anyway).
+    #[arg(long)]
+    pub quiet: bool,
+    /// Treat an SLO that is `not_proven` (too little data to decide) as failed.
+    #[arg(long)]
+    pub strict: bool,
+    /// Serve the run's own metrics in Prometheus's text format at
+    /// http://ADDR/metrics while it runs (loopback only), for a dashboard such as
+    /// deploy/grafana/redline.json.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Export the run's own spans (one per request, in its session's trace, with
+    /// `gen_ai.*` attributes) to this OTLP/HTTP endpoint, e.g.
+    /// http://127.0.0.1:4318 (`redline collect`, or any OpenTelemetry collector).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// Receive the services' OTLP/HTTP traces at ADDR during the run (loopback), store
+    /// them in OUT/collect/, and report the dependency graph and, per step, client
+    /// time against server span time. redline's own spans go there too, unless
+    /// --otlp-endpoint sends them elsewhere.
+    #[arg(long, value_name = "ADDR")]
+    pub collect: Option<SocketAddr>,
+    /// With --collect: how long to wait after the run for the services' last span
+    /// batches (OpenTelemetry SDKs export every 5 s by default).
+    #[arg(long, value_name = "DURATION", default_value = "6s", value_parser = parse_duration)]
+    pub collect_grace: std::time::Duration,
+
+    /// Trust only the CAs in this PEM file for https services (a private CA), unless a
+    /// service's `tls` says otherwise; also for an https --otlp-endpoint.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// A client certificate (PEM) for https services that ask for one (mTLS).
+    #[arg(long, value_name = "FILE", requires = "client_key")]
+    pub client_cert: Option<PathBuf>,
+    /// The private key of --client-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "client_cert")]
+    pub client_key: Option<PathBuf>,
+    /// Accept any certificate from https services (self-signed, expired, another
+    /// host's); the report warns that no server identity was checked.
+    #[arg(long, conflicts_with = "ca_cert")]
+    pub insecure: bool,
+
+    /// Send only this share of the run: `K/N` (the K-th of N equal parts) or
+    /// `FROM:TO` (`0:1/4`). Each arrival of the whole schedule goes to exactly one
+    /// segment, with the prompt and trace ID one process would have given it; closed
+    /// loops split their slots and budgets. `redline merge` joins the segments' folders.
+    #[arg(long, value_name = "SEGMENT", value_parser = crate::schedule::segment::Segment::parse, help_heading = "Segments")]
+    pub segment: Option<crate::schedule::segment::Segment>,
+    /// Run the spec as N worker processes on this machine, one segment each, meeting at
+    /// a coordinator of their own (a start together, the SLO gate on the whole run), and
+    /// merge their results into the output folder (each worker's folder is kept in it).
+    /// Not with --metrics-addr or --collect, whose one address N workers cannot share.
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with_all = ["segment", "metrics_addr", "collect"],
+        help_heading = "Segments"
+    )]
+    pub workers: Option<u32>,
+    /// As --segment K/N, with K − 1 from the environment's JOB_COMPLETION_INDEX (a
+    /// Kubernetes Indexed Job's pod index; `redline k8s render` uses it).
+    #[arg(long, value_name = "N", conflicts_with_all = ["segment", "workers"], help_heading = "Segments")]
+    pub segment_of: Option<u32>,
+    /// The run's ID (16 hex digits), shared by the workers of one run so that their
+    /// trace IDs and baggage are the run's; set by `--workers`.
+    #[arg(long, value_name = "HEX", hide = true, value_parser = parse_run_id)]
+    pub run_id: Option<u64>,
+    /// Join the coordinator of a run across machines (`redline coordinate`) at this
+    /// URL: wait there for every worker, start together, push this segment's figures
+    /// every 2 s and stop when the coordinator finds the whole run certain to fail an
+    /// `abort_on_fail` SLO. With --segment or --segment-of.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["workers", "run_id"], help_heading = "Segments")]
+    pub coordinator: Option<String>,
+
+    /// Shorthand: base URL of an OpenAI-compatible server (http:// or https://), or
+    /// `embedded`.
+    #[arg(long, help_heading = "Shorthands")]
+    pub url: Option<String>,
+    /// Shorthand: model name (required for a real server, except with `--api tgi`).
+    #[arg(long, help_heading = "Shorthands")]
+    pub model: Option<String>,
+    /// Shorthand: simulator profile for `--url embedded`.
+    #[arg(long, help_heading = "Shorthands")]
+    pub profile: Option<String>,
+    /// Shorthand: which API to call: OpenAI's chat or completions, TGI's native
+    /// `/generate_stream`, Ollama's native `/api/chat` or `/api/generate`, KServe v2's
+    /// generate extension (Triton).
+    #[arg(long, value_enum, default_value = "chat", help_heading = "Shorthands")]
+    pub api: crate::client::dialect::LlmApi,
+    /// Shorthand: open-loop Poisson rate, requests per second.
+    #[arg(long, conflicts_with = "concurrency", help_heading = "Shorthands")]
+    pub rate: Option<f64>,
+    /// Shorthand: closed-loop sessions back to back.
+    #[arg(long, conflicts_with = "sweep", help_heading = "Shorthands")]
+    pub concurrency: Option<u32>,
+    /// Shorthand: sweep — one session, then 256, then N rates in between; --duration
+    /// or --requests bound each point. Reports each point and the knee.
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "rate",
+        help_heading = "Shorthands"
+    )]
+    pub sweep: Option<u32>,
+    /// Shorthand: the sweep's throughput point, sessions back to back. A server that
+    /// serves one request at a time (llama.cpp) wants a small number here.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 256,
+        requires = "sweep",
+        help_heading = "Shorthands"
+    )]
+    pub throughput_concurrency: u32,
+    /// Shorthand: how long to schedule requests (e.g. 60s).
+    #[arg(long, help_heading = "Shorthands")]
+    pub duration: Option<String>,
+    /// Shorthand: how many requests to schedule.
+    #[arg(long, help_heading = "Shorthands")]
+    pub requests: Option<u64>,
+    /// Shorthand: prompt length in tokens.
+    #[arg(long, default_value_t = 256, help_heading = "Shorthands")]
+    pub input_tokens: u32,
+    /// Shorthand: answer length in tokens (max_tokens); with --prompts, for records that
+    /// carry no max_tokens of their own.
+    #[arg(long, default_value_t = 128, help_heading = "Shorthands")]
+    pub output_tokens: u32,
+    /// Shorthand: a JSONL file of prompts instead of synthetic ones.
+    #[arg(long, help_heading = "Shorthands")]
+    pub prompts: Option<PathBuf>,
+    /// Shorthand: speak HTTP/2 (ALPN over https, prior knowledge over http).
+    #[arg(long, help_heading = "Shorthands")]
+    pub http2: bool,
+    /// Shorthand: do not stream (no TTFT or ITL then).
+    #[arg(long, help_heading = "Shorthands")]
+    pub no_stream: bool,
+    /// Shorthand: local tokenizer for counts the server does not report
+    /// (cl100k_base, o200k_base, sim, or a Hugging Face tokenizer.json or its
+    /// directory) [default: sim for embedded, else cl100k_base].
+    #[arg(long, help_heading = "Shorthands")]
+    pub tokenizer: Option<String>,
+    /// Shorthand: environment variable holding the API key.
+    #[arg(long, help_heading = "Shorthands")]
+    pub api_key_env: Option<String>,
+    /// Shorthand: seed of arrivals and prompts.
+    #[arg(long, default_value_t = 0, help_heading = "Shorthands")]
+    pub seed: u64,
+}
+
 pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
     let tls = tls_flags(&args)?;
     let (mut scenario, spec_text) = match &args.spec {

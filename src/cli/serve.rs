@@ -2,14 +2,172 @@
 //! the chaos proxy (`redline chaos`) and the trace receiver (`redline collect`).
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
 use super::output::{err, errln, outln};
-use super::{ChaosArgs, SimArgs, exit, signal};
+use super::{ServerTlsArgs, UpstreamTlsArgs, exit, signal};
 use crate::sim::tiers::{LatencySpec, TierConfig};
 use crate::sim::{Profile, SimConfig};
+
+#[derive(Debug, clap::Args)]
+pub struct ChaosArgs {
+    /// The service to forward to, e.g. http://127.0.0.1:8000 (loopback unless
+    /// --allow-remote-upstream).
+    #[arg(long)]
+    pub upstream: String,
+    /// Where the proxy listens. Loopback by default; anything else needs --allow-remote.
+    #[arg(long, default_value = "127.0.0.1:8100")]
+    pub listen: SocketAddr,
+    /// The admin API's address (GET/POST /rules, PUT/DELETE /rules/NAME, GET /stats,
+    /// POST /reset).
+    #[arg(long, default_value = "127.0.0.1:8474")]
+    pub admin: SocketAddr,
+    /// The rules file (YAML: `seed`, `allow_header_faults`, `rules`). Without it the
+    /// proxy starts with no rules; add them through the admin API.
+    #[arg(long)]
+    pub rules: Option<PathBuf>,
+    /// Seed of every fault decision (overrides the rules file's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Let requests ask for faults with `x-redline-fault-*` headers.
+    #[arg(long)]
+    pub allow_header_faults: bool,
+    /// Write every injected fault as a JSON line (with the request's traceparent).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Speak HTTP/2 to the upstream (ALPN over https, prior knowledge over http).
+    #[arg(long)]
+    pub upstream_http2: bool,
+    #[command(flatten)]
+    pub upstream_tls: UpstreamTlsArgs,
+    #[command(flatten)]
+    pub tls: ServerTlsArgs,
+    /// Allow an upstream that is not on this machine.
+    #[arg(long)]
+    pub allow_remote_upstream: bool,
+    /// Allow listening on a non-loopback address.
+    #[arg(long)]
+    pub allow_remote: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SimArgs {
+    /// Engine profile: a built-in name (7b, 7b-multimodal, tiny, llamacpp) or a YAML/JSON
+    /// profile file.
+    #[arg(long, default_value = "7b")]
+    pub profile: String,
+    /// Plant known differences in the answers, a candidate for `redline replay`:
+    /// `style_share=0.15,total_tokens_offset=1,ttft_factor=1.3,random_field=x_sample`
+    /// (any of them).
+    #[arg(long, value_parser = crate::sim::planted::Planted::parse)]
+    pub planted: Option<crate::sim::planted::Planted>,
+    /// Address to listen on. Loopback by default; anything else needs --allow-remote.
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub addr: SocketAddr,
+    /// Port of Qdrant's gRPC API, on the address's host (0: a free one, named in the
+    /// start-up line and in `GET /redline/endpoints`).
+    #[arg(long, default_value_t = 0)]
+    pub qdrant_grpc_port: u16,
+    /// Port of KServe v2's gRPC API (Triton's), likewise.
+    #[arg(long, default_value_t = 0)]
+    pub kserve_grpc_port: u16,
+    /// Allow listening on a non-loopback address.
+    #[arg(long)]
+    pub allow_remote: bool,
+    #[command(flatten)]
+    pub tls: ServerTlsArgs,
+    /// Seed of every answer (together with the prompt).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Model name to serve (default: the profile's, e.g. sim-7b).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Write the simulator's tokenizer to DIR (tokenizer.json, tokenizer_config.json)
+    /// and exit: for clients that need one on disk, such as GuideLLM or AIPerf.
+    #[arg(long, value_name = "DIR")]
+    pub write_tokenizer: Option<PathBuf>,
+    /// Documents in the vector-search corpus (`/collections/NAME/points/search`).
+    #[arg(long, default_value_t = 1000)]
+    pub corpus_size: usize,
+    /// Latency of each vector search, milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub search_ms: f64,
+    /// Latency of each tool call (`POST /tools/NAME`), milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub tool_ms: f64,
+    /// Share of tool calls that fail with 500.
+    #[arg(long, default_value_t = 0.0)]
+    pub tool_failure_rate: f64,
+    /// Answer chat requests from this script (a YAML list of `tool_call: {name,
+    /// arguments}`, `content: TEXT`, `json: VALUE` or `error: {status, body}`), one
+    /// per request in order, instead of the engine: to drive an agent through an exact
+    /// path. `GET /redline/script` lists what it was asked.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// Write the search corpus (corpus.jsonl: id, text, embedding) and ground-truth
+    /// queries (queries.jsonl: prompt, relevant) to DIR and exit: to load the same
+    /// corpus into a real vector database.
+    #[arg(long, value_name = "DIR")]
+    pub write_corpus: Option<PathBuf>,
+    /// Queries to write with --write-corpus.
+    #[arg(long, default_value_t = 200)]
+    pub queries: usize,
+    #[command(flatten)]
+    pub startup: SimStartupArgs,
+}
+
+/// `redline sim --startup`: model a server's start-up (docs/coldstart.md).
+#[derive(Debug, clap::Args)]
+pub struct SimStartupArgs {
+    /// Model start-up like llama.cpp's server: the port opens at once, /health and
+    /// the model's routes answer 503 until the weights are loaded, the context
+    /// allocated and the warm-up done; vLLM's sleep mode (POST /sleep, /wake_up);
+    /// fragmentation after hot restarts; GET /redline/startup tells the truth.
+    #[arg(long)]
+    pub startup: bool,
+    /// The weights file whose page-cache residency makes a start cold (from the disk)
+    /// or warm (from the page cache); it is read at each start. Without it every
+    /// start is cold.
+    #[arg(long, value_name = "FILE", requires = "startup")]
+    pub weights: Option<PathBuf>,
+    /// Bytes of weights each start loads (default: a 7B model in fp16).
+    #[arg(long, value_name = "SIZE", default_value = "14GB", value_parser = crate::spec::Size::parse, requires = "startup")]
+    pub weights_size: crate::spec::Size,
+    /// Disk read bandwidth per second (cold starts).
+    #[arg(long, value_name = "SIZE", default_value = "2GB", value_parser = crate::spec::Size::parse, requires = "startup")]
+    pub disk_bandwidth: crate::spec::Size,
+    /// Page cache to device bandwidth per second (warm starts).
+    #[arg(long, value_name = "SIZE", default_value = "12GB", value_parser = crate::spec::Size::parse, requires = "startup")]
+    pub cache_bandwidth: crate::spec::Size,
+    /// Host memory to device bandwidth per second (waking from sleep).
+    #[arg(long, value_name = "SIZE", default_value = "24GB", value_parser = crate::spec::Size::parse, requires = "startup")]
+    pub host_bandwidth: crate::spec::Size,
+    /// Warm-up of a fresh process after loading, milliseconds.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 1000.0,
+        requires = "startup"
+    )]
+    pub warmup_ms: f64,
+}
+
+impl SimStartupArgs {
+    /// The start-up model these flags describe, when `--startup` is given.
+    pub fn model(&self) -> Option<crate::sim::startup::StartupModel> {
+        self.startup.then(|| crate::sim::startup::StartupModel {
+            weights_bytes: self.weights_size.0,
+            disk_bytes_per_s: self.disk_bandwidth.0 as f64,
+            cache_bytes_per_s: self.cache_bandwidth.0 as f64,
+            host_bytes_per_s: self.host_bandwidth.0 as f64,
+            weights_file: self.weights.clone(),
+            warmup_ms: self.warmup_ms.max(0.0),
+            ..Default::default()
+        })
+    }
+}
 
 /// Writes the simulator's tokenizer as a Hugging Face model directory would hold it.
 pub(super) fn write_tokenizer(dir: &Path) -> Result<()> {
