@@ -5,13 +5,21 @@
 # the official `ollama` package, Hugging Face's `text-generation` (TGI's client) and
 # NVIDIA's `tritonclient` (KServe v2, over HTTP and over gRPC: a decoupled token
 # stream), and the Qdrant gRPC listener with the official `qdrant-client`
-# (`prefer_grpc=True`).
-# Installs the SDKs from PyPI into a venv.
+# (`prefer_grpc=True`). And the simulator's MCP server with the official MCP Python
+# SDK (`mcp`) and the official TypeScript SDK (npm `@modelcontextprotocol/sdk`): every
+# tool, resource and prompt, progress and ping (scripts/mcp_sdk_check.py,
+# scripts/mcp_ts_sdk_check.mjs). Installs the SDKs from PyPI into a venv and from npm
+# into target/npm-mcp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${REDLINE_VENV_DIR:-target/venv-openai}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check 'openai>=1.40,<3' 'ollama>=0.4,<1' 'text-generation>=0.7,<1' 'tritonclient[http,grpc]>=2.40,<3' 'qdrant-client>=1.10,<2'
+"$venv/bin/pip" install --quiet --disable-pip-version-check 'openai>=1.40,<3' 'ollama>=0.4,<1' 'text-generation>=0.7,<1' 'tritonclient[http,grpc]>=2.40,<3' 'qdrant-client>=1.10,<2' 'mcp>=2,<3'
+npm_dir=${REDLINE_NPM_MCP_DIR:-target/npm-mcp}
+mkdir -p "$npm_dir"
+if [ ! -d "$npm_dir/node_modules/@modelcontextprotocol/sdk" ]; then
+  npm install --silent --no-audit --no-fund --prefix "$npm_dir" @modelcontextprotocol/sdk@1.32.2
+fi
 cargo build --release --quiet
 port=$("$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 ./target/release/redline sim --profile tiny --addr "127.0.0.1:$port" 2>/dev/null &
@@ -25,3 +33,7 @@ done
 "$venv/bin/python" scripts/native_sdk_check.py "http://127.0.0.1:$port"
 "$venv/bin/python" scripts/qdrant_sdk_check.py "http://127.0.0.1:$port"
 "$venv/bin/python" scripts/triton_grpc_check.py "http://127.0.0.1:$port"
+"$venv/bin/python" scripts/mcp_sdk_check.py "http://127.0.0.1:$port"
+# Beside its node_modules, so Node resolves the SDK.
+cp scripts/mcp_ts_sdk_check.mjs "$npm_dir/"
+node "$npm_dir/mcp_ts_sdk_check.mjs" "http://127.0.0.1:$port"

@@ -213,7 +213,8 @@ pub enum Command {
     /// can be applied to a cluster (`redline crd | kubectl apply -f -`).
     Crd,
     /// Serve the LLM simulator: an OpenAI-compatible server (chat, completions,
-    /// embeddings, /metrics) driven by a continuous-batching engine model.
+    /// embeddings, /metrics) driven by a continuous-batching engine model, with the
+    /// other tiers of an agent beside it: vector search, tools, an MCP server (/mcp).
     Sim(SimArgs),
     /// Put a fault-injecting reverse proxy in front of a service: per-request delays,
     /// aborts, rate limits, emptied JSON results, and token-stream faults (stalls,

@@ -24,6 +24,7 @@ pub mod script;
 pub mod startup;
 pub mod embed;
 pub mod tiers;
+pub mod mcp;
 pub mod state;
 pub mod answer;
 pub mod chunks;

@@ -22,6 +22,7 @@ use super::answer::{error_response, json_response, unix_now};
 use super::chunks::{chat_completions, completions};
 use super::embed::embed;
 use super::gpu;
+use super::mcp::{self, McpServer};
 use super::media;
 use super::native;
 use super::openai::{self, ApiError};
@@ -42,6 +43,11 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/tools/{name}", post(tiers::tool))
         .route("/redline/tiers", get(tiers::counts).put(tiers::configure))
         .with_state(state.tiers.clone());
+    let mcp_server = Arc::new(McpServer::new(state.tiers.clone(), state.seed));
+    let mcp = Router::new()
+        .route("/mcp", post(mcp::post).get(mcp::get).delete(mcp::delete))
+        .route("/redline/mcp", get(mcp::truth))
+        .with_state(mcp_server);
     let llamacpp = state.profile.server == super::profile::ServerKind::Llamacpp;
     let router = Router::new();
     // llama.cpp's server and llama-cpp-python's: the server's own tokenizer.
@@ -115,6 +121,7 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/redline/endpoints", get(endpoints))
         .with_state(state)
         .merge(tiers)
+        .merge(mcp)
         .merge(health)
         .merge(gpu)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -404,6 +411,7 @@ async fn endpoints(State(state): State<Arc<SimState>>) -> Response {
                 ],
                 "qdrant": ["/collections/{collection}/points/search", "/collections/{collection}/points/query"],
                 "tools": ["/tools/{name}"],
+                "mcp": ["/mcp"],
             },
             // Every collection name answers from the same corpus.
             "search": {"any_collection": true, "documents": state.tiers.config.corpus_size},
@@ -413,7 +421,7 @@ async fn endpoints(State(state): State<Arc<SimState>>) -> Response {
                 "qdrant": [redline_base::grpc::qdrant::SEARCH, redline_base::grpc::qdrant::QUERY, redline_base::grpc::qdrant::HEALTH_CHECK],
                 "kserve": [redline_base::grpc::kserve::MODEL_STREAM_INFER, redline_base::grpc::kserve::MODEL_INFER, redline_base::grpc::kserve::SERVER_LIVE, redline_base::grpc::kserve::SERVER_READY, redline_base::grpc::kserve::MODEL_READY, redline_base::grpc::kserve::SERVER_METADATA, redline_base::grpc::kserve::MODEL_METADATA],
             },
-            "ground_truth": ["/redline/truth", "/metrics"],
+            "ground_truth": ["/redline/truth", "/redline/tiers", "/redline/mcp", "/metrics"],
         }),
     )
 }

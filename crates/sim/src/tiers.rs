@@ -227,6 +227,23 @@ impl Tiers {
         hits
     }
 
+    /// One call of tool `name`, as every protocol serves it (REST and MCP): counted,
+    /// held for the configured latency; whether it is to fail, drawn at the configured
+    /// rate.
+    pub async fn tool_call(&self, name: &str) -> bool {
+        *self
+            .tool_calls
+            .lock()
+            .expect("a counter map holds no invariant")
+            .entry(name.to_owned())
+            .or_default() += 1;
+        let mut rng = self.rng();
+        let delay = self.config.tool_latency.sample(&mut rng);
+        let fails = rng.random_bool(self.tool_failure_rate());
+        tokio::time::sleep(delay).await;
+        fails
+    }
+
     /// The embedding dimension of the corpus's vectors.
     pub fn dim(&self) -> usize {
         self.dim
@@ -353,16 +370,7 @@ pub async fn tool(
     Path(name): Path<String>,
     body: Bytes,
 ) -> Response {
-    *tiers
-        .tool_calls
-        .lock()
-        .expect("a counter map holds no invariant")
-        .entry(name.clone())
-        .or_default() += 1;
-    let mut rng = tiers.rng();
-    let delay = tiers.config.tool_latency.sample(&mut rng);
-    let fails = rng.random_bool(tiers.tool_failure_rate());
-    tokio::time::sleep(delay).await;
+    let fails = tiers.tool_call(&name).await;
     let arguments: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
