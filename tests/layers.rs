@@ -158,7 +158,7 @@ fn imports_against_the_layers(src: &Path) -> Vec<String> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let mut wrong = Vec::new();
-    for file in files {
+    for file in files.into_iter().filter(|f| !is_test_module(f)) {
         let module = owner(src, &file);
         if module == "lib" || module == "main" {
             continue;
@@ -254,15 +254,27 @@ fn sibling_references(
         .collect()
 }
 
-/// The modules of a folder (`x.rs` and `x/`), each with its files.
+/// A module's tests in a file of their own (`x/tests.rs`, declared `#[cfg(test)] mod
+/// tests;`): like a file's inline tests, they may use what they like, as they are not
+/// what the module stands on.
+fn is_test_module(file: &Path) -> bool {
+    file.file_name().is_some_and(|name| name == "tests.rs")
+}
+
+/// The modules of a folder (`x.rs` and `x/`), each with its files; test modules left
+/// out.
 fn sibling_modules(dir: &Path) -> Vec<(String, Vec<PathBuf>)> {
     let mut modules = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
+        if is_test_module(&path) {
+            continue;
+        }
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
         if path.is_dir() {
             let mut files = Vec::new();
             rust_files(&path, &mut files);
+            files.retain(|file| !is_test_module(file));
             modules.push((name, files));
         } else if path.extension().is_some_and(|e| e == "rs") && name != "mod" && name != "lib" {
             modules.push((name, vec![path]));
