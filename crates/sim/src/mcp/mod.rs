@@ -336,7 +336,7 @@ async fn call_tool(
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return Err(RpcError::invalid_params("`name` is required".into()));
     };
-    if !catalogue::tools().iter().any(|t| t["name"] == name) {
+    if !catalogue::TOOL_NAMES.contains(&name) {
         return Err(RpcError::invalid_params(format!("Unknown tool: {name}")));
     }
     let arguments = params.get("arguments").cloned().unwrap_or(json!({}));

@@ -257,3 +257,12 @@ async fn malformed_messages_get_json_rpc_errors() {
     .await;
     assert_eq!(unknown.json()["error"]["code"], -32601);
 }
+
+#[test]
+fn the_tool_names_are_the_catalogue_s() {
+    let listed: Vec<Value> = crate::mcp::catalogue::tools()
+        .iter()
+        .map(|t| t["name"].clone())
+        .collect();
+    assert_eq!(listed, crate::mcp::catalogue::TOOL_NAMES.map(Value::from));
+}
