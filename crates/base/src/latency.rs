@@ -61,3 +61,35 @@ impl LatencySpec {
         }
     }
 }
+
+/// Waits `delay`, and not at all when it is zero: tokio's timer fires on its next
+/// millisecond tick, so a zero-length sleep would add up to a millisecond that no
+/// latency setting asked for.
+pub async fn hold(delay: Duration) {
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+}
+
+#[cfg(test)]
+mod hold_tests {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    fn ready_at_once(future: impl Future<Output = ()>) -> bool {
+        let mut future = std::pin::pin!(future);
+        let mut context = Context::from_waker(Waker::noop());
+        future.as_mut().poll(&mut context) == Poll::Ready(())
+    }
+
+    /// A zero hold is done at its first poll; tokio's zero sleep is not (it waits for
+    /// the timer's next tick), which is why `hold` exists.
+    #[tokio::test]
+    async fn a_zero_hold_does_not_wait_for_the_timer() {
+        assert!(ready_at_once(hold(Duration::ZERO)));
+        assert!(!ready_at_once(tokio::time::sleep(Duration::ZERO)));
+        assert!(!ready_at_once(hold(Duration::from_millis(1))));
+    }
+}

@@ -200,7 +200,7 @@ fn carries_content(chunk: &Value) -> bool {
 /// Sleeps so the first byte leaves at `ttft_factor` times the time it was ready.
 async fn hold_first_byte(planted: &Planted, started: Instant) {
     let ready = started.elapsed();
-    tokio::time::sleep(ready.mul_f64(planted.ttft_factor - 1.0)).await;
+    redline_base::latency::hold(ready.mul_f64(planted.ttft_factor - 1.0)).await;
 }
 
 /// The stream's events rewritten one by one (split on blank lines, so a chunk that

@@ -223,7 +223,7 @@ impl Tiers {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let hits = self.corpus().search(vector, limit);
         let delay = self.config.search_latency.sample(&mut self.rng());
-        tokio::time::sleep(delay.saturating_sub(started.elapsed())).await;
+        redline_base::latency::hold(delay.saturating_sub(started.elapsed())).await;
         hits
     }
 
@@ -240,7 +240,7 @@ impl Tiers {
         let mut rng = self.rng();
         let delay = self.config.tool_latency.sample(&mut rng);
         let fails = rng.random_bool(self.tool_failure_rate());
-        tokio::time::sleep(delay).await;
+        redline_base::latency::hold(delay).await;
         fails
     }
 
