@@ -20,6 +20,7 @@ mod flows;
 mod grpc;
 mod heal;
 mod layers;
+mod mcp;
 mod media;
 mod merge;
 mod native_apis;

@@ -343,7 +343,7 @@ fn fault_rules_are_checked_with_the_spec() {
         "5 problems in the spec:\n\
          test.yaml:13:7: spec.faults[0].service: names service `lm`, which is not under spec.services\n  fix: choose from: llm\n\
          test.yaml:14:16: spec.faults[0].delay.probability: probability 5 is not between 0 and 1\n  fix: write a chance per request: 0.05 for 5 %\n\
-         test.yaml:15:5: spec.faults[1]: the rule names 2 faults (cut_stream, drop_done)\n  fix: give each rule exactly one of: delay, abort, rate_limit, empty_result, stall_first_token, token_drip, cut_stream, corrupt_event, drop_done, bandwidth, slice; write several rules for several faults\n\
+         test.yaml:15:5: spec.faults[1]: the rule names 2 faults (cut_stream, drop_done)\n  fix: give each rule exactly one of: delay, abort, rate_limit, empty_result, stall_first_token, token_drip, cut_stream, corrupt_event, drop_done, bandwidth, slice, mcp_error; write several rules for several faults\n\
          test.yaml:15:7: spec.faults[1].name: a rule named `slow` comes earlier\n  fix: give every rule its own name\n\
          test.yaml:19:50: spec.faults[2].bandwidth.bytes_per_second: 0 bytes per second would never finish\n  fix: write a positive rate; use `abort: { timeout: true }` to never answer\n"
     );
@@ -369,8 +369,8 @@ fn flow_steps_name_their_problems() {
          test.yaml:12:45: spec.payloadTemplate.flow[1].chat.user: `steps.anser.text` is not defined before step `answer`\n  fix: Defined here: prompt, passages, steps.search\n\
          test.yaml:12:45: spec.payloadTemplate.flow[1].chat.user: `steps.retrieve.passages` is not defined before step `answer`\n  fix: Defined here: prompt, passages, steps.search\n\
          test.yaml:13:9: spec.payloadTemplate.flow[2].tool: a tool step runs the tool calls of a chat step before it, and none offers tools\n  fix: offer `tools:` in an earlier `chat` step\n\
-         test.yaml:13:17: spec.payloadTemplate.flow[2].tool.service: a `tool` step needs a service with `api: tools or http`; `vectors` has `api: qdrant`\n  fix: set `api:` on spec.services.vectors, or call another service\n\
-         test.yaml:14:7: spec.payloadTemplate.flow[3]: the step names 2 kinds\n  fix: write each step as one of `- embed: {…}`, `- search: {…}`, `- chat: {…}`, `- tool: {…}`, `- http: {…}`\n"
+         test.yaml:13:17: spec.payloadTemplate.flow[2].tool.service: a `tool` step needs a service with `api: tools or http or mcp`; `vectors` has `api: qdrant`\n  fix: set `api:` on spec.services.vectors, or call another service\n\
+         test.yaml:14:7: spec.payloadTemplate.flow[3]: the step names 2 kinds\n  fix: write each step as one of `- embed: {…}`, `- search: {…}`, `- chat: {…}`, `- tool: {…}`, `- http: {…}`, `- mcp: {…}`\n"
     );
 }
 
@@ -435,5 +435,29 @@ fn replicas_and_disruptions_name_what_is_wrong() {
             .contains("spec.services.llm.url: `replicas` and `balance` belong to `url: balanced`"),
         "{}",
         errors(&text)
+    );
+}
+
+#[test]
+fn mcp_specs_name_their_problems() {
+    let text = spec(
+        "  services:\n    tools: { url: embedded, api: mcp }\n    llm: { url: embedded }\n  payloadTemplate:\n    service: tools\n    prompts: { synthetic: { input_tokens: 10, output_tokens: 5 } }\n    mcp:\n      ops:\n        - { tool: echo, list: tools }\n        - { read: \"redline://{{ nope }}\" }\n      churn: 1.5\n  load:\n    - { concurrency: 1, requests: 1 }\n",
+    );
+    assert_eq!(
+        errors(&text),
+        "4 problems in the spec:\n\
+         test.yaml:10:5: spec.payloadTemplate.prompts: does not apply to an `api: mcp` service, whose calls `mcp` describes\n  fix: remove `prompts`\n\
+         test.yaml:13:9: spec.payloadTemplate.mcp.ops[0]: needs exactly one of `tool`, `read`, `list`, `prompt` and `ping`\n  fix: write one operation per entry, e.g. `{ tool: echo, args: {…} }` or `{ list: tools }`\n\
+         test.yaml:14:13: spec.payloadTemplate.mcp.ops[1].read: is not a template that renders: undefined value (in spec.payloadTemplate.mcp.ops[1].read:1)\n  fix: templates may use `{{ seq }}` (the call's number) and `{{ n }}` (0 to 999)\n\
+         test.yaml:15:7: spec.payloadTemplate.mcp.churn: is 1.5, not a share from 0 to 1\n  fix: e.g. `churn: 0.05` ends one session in twenty calls\n"
+    );
+    let flow = spec(
+        "  services:\n    tools: { url: embedded, api: mcp }\n    llm: { url: embedded }\n  payloadTemplate:\n    prompts: { synthetic: { input_tokens: 10, output_tokens: 5 } }\n    flow:\n      - chat: { service: llm, tools: { from: llm } }\n      - mcp: { service: tools, ping: true, read: x }\n  load:\n    - { concurrency: 1, requests: 1 }\n",
+    );
+    assert_eq!(
+        errors(&flow),
+        "2 problems in the spec:\n\
+         test.yaml:11:40: spec.payloadTemplate.flow[0].chat.tools.from: `llm` has `api: chat`; tools come from an `api: mcp` service\n  fix: set `api: mcp` on spec.services.llm\n\
+         test.yaml:12:9: spec.payloadTemplate.flow[1].mcp: needs exactly one of `tool`, `read`, `prompt`, `list` and `ping`\n  fix: e.g. `- mcp: { service: tools, tool: search_docs, args: { query: \"{{ prompt }}\" } }`\n"
     );
 }

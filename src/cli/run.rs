@@ -1,7 +1,6 @@
 //! `redline run`: a spec or the shorthands, run, then the report and the exit code.
 
 use super::*;
-use crate::client::dialect::LlmApi;
 use crate::folder::RunFolder;
 use crate::report::conclude::Finished;
 use crate::schedule::segment::Segment;
@@ -101,9 +100,21 @@ pub struct RunArgs {
     pub profile: Option<String>,
     /// Shorthand: which API to call: OpenAI's chat or completions, TGI's native
     /// `/generate_stream`, Ollama's native `/api/chat` or `/api/generate`, KServe v2's
-    /// generate extension (Triton).
+    /// generate extension (Triton), or an MCP server (--url is its endpoint, e.g.
+    /// http://127.0.0.1:3001/mcp; --tool and --args say what to call).
     #[arg(long, value_enum, default_value = "chat", help_heading = "Shorthands")]
-    pub api: crate::client::dialect::LlmApi,
+    pub api: ShorthandApi,
+    /// Shorthand, with --api mcp: the tool each call calls (`tools/call`).
+    #[arg(long, value_name = "NAME", help_heading = "Shorthands")]
+    pub tool: Option<String>,
+    /// Shorthand, with --tool: the tool's arguments, a JSON object; strings may hold
+    /// `{{ seq }}` (the call's number) and `{{ n }}` (0 to 999, drawn from --seed).
+    #[arg(long, value_name = "JSON", requires = "tool", value_parser = parse_args_object, help_heading = "Shorthands")]
+    pub args: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Shorthand: the longest a request may take, send to last byte (e.g. 30s);
+    /// a request still running then ends as a timeout [default: 600s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Shorthands")]
+    pub timeout: Option<std::time::Duration>,
     /// Shorthand: open-loop Poisson rate, requests per second.
     #[arg(long, conflicts_with = "concurrency", help_heading = "Shorthands")]
     pub rate: Option<f64>,
@@ -162,6 +173,44 @@ pub struct RunArgs {
     /// Shorthand: seed of arrivals and prompts.
     #[arg(long, default_value_t = 0, help_heading = "Shorthands")]
     pub seed: u64,
+}
+
+/// What the shorthands call: an LLM API, or an MCP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum ShorthandApi {
+    Chat,
+    Completions,
+    Tgi,
+    Ollama,
+    OllamaGenerate,
+    Kserve,
+    KserveGrpc,
+    Mcp,
+}
+
+impl ShorthandApi {
+    fn kind(self) -> ApiKind {
+        match self {
+            ShorthandApi::Chat => ApiKind::Chat,
+            ShorthandApi::Completions => ApiKind::Completions,
+            ShorthandApi::Tgi => ApiKind::Tgi,
+            ShorthandApi::Ollama => ApiKind::Ollama,
+            ShorthandApi::OllamaGenerate => ApiKind::OllamaGenerate,
+            ShorthandApi::Kserve => ApiKind::Kserve,
+            ShorthandApi::KserveGrpc => ApiKind::KserveGrpc,
+            ShorthandApi::Mcp => ApiKind::Mcp,
+        }
+    }
+}
+
+/// `--args`: a JSON object.
+fn parse_args_object(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str(text) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => Err("the arguments must be a JSON object, e.g. '{\"city\": \"Paris\"}'".into()),
+        Err(e) => Err(format!("not JSON: {e}")),
+    }
 }
 
 pub(super) async fn run_command(args: RunArgs) -> Result<i32> {
@@ -390,6 +439,8 @@ pub(super) fn flag_for(path: &str) -> Option<&'static str> {
         "spec.services.llm.profile" => "--profile",
         "spec.services.llm.api_key_env" => "--api-key-env",
         "spec.services.llm.tokenizer" => "--tokenizer",
+        "spec.timeouts.total" => "--timeout",
+        p if p.starts_with("spec.payloadTemplate.mcp.ops[0].args") => "--args",
         "spec.payloadTemplate.prompts.synthetic.input_tokens" => "--input-tokens",
         "spec.payloadTemplate.prompts.synthetic.output_tokens" => "--output-tokens",
         "spec.payloadTemplate.prompts.file" | "spec.payloadTemplate.prompts.dataset.file" => {
@@ -435,7 +486,11 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
         rates,
         throughput_concurrency: args.throughput_concurrency,
     });
-    let prompts = shorthand_prompts(args)?;
+    let (prompts, mcp) = match args.api {
+        ShorthandApi::Mcp => (None, Some(shorthand_mcp(args)?)),
+        _ if args.tool.is_some() => bail!("--tool calls an MCP server's tool: add --api mcp"),
+        _ => (Some(shorthand_prompts(args)?), None),
+    };
     let service = shorthand_service(args, &url, tls);
     Ok(SpecFile {
         path: "command line".into(),
@@ -447,11 +502,12 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
             seed: args.seed,
             services: BTreeMap::from([("llm".to_owned(), service)]),
             payload_template: PayloadTemplate {
-                prompts: Some(prompts),
+                prompts,
                 request: None,
                 image: None,
                 audio: None,
                 speech: None,
+                mcp,
                 mix: Vec::new(),
                 service: None,
                 stream: !args.no_stream,
@@ -474,7 +530,10 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
             duration: None,
             warmup: Dur::default(),
             cooldown: Dur::default(),
-            timeouts: Default::default(),
+            timeouts: crate::spec::TimeoutsSpec {
+                total: args.timeout.map(Dur),
+                ..crate::spec::TimeoutsSpec::default()
+            },
             trace_ids: Default::default(),
             limits: Default::default(),
             max_in_flight: None,
@@ -524,21 +583,29 @@ fn shorthand_prompts(args: &RunArgs) -> Result<PromptsSpec> {
     })
 }
 
+/// `--tool` and `--args` as an MCP mix of one operation.
+fn shorthand_mcp(args: &RunArgs) -> Result<crate::spec::mcp::McpSpec> {
+    let Some(tool) = &args.tool else {
+        bail!("say which tool to call: --tool NAME (and its arguments: --args JSON)");
+    };
+    Ok(crate::spec::mcp::McpSpec {
+        ops: vec![crate::spec::mcp::McpOpSpec {
+            tool: Some(tool.clone()),
+            args: args.args.clone(),
+            ..Default::default()
+        }],
+        churn: 0.0,
+        progress: false,
+    })
+}
+
 /// The shorthands' one service, `llm`.
 fn shorthand_service(args: &RunArgs, url: &str, tls: Option<&TlsSpec>) -> ServiceSpec {
     ServiceSpec {
         url: url.to_owned(),
         model: args.model.clone(),
         profile: args.profile.clone(),
-        api: match args.api {
-            LlmApi::Chat => ApiKind::Chat,
-            LlmApi::Completions => ApiKind::Completions,
-            LlmApi::Tgi => ApiKind::Tgi,
-            LlmApi::Ollama => ApiKind::Ollama,
-            LlmApi::OllamaGenerate => ApiKind::OllamaGenerate,
-            LlmApi::Kserve => ApiKind::Kserve,
-            LlmApi::KserveGrpc => ApiKind::KserveGrpc,
-        },
+        api: args.api.kind(),
         api_key_env: args.api_key_env.clone(),
         headers: BTreeMap::new(),
         http2: args.http2,

@@ -54,6 +54,9 @@ fn worker_command(args: &RunArgs, seat: &Seat) -> Vec<OsString> {
         model,
         profile,
         api,
+        tool,
+        args: tool_args,
+        timeout,
         rate,
         concurrency,
         sweep,
@@ -84,6 +87,14 @@ fn worker_command(args: &RunArgs, seat: &Seat) -> Vec<OsString> {
     line.value("--profile", profile.as_ref());
     let api = clap::ValueEnum::to_possible_value(api).expect("every API has a name");
     line.value("--api", Some(api.get_name()));
+    line.value("--tool", tool.as_ref());
+    line.value(
+        "--args",
+        tool_args
+            .as_ref()
+            .map(|a| serde_json::Value::Object(a.clone())),
+    );
+    line.value("--timeout", timeout.map(|t| format!("{}ms", t.as_millis())));
     line.value("--rate", rate.as_ref());
     line.value("--concurrency", concurrency.as_ref());
     line.value("--sweep", sweep.as_ref());

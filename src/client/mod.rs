@@ -7,6 +7,7 @@ pub mod http;
 pub mod json;
 pub mod kserve_grpc;
 pub mod lane;
+pub mod mcp;
 pub mod media;
 pub mod ndjson;
 pub mod openai;

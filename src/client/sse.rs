@@ -40,6 +40,11 @@ pub struct SseDecoder {
     data: String,
     has_data: bool,
     event: Option<String>,
+    /// The last `id:` the stream gave (WHATWG's "last event ID"), for resuming it.
+    last_event_id: Option<String>,
+    /// The last `retry:` the stream gave, milliseconds: how long to wait before
+    /// reconnecting.
+    retry_ms: Option<u64>,
     max_event_bytes: usize,
 }
 
@@ -60,6 +65,8 @@ impl SseDecoder {
             data: String::new(),
             has_data: false,
             event: None,
+            last_event_id: None,
+            retry_ms: None,
             max_event_bytes,
         }
     }
@@ -150,9 +157,23 @@ impl SseDecoder {
                     self.has_data = true;
                 }
                 "event" => self.event = Some(value.to_owned()),
-                _ => {} // id, retry and unknown fields do not matter to a load tester
+                "id" if !value.contains('\0') => self.last_event_id = Some(value.to_owned()),
+                "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                    self.retry_ms = value.parse().ok();
+                }
+                _ => {} // unknown fields are ignored, as the standard says
             }
         }
+    }
+
+    /// The last event ID the stream gave (`id:`), to resume it from.
+    pub fn last_event_id(&self) -> Option<&str> {
+        self.last_event_id.as_deref()
+    }
+
+    /// The reconnection time the stream asked for (`retry:`), milliseconds.
+    pub fn retry_ms(&self) -> Option<u64> {
+        self.retry_ms
     }
 
     /// Bytes fed but not yet part of a complete event (a stream that ended here was cut).
@@ -297,6 +318,22 @@ mod tests {
 
     fn data(events: &[SseEvent]) -> Vec<&str> {
         events.iter().map(|e| e.data.as_str()).collect()
+    }
+
+    /// `id:` and `retry:` are kept for resuming: the last ones given, an `id` with a
+    /// NUL and a `retry` that is not all digits ignored, as the standard says.
+    #[test]
+    fn the_last_event_id_and_retry_are_kept() {
+        let mut decoder = SseDecoder::default();
+        decoder.feed(
+            b"id: 1\nretry: 500\ndata:\n\nid: e-2\ndata: {}\n\nid: bad\0\nretry: 1x\ndata: x\n\n",
+        );
+        while decoder.next_event().is_some() {}
+        assert_eq!(
+            (decoder.last_event_id(), decoder.retry_ms()),
+            (Some("e-2"), Some(500))
+        );
+        assert_eq!(SseDecoder::default().last_event_id(), None);
     }
 
     #[test]

@@ -45,6 +45,7 @@ impl Aggregator {
         self.faults.merge(&other.faults);
         self.flow.merge(&other.flow);
         self.media.merge(&other.media);
+        self.mcp.merge(&other.mcp);
     }
 
     /// A prefix both parts sent was first sent by whichever finished it first; the

@@ -5,6 +5,7 @@
 
 pub mod file;
 pub mod flow;
+pub mod mcp;
 pub mod media;
 pub mod merge;
 
@@ -393,6 +394,9 @@ pub struct Aggregator {
     /// Image, transcription and speech requests, by kind.
     #[serde(default)]
     pub media: media::MediaTally,
+    /// MCP calls, by operation, and their sessions.
+    #[serde(default)]
+    pub mcp: mcp::McpTally,
 }
 
 /// The first successful request that sent a shared prefix: what a merge needs to
@@ -467,12 +471,21 @@ impl Aggregator {
         }
     }
 
+    /// Tool calls of flows' steps and of MCP load together, and how many succeeded.
+    pub fn tool_calls(&self) -> (u64, u64) {
+        (
+            self.flow.tool_calls + self.mcp.tool_calls,
+            self.flow.tool_ok + self.mcp.tool_ok,
+        )
+    }
+
     /// Takes one record into the statistics.
     pub fn add(&mut self, r: &Record) {
         self.counts.bump(r.outcome);
         self.faults.add(r);
         self.flow.add(r);
         self.media.add(r);
+        self.mcp.add(r);
         let good = self.goodput_slo.is_some_and(|slo| slo.met_by(r));
         let repeated_prefix = match (r.outcome, r.prefix) {
             (Outcome::Ok, Some(prefix)) => self.first_or_repeat(r, prefix),

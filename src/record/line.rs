@@ -28,6 +28,7 @@ impl Record {
             faults,
             step,
             media,
+            mcp,
             session_end,
             intended_us,
             sent_us,
@@ -71,6 +72,7 @@ impl Record {
         }
         line.some_value_at(b"step", step)?;
         line.some_value_at(b"media", media)?;
+        line.some_value_at(b"mcp", mcp)?;
         line.some_value_at(b"session_end", session_end)?;
         line.number_at(b"intended_us", *intended_us);
         for (key, mark) in [
@@ -207,6 +209,17 @@ mod tests {
             bytes: 392_044,
             words: Some(31),
         });
+        record.mcp = Some(McpMark {
+            method: "tools/call".into(),
+            name: Some("get\"weather".into()),
+            handshake_us: Some(1_250),
+            reinitialized: true,
+            progress: 3,
+            pages: None,
+            items: None,
+            ended_session: true,
+            resumed: 1,
+        });
         record.session_end = Some(SessionEnd {
             outcome: SessionOutcome::Fallback,
             fallback_reason: Some(FallbackReason {
@@ -271,7 +284,7 @@ mod tests {
     /// Clears the optional fields whose bit in `mask` is set.
     fn thinned(mask: u64) -> Record {
         let mut r = full();
-        let clears: [&mut dyn FnMut(&mut Record); 27] = [
+        let clears: [&mut dyn FnMut(&mut Record); 28] = [
             &mut |r| r.error = None,
             &mut |r| r.session = None,
             &mut |r| r.prefix = None,
@@ -279,6 +292,7 @@ mod tests {
             &mut |r| r.faults.clear(),
             &mut |r| r.step = None,
             &mut |r| r.media = None,
+            &mut |r| r.mcp = None,
             &mut |r| r.session_end = None,
             &mut |r| r.sent_us = None,
             &mut |r| r.connect_us = None,

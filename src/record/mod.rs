@@ -321,6 +321,43 @@ pub struct StepMark {
     pub recall: Option<f64>,
 }
 
+/// For an MCP call: what it called and what its session went through.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpMark {
+    /// The JSON-RPC method: `tools/call`, `resources/read`, `tools/list`, `ping`…
+    pub method: String,
+    /// The tool or prompt called, or the resource read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// When the call opened its session: the handshake's time (`initialize` and
+    /// `notifications/initialized`), microseconds, spent before the call was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake_us: Option<u64>,
+    /// The server had dropped the session (404 on its id): the call initialized a new
+    /// one and was sent again, once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reinitialized: bool,
+    /// Progress notifications received before the result.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub progress: u32,
+    /// For a list: the pages fetched (following `nextCursor`) and the items listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<u32>,
+    /// The session was ended after the call (`DELETE`): session churn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended_session: bool,
+    /// Times its SSE answer ended or broke before the result and was resumed (a GET
+    /// with `Last-Event-ID`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resumed: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 /// How a flow session ended.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
@@ -394,6 +431,9 @@ pub struct Record {
     /// For image, transcription and speech requests: what was sent and received.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media: Option<MediaMark>,
+    /// For MCP calls: the method and the session's events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpMark>,
     /// On a flow session's last record: how the session ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_end: Option<SessionEnd>,
@@ -538,6 +578,7 @@ impl Record {
             faults: Vec::new(),
             step: None,
             media: None,
+            mcp: None,
             session_end: None,
             intended_us,
             sent_us: None,

@@ -5,6 +5,7 @@
 mod availability;
 mod chain;
 mod drift;
+mod mcp;
 mod media;
 mod terminal;
 pub mod compare;
@@ -72,6 +73,9 @@ pub struct Summary {
     /// Image, transcription and speech requests, by kind.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub media: Vec<media::MediaSummary>,
+    /// MCP calls: per operation, and their sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<mcp::McpSummary>,
     /// The spans collected during the run (`--collect`): the dependency graph and,
     /// per step, client time against server span time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -587,6 +591,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         faults,
         flow: flow_summary(&agg.flow),
         media: media::media_summary(&agg.media, window_s),
+        mcp: mcp::mcp_summary(&agg.mcp),
         traces: info.traces,
         verdicts: info.verdicts,
         aborted: info.aborted,

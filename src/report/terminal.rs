@@ -165,7 +165,13 @@ pub(super) fn render_stages(s: &Summary, line: &mut impl FnMut(String)) {
 
 /// The lines printed before a run starts: the target, the stages, the planned time.
 pub fn render_header(h: &crate::results::Header) -> String {
-    let mut out = format!("redline · {} → {} ({})\n", h.name, h.target, h.model);
+    // A service without a model (MCP, plain HTTP) names none.
+    let model = if h.model.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", h.model)
+    };
+    let mut out = format!("redline · {} → {}{model}\n", h.name, h.target);
     for (i, stage) in h.stages.iter().enumerate() {
         out.push_str(&format!("  stage {i}: {stage}\n"));
     }
@@ -253,6 +259,9 @@ pub fn render_terminal(s: &Summary) -> String {
     }
     if !s.media.is_empty() {
         super::media::render_media(&s.media, &mut line);
+    }
+    if let Some(m) = &s.mcp {
+        super::mcp::render_mcp(m, &mut line);
     }
     if let Some(f) = &s.feedback {
         super::media::render_feedback(f, &mut line);

@@ -56,9 +56,9 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::chaos::{FaultLog, ProxyConfig, Rule, RunningProxy, upstream_uri};
 use crate::client::dialect::LlmApi;
-use crate::client::http;
 use crate::client::openai::{self, LlmTarget};
 use crate::client::{HttpClient, RunClock};
+use crate::client::{http, mcp};
 use crate::metrics::Aggregator;
 use crate::prometheus::live::LiveMetrics;
 use crate::record::{FailStage, Outcome, Phase, Record, SessionMark, TokenSource};
@@ -176,7 +176,7 @@ impl Sessions {
 }
 
 /// Sessions and flows draw their prompts from the chat workload's prompt source.
-fn work_of(
+async fn work_of(
     scenario: &Scenario,
     servers: &Servers,
     baggage: hyper::header::HeaderValue,
@@ -184,12 +184,14 @@ fn work_of(
 ) -> Result<Work> {
     let prompts = match target {
         Target::Llm { prompts, .. } => Some(prompts.clone()),
-        Target::Http(_) | Target::Media { .. } | Target::Mix(_) => None,
+        Target::Http(_) | Target::Media { .. } | Target::Mcp { .. } | Target::Mix(_) => None,
     };
     Ok(match (&scenario.flow, scenario.session, prompts) {
         (None, None, _) => Work::Request,
         (Some(plan), _, Some(prompts)) => {
-            let runtime = servers.flow_runtime(plan, scenario, baggage, prompts)?;
+            let runtime = servers
+                .flow_runtime(plan, scenario, baggage, prompts)
+                .await?;
             Work::Session(Sessions::Flow(Arc::new(runtime)))
         }
         (None, Some(plan), Some(prompts)) => {
@@ -550,6 +552,24 @@ async fn execute(
                 let traceparent = request_traceparent(shared.trace_key, shared.scenario.seed, seq);
                 record.traceparent = Some(traceparent.clone());
                 http::call(http, target, &traceparent, shared.clock, &mut record).await;
+                None
+            }
+            Target::Mcp { target, workload } => {
+                let traceparent = request_traceparent(shared.trace_key, shared.scenario.seed, seq);
+                record.traceparent = Some(traceparent.clone());
+                let seed = shared.scenario.seed;
+                let call = workload.call(seed, seq);
+                let end_session = workload.ends_session(seed, seq);
+                mcp::call(
+                    http,
+                    target,
+                    &call,
+                    end_session,
+                    &traceparent,
+                    shared.clock,
+                    &mut record,
+                )
+                .await;
                 None
             }
             Target::Media { target, input } => {

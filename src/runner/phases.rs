@@ -63,7 +63,7 @@ impl Run {
         // services' own spans and logs can be told apart by run.
         let baggage = baggage_of(run_id, &scenario.name);
         let target = build_target(&scenario, &servers, &baggage)?;
-        let work = work_of(&scenario, &servers, baggage, &target)?;
+        let work = work_of(&scenario, &servers, baggage, &target).await?;
         let records_path = options.records_path.clone();
         let file = std::fs::File::create(&records_path)
             .with_context(|| format!("cannot create {}", records_path.display()))?;

@@ -11,6 +11,7 @@ use super::feedback::LiveRates;
 use super::services::BAGGAGE;
 use super::wiring::Servers;
 use crate::client::http::HttpTarget;
+use crate::client::mcp::McpTarget;
 use crate::client::media::{self, MediaInput, MediaTarget};
 use crate::client::openai::LlmTarget;
 use crate::client::{HttpClient, RunClock};
@@ -19,6 +20,7 @@ use crate::scenario::media::MediaSource;
 use crate::scenario::{Scenario, Service, Workload};
 use crate::seed::mix_seed;
 use crate::workload::PromptSource;
+use crate::workload::mcp::McpWorkload;
 
 /// What a request is sent to, with everything it needs.
 pub(super) enum Target {
@@ -30,6 +32,11 @@ pub(super) enum Target {
     Media {
         target: MediaTarget,
         input: MediaSource,
+    },
+    /// MCP calls, each drawn from the workload's mix, on the target's sessions.
+    Mcp {
+        target: McpTarget,
+        workload: Arc<McpWorkload>,
     },
     /// Each arrival goes to one of these, drawn by weight.
     Mix(Vec<Choice>),
@@ -176,8 +183,38 @@ fn target_for(
             },
             input: workload.input.clone(),
         },
+        Workload::Mcp(workload) => {
+            let mut headers = service_headers;
+            if let Some(key) = &service.api_key {
+                headers.push((AUTHORIZATION, key.clone()));
+            }
+            Target::Mcp {
+                target: McpTarget::new(
+                    mcp_endpoint(base_url, &service.endpoint)
+                        .parse()
+                        .context("building the MCP endpoint's URL")?,
+                    headers,
+                    scenario.timeouts,
+                    max_response_bytes,
+                    workload.progress,
+                ),
+                workload: workload.clone(),
+            }
+        }
         Workload::Mix(_) => anyhow::bail!("a mix's entries are single workloads"),
     })
+}
+
+/// An MCP service's endpoint: the simulator's `/mcp`; a URL as given, or with
+/// `/mcp`, the usual path, when it names none.
+pub(super) fn mcp_endpoint(base_url: &str, endpoint: &crate::scenario::Endpoint) -> String {
+    let named_path = base_url
+        .split_once("://")
+        .is_some_and(|(_, rest)| rest.contains('/'));
+    match endpoint {
+        crate::scenario::Endpoint::Url(_) if named_path => base_url.to_owned(),
+        _ => format!("{base_url}/mcp"),
+    }
 }
 
 /// Sends media request `seq` (of a run seeded `seed`): its prompt, or its clip.

@@ -158,8 +158,9 @@ impl Servers {
         }
     }
 
-    /// The flow's runtime, its services reached as `request_base` says.
-    pub(super) fn flow_runtime(
+    /// The flow's runtime, its services reached as `request_base` says, with the
+    /// tools of `tools: { from }` listed.
+    pub(super) async fn flow_runtime(
         &self,
         plan: &Arc<FlowPlan>,
         scenario: &Scenario,
@@ -174,7 +175,10 @@ impl Servers {
             urls.insert(name.clone(), base);
             models.insert(name.clone(), self.model_of(service));
         }
-        flow::FlowRuntime::new(plan.clone(), urls, models, scenario, baggage, prompts)
+        let mut runtime =
+            flow::FlowRuntime::new(plan.clone(), urls, models, scenario, baggage, prompts)?;
+        runtime.offer_listed_tools(scenario).await?;
+        Ok(runtime)
     }
 
     /// The proxies' logs of what they injected, for the recorder to join.

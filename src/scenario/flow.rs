@@ -13,7 +13,9 @@ use crate::flow::assert::Assertion;
 use crate::flow::recall::GroundTruth;
 use crate::scenario::Service;
 use crate::spec::error::nearest;
-use crate::spec::flow::{AssertSpec, ChatStep, FlowStep, HttpStep, SearchStep, ToolStep};
+use crate::spec::flow::{
+    AssertSpec, ChatStep, ChatTools, FlowStep, HttpStep, McpStep, SearchStep, ToolStep,
+};
 use crate::spec::{ApiKind, PayloadTemplate, PgvectorSpec, Problems, ServiceSpec};
 
 /// A service a flow calls, with what its kind needs.
@@ -33,6 +35,7 @@ pub enum StepKind {
     Chat(ChatPlan),
     Tool(ToolPlan),
     Http(HttpPlan),
+    Mcp(McpStepPlan),
 }
 
 #[derive(Debug, Clone)]
@@ -51,6 +54,8 @@ pub struct ChatPlan {
     /// OpenAI `tools` and `tool_choice`, and the rest of the body.
     pub body: serde_json::Map<String, Value>,
     pub tool_names: Vec<String>,
+    /// The `api: mcp` service whose listed tools are offered, when `tools: { from }`.
+    pub tools_from: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -60,6 +65,30 @@ pub struct ToolPlan {
     pub timeout: Duration,
     pub paths: BTreeMap<String, String>,
     pub max_iterations: u32,
+}
+
+/// A direct MCP call: the operation, its string arguments' templates named
+/// `<step>.args<pointer>` (and a read's URI `<step>.read`) in the flow's templates.
+#[derive(Debug, Clone)]
+pub struct McpStepPlan {
+    pub op: McpStepOp,
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Clone)]
+pub enum McpStepOp {
+    Tool { name: String, args: McpArgs },
+    Read,
+    Prompt { name: String, args: McpArgs },
+    List(crate::spec::mcp::McpList),
+    Ping,
+}
+
+/// Arguments as written, and the JSON pointers of their strings, each a template.
+#[derive(Debug, Clone, Default)]
+pub struct McpArgs {
+    pub value: serde_json::Map<String, Value>,
+    pub templated: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -79,6 +108,7 @@ impl StepKind {
             StepKind::Chat(ChatPlan { .. }) => "chat",
             StepKind::Tool(ToolPlan { .. }) => "tool",
             StepKind::Http(HttpPlan { .. }) => "http",
+            StepKind::Mcp(McpStepPlan { .. }) => "mcp",
         }
     }
 }
@@ -195,7 +225,7 @@ fn one_kind_each<'a>(
                     0 => "the step names no kind".to_owned(),
                     n => format!("the step names {n} kinds"),
                 },
-                Some("write each step as one of `- embed: {…}`, `- search: {…}`, `- chat: {…}`, `- tool: {…}`, `- http: {…}`".into()),
+                Some("write each step as one of `- embed: {…}`, `- search: {…}`, `- chat: {…}`, `- tool: {…}`, `- http: {…}`, `- mcp: {…}`".into()),
             ),
         }
     }
@@ -260,6 +290,7 @@ impl Planner<'_> {
             FlowStep::Chat(c) => self.chat(c, &name, &at, problems),
             FlowStep::Tool(t) => self.tool(t, &at, problems),
             FlowStep::Http(h) => self.http(h, &name, &at, problems),
+            FlowStep::Mcp(m) => self.mcp(m, &name, &at, problems),
         };
         let assert_spec = assert_of(step);
         if let Some(service) = assert_spec.and_then(|a| a.embed_service.as_ref()) {
@@ -285,7 +316,8 @@ impl Planner<'_> {
             FlowStep::Embed(_) => &[ApiKind::Embeddings, ApiKind::Chat, ApiKind::Completions],
             FlowStep::Search(_) => &[ApiKind::Qdrant, ApiKind::QdrantGrpc, ApiKind::Pgvector],
             FlowStep::Chat(_) => &[ApiKind::Chat],
-            FlowStep::Tool(_) => &[ApiKind::Tools, ApiKind::Http],
+            FlowStep::Tool(_) => &[ApiKind::Tools, ApiKind::Http, ApiKind::Mcp],
+            FlowStep::Mcp(_) => &[ApiKind::Mcp],
             FlowStep::Http(_) => &[
                 ApiKind::Http,
                 ApiKind::Tools,
@@ -462,9 +494,15 @@ impl Planner<'_> {
         let user = c.user.as_deref().unwrap_or(DEFAULT_USER);
         self.template(name, at, "user", user, problems);
         let mut body = c.body.clone();
-        if !c.tools.is_empty() {
-            let tools: Vec<Value> = c
-                .tools
+        let (listed, tools_from) = match &c.tools {
+            ChatTools::Listed(tools) => (tools.as_slice(), None),
+            ChatTools::From(from) => {
+                self.tools_from(&from.from, at, problems);
+                (&[][..], Some(from.from.clone()))
+            }
+        };
+        if !listed.is_empty() {
+            let tools: Vec<Value> = listed
                 .iter()
                 .map(|t| {
                     json!({"type": "function", "function": {
@@ -491,18 +529,49 @@ impl Planner<'_> {
             max_tokens: c.max_tokens,
             has_system: c.system.is_some(),
             body,
-            tool_names: c.tools.iter().map(|t| t.name.clone()).collect(),
+            tool_names: listed.iter().map(|t| t.name.clone()).collect(),
+            tools_from,
         }))
+    }
+
+    /// `tools: { from }` names an `api: mcp` service, which the flow then calls.
+    fn tools_from(&mut self, service: &str, at: &str, problems: &mut Problems) {
+        match self.specs.get(service) {
+            Some(s) if s.api == ApiKind::Mcp => {
+                self.used_services.insert(service.to_owned());
+            }
+            Some(s) => problems.add(
+                &format!("{at}.tools.from"),
+                format!(
+                    "`{service}` has `api: {}`; tools come from an `api: mcp` service",
+                    api_name(s.api)
+                ),
+                Some(format!("set `api: mcp` on spec.services.{service}")),
+            ),
+            None => {
+                let known: Vec<&str> = self.specs.keys().map(String::as_str).collect();
+                problems.add(
+                    &format!("{at}.tools.from"),
+                    format!("names service `{service}`, which is not under spec.services"),
+                    Some(format!("choose from: {}", known.join(", "))),
+                );
+            }
+        }
     }
 
     /// A tool step runs the tool calls of the last chat step before it that offers
     /// tools.
     fn tool(&self, t: &ToolStep, at: &str, problems: &mut Problems) -> Option<StepKind> {
         let chat = self.steps.iter().rev().find_map(|st| match &st.kind {
-            StepKind::Chat(ChatPlan { tool_names, .. }) => Some((st.name.clone(), tool_names)),
+            StepKind::Chat(ChatPlan {
+                tool_names,
+                tools_from,
+                ..
+            }) => Some((st.name.clone(), tool_names, tools_from.is_some())),
             _ => None,
         });
-        let Some((chat, tool_names)) = chat.filter(|(_, tools)| !tools.is_empty()) else {
+        let offers = |(_, tools, from): &(String, &Vec<String>, bool)| !tools.is_empty() || *from;
+        let Some((chat, tool_names, _)) = chat.filter(offers) else {
             problems.add(
                 at,
                 "a tool step runs the tool calls of a chat step before it, and none offers tools"
@@ -523,6 +592,70 @@ impl Planner<'_> {
             timeout: t.timeout.map_or(Duration::from_secs(10), |d| d.0),
             paths: t.paths.clone(),
             max_iterations: t.max_iterations.unwrap_or(3).max(1),
+        }))
+    }
+
+    /// A direct MCP call: one operation, its strings templates over the session.
+    fn mcp(
+        &mut self,
+        m: &McpStep,
+        name: &str,
+        at: &str,
+        problems: &mut Problems,
+    ) -> Option<StepKind> {
+        let given = [
+            m.tool.is_some(),
+            m.read.is_some(),
+            m.prompt.is_some(),
+            m.list.is_some(),
+            m.ping,
+        ];
+        if given.iter().filter(|g| **g).count() != 1 {
+            problems.add(
+                at,
+                "needs exactly one of `tool`, `read`, `prompt`, `list` and `ping`".into(),
+                Some("e.g. `- mcp: { service: tools, tool: search_docs, args: { query: \"{{ prompt }}\" } }`".into()),
+            );
+            return None;
+        }
+        if m.args.is_some() && m.tool.is_none() && m.prompt.is_none() {
+            problems.add(
+                &format!("{at}.args"),
+                "applies only to a `tool` or a `prompt`".into(),
+                Some("remove `args`".into()),
+            );
+            return None;
+        }
+        let mut args = || {
+            let value = m.args.clone().unwrap_or_default();
+            let templated = crate::workload::mcp::string_leaves(&value);
+            for (pointer, text) in &templated {
+                self.template(name, at, &format!("args{pointer}"), text, problems);
+            }
+            McpArgs {
+                value,
+                templated: templated.into_iter().map(|(pointer, _)| pointer).collect(),
+            }
+        };
+        let op = match (&m.tool, &m.read, &m.prompt, m.list) {
+            (Some(tool), ..) => McpStepOp::Tool {
+                name: tool.clone(),
+                args: args(),
+            },
+            (_, Some(uri), ..) => {
+                self.template(name, at, "read", uri, problems);
+                McpStepOp::Read
+            }
+            (_, _, Some(prompt), _) => McpStepOp::Prompt {
+                name: prompt.clone(),
+                args: args(),
+            },
+            (.., Some(list)) => McpStepOp::List(list),
+            _ => McpStepOp::Ping,
+        };
+        Some(StepKind::Mcp(McpStepPlan {
+            op,
+            timeout: m.timeout.map(|d| d.0),
         }))
     }
 
@@ -616,6 +749,7 @@ fn kind_of(step: &FlowStep<'_>) -> &'static str {
         FlowStep::Chat(_) => "chat",
         FlowStep::Tool(_) => "tool",
         FlowStep::Http(_) => "http",
+        FlowStep::Mcp(_) => "mcp",
     }
 }
 
@@ -626,6 +760,7 @@ fn explicit_name<'a>(step: &FlowStep<'a>) -> Option<&'a String> {
         FlowStep::Chat(s) => s.name.as_ref(),
         FlowStep::Tool(s) => s.name.as_ref(),
         FlowStep::Http(s) => s.name.as_ref(),
+        FlowStep::Mcp(s) => s.name.as_ref(),
     }
 }
 
@@ -636,6 +771,7 @@ fn service_of<'a>(step: &FlowStep<'a>) -> &'a str {
         FlowStep::Chat(s) => &s.service,
         FlowStep::Tool(s) => &s.service,
         FlowStep::Http(s) => &s.service,
+        FlowStep::Mcp(s) => &s.service,
     }
 }
 
@@ -646,6 +782,7 @@ fn assert_of<'a>(step: &FlowStep<'a>) -> Option<&'a AssertSpec> {
         FlowStep::Chat(s) => s.assert.as_ref(),
         FlowStep::Tool(s) => s.assert.as_ref(),
         FlowStep::Http(s) => s.assert.as_ref(),
+        FlowStep::Mcp(s) => s.assert.as_ref(),
     }
 }
 
@@ -667,5 +804,6 @@ pub fn api_name(api: ApiKind) -> &'static str {
         ApiKind::Images => "images",
         ApiKind::Transcriptions => "transcriptions",
         ApiKind::Speech => "speech",
+        ApiKind::Mcp => "mcp",
     }
 }

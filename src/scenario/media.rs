@@ -44,6 +44,7 @@ pub fn check_unused_sections(
         ("image", template.image.is_some(), ApiKind::Images),
         ("audio", template.audio.is_some(), ApiKind::Transcriptions),
         ("speech", template.speech.is_some(), ApiKind::Speech),
+        ("mcp", template.mcp.is_some(), ApiKind::Mcp),
     ];
     for (name, given, owner) in sections {
         if given && !apis.contains(&owner) {

@@ -30,6 +30,7 @@ fn mixable(api: ApiKind) -> bool {
             | ApiKind::Images
             | ApiKind::Transcriptions
             | ApiKind::Speech
+            | ApiKind::Mcp
     )
 }
 

@@ -43,6 +43,7 @@ use crate::spec::{
     Problems, PromptsSpec, ServiceSpec, SpecErrors, SpecFile, StageSpec,
 };
 use crate::tokenizer::{DEFAULT_MAX_COUNT_BYTES, LocalTokenizer, TokenCounting};
+use crate::workload::mcp::McpWorkload;
 use crate::workload::mooncake::TracePrompts;
 use crate::workload::{Length, PromptSource};
 
@@ -102,6 +103,8 @@ pub enum Workload {
     Http(HttpRequest),
     /// Images, transcriptions or speech.
     Media(media::MediaWorkload),
+    /// MCP calls, drawn from an operation mix.
+    Mcp(Arc<crate::workload::mcp::McpWorkload>),
     /// Several services on one arrival process, drawn by weight.
     Mix(Vec<mix::MixEntry>),
 }

@@ -67,6 +67,9 @@ pub(super) fn single_workload(
         (Some(ApiKind::Http), None, Some(request)) => {
             http_request_from_spec(request, problems).map(Workload::Http)
         }
+        (Some(ApiKind::Mcp), prompts, request) => {
+            mcp_workload(template, prompts, request, problems)
+        }
         (Some(kind), prompts, None) if media::is_media(kind) => {
             let prompts = prompts
                 .as_ref()
@@ -106,6 +109,43 @@ pub(super) fn single_workload(
             })
         }
     }
+}
+
+/// What each call to an `api: mcp` service sends: `payloadTemplate.mcp`, and no
+/// prompts or plain request.
+fn mcp_workload(
+    template: &crate::spec::PayloadTemplate,
+    prompts: &Option<PromptsSpec>,
+    request: &Option<HttpRequestSpec>,
+    problems: &mut Problems,
+) -> Option<Workload> {
+    let at = "spec.payloadTemplate";
+    for (name, given) in [
+        ("prompts", prompts.is_some()),
+        ("request", request.is_some()),
+    ] {
+        if given {
+            problems.add(
+                &format!("{at}.{name}"),
+                "does not apply to an `api: mcp` service, whose calls `mcp` describes".into(),
+                Some(format!("remove `{name}`")),
+            );
+        }
+    }
+    let Some(spec) = &template.mcp else {
+        problems.add(
+            at,
+            "an `api: mcp` service needs `mcp`: which calls to make".into(),
+            Some(
+                "add e.g. `mcp: { ops: [ { tool: echo, args: { text: hi } }, { list: tools } ] }`"
+                    .into(),
+            ),
+        );
+        return None;
+    };
+    let workload = McpWorkload::from_spec(spec, &format!("{at}.mcp"), problems)?;
+    let refused = prompts.is_some() || request.is_some();
+    (!refused).then(|| Workload::Mcp(Arc::new(workload)))
 }
 
 /// The LLM API a service of this kind speaks (chat for kinds that are not LLM APIs:

@@ -339,7 +339,8 @@ pub(super) fn embedded_tiers(
                     tiers.corpus_size = size as usize;
                 }
             }
-            ApiKind::Tools => {
+            // The simulator's MCP tools run on its tool tier.
+            ApiKind::Tools | ApiKind::Mcp => {
                 if let Some(latency) = spec.latency {
                     tiers.tool_latency = latency;
                 }

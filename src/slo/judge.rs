@@ -49,14 +49,16 @@ pub(super) fn judge(
         }),
         Metric::OutputThroughput => j.throughput(agg),
         Metric::KvCacheHitRate => j.kv_cache_hit_rate(agg, scraped_hit_rate),
-        Metric::ToolSuccess if agg.flow.tool_calls == 0 => j.no_data(
-            ValueUnit::Percent,
-            "not measured: this run has no tool calls",
-        ),
-        Metric::ToolSuccess => j.bounded_share(Share {
-            bad: agg.flow.tool_calls - agg.flow.tool_ok,
-            n: agg.flow.tool_calls,
-        }),
+        Metric::ToolSuccess => match agg.tool_calls() {
+            (0, _) => j.no_data(
+                ValueUnit::Percent,
+                "not measured: this run has no tool calls",
+            ),
+            (calls, ok) => j.bounded_share(Share {
+                bad: calls - ok,
+                n: calls,
+            }),
+        },
         Metric::RecallAtK => j.recall(agg),
     }
 }

@@ -75,6 +75,40 @@ pub struct FaultRuleSpec {
     /// Split the response into small writes at random points.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slice: Option<SliceSpec>,
+    /// Answer an MCP (JSON-RPC) request with a JSON-RPC error in the server's place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_error: Option<McpErrorSpec>,
+}
+
+/// A JSON-RPC error answered for the request's id (HTTP 200, as a server answers one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpErrorSpec {
+    /// Chance per matching request, 0 to 1.
+    pub probability: f64,
+    /// The error's code (default -32603, internal error).
+    #[serde(default = "internal_error")]
+    pub code: i64,
+    /// The error's message (default: which rule injected it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+fn internal_error() -> i64 {
+    -32603
+}
+
+/// Which MCP requests a rule applies to: POSTs of a JSON-RPC message (the proxy reads
+/// their body, up to 8 MiB, to know).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpMatchSpec {
+    /// The JSON-RPC method, e.g. `tools/call`, `tools/list`, `initialize`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// For `tools/call`: the tool's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
 }
 
 /// Which requests a rule applies to; every given condition must hold.
@@ -91,6 +125,9 @@ pub struct MatchSpec {
     /// Request headers that must be present with exactly these values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// MCP requests by JSON-RPC method and tool (`{ method: tools/call, tool: search }`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpMatchSpec>,
 }
 
 /// When a rule may inject.

@@ -32,6 +32,11 @@ pub struct FlowStepSpec {
     /// Any other HTTP call answering JSON; captures `steps.<name>.json` and `.status`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpStep>,
+    /// A direct call to an MCP server (`api: mcp`): a tool, a resource, a prompt, a
+    /// list or a ping; captures `steps.<name>.text` (the result's text) and `.json`
+    /// (the whole result).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpStep>,
 }
 
 /// A step's kind and its fields.
@@ -42,6 +47,7 @@ pub enum FlowStep<'a> {
     Chat(&'a ChatStep),
     Tool(&'a ToolStep),
     Http(&'a HttpStep),
+    Mcp(&'a McpStep),
 }
 
 impl FlowStepSpec {
@@ -53,6 +59,7 @@ impl FlowStepSpec {
             self.chat.as_ref().map(FlowStep::Chat),
             self.tool.as_ref().map(FlowStep::Tool),
             self.http.as_ref().map(FlowStep::Http),
+            self.mcp.as_ref().map(FlowStep::Mcp),
         ]
         .into_iter()
         .flatten()
@@ -119,9 +126,10 @@ pub struct ChatStep {
     pub user: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
-    /// Tools offered to the model.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<ToolDef>,
+    /// Tools offered to the model: a list, or `{ from: SERVICE }`, the tools an MCP
+    /// service lists (`tools/list`, every page) when the run starts, as functions.
+    #[serde(default, skip_serializing_if = "ChatTools::is_empty")]
+    pub tools: ChatTools,
     /// `auto` (default), `required` or `none`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<String>,
@@ -130,6 +138,33 @@ pub struct ChatStep {
     pub body: serde_json::Map<String, serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assert: Option<AssertSpec>,
+}
+
+/// A chat step's tools: listed, or an MCP service's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum ChatTools {
+    Listed(Vec<ToolDef>),
+    From(ToolsFrom),
+}
+
+impl Default for ChatTools {
+    fn default() -> Self {
+        ChatTools::Listed(Vec::new())
+    }
+}
+
+impl ChatTools {
+    pub fn is_empty(&self) -> bool {
+        matches!(self, ChatTools::Listed(tools) if tools.is_empty())
+    }
+}
+
+/// `{ from: SERVICE }`: the tools of an `api: mcp` service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsFrom {
+    pub from: String,
 }
 
 /// A function tool offered to the model.
@@ -181,6 +216,39 @@ pub struct HttpStep {
     /// The status a good answer has (default: any 2xx).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Dur>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assert: Option<AssertSpec>,
+}
+
+/// A direct MCP call: exactly one of `tool`, `read`, `prompt`, `list` and `ping`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpStep {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// An `api: mcp` service.
+    pub service: String,
+    /// `tools/call` of this tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The tool's or prompt's arguments; strings are templates over the session
+    /// (`{{ prompt }}`, `{{ steps.NAME.text }}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<serde_json::Map<String, serde_json::Value>>,
+    /// `resources/read` of this URI (a template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<String>,
+    /// `prompts/get` of this prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// `tools/list`, `resources/list`, `resources/templates/list` or `prompts/list`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list: Option<super::mcp::McpList>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ping: bool,
+    /// Longest the call may take (default: the run's `timeouts.total`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Dur>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

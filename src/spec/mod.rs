@@ -7,6 +7,7 @@ pub mod error;
 pub mod faults;
 pub mod feedback;
 pub mod flow;
+pub mod mcp;
 pub mod media;
 pub mod pgvector;
 pub mod problems;
@@ -279,6 +280,9 @@ pub enum ApiKind {
     Transcriptions,
     /// `/v1/audio/speech`: `payloadTemplate.speech` gives the voice.
     Speech,
+    /// A Model Context Protocol server over Streamable HTTP (`url` is the endpoint,
+    /// e.g. `http://host:port/mcp`): `payloadTemplate.mcp` gives the calls.
+    Mcp,
 }
 
 /// What one session sends.
@@ -300,6 +304,9 @@ pub struct PayloadTemplate {
     /// Speech requests (`api: speech`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speech: Option<media::SpeechSpec>,
+    /// MCP calls (`api: mcp`): the operations and their weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<mcp::McpSpec>,
     /// Requests to several services on one arrival process, each drawn by weight.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mix: Vec<media::MixEntrySpec>,

@@ -6,10 +6,12 @@
 //! - [`dataset`] — prompt datasets (JSONL, ShareGPT, CSV), checked and ordered
 //! - [`mooncake`] — timestamped request traces (Mooncake's format), replayed as load
 //! - [`media`] — audio clips to transcribe, read or generated
+//! - [`mcp`] — MCP calls: the operation mix and its argument templates
 //! - [`datagen`] — synthetic corpora and prompts from templates
 
 pub mod datagen;
 pub mod dataset;
+pub mod mcp;
 pub mod media;
 pub mod payload;
 pub mod mooncake;

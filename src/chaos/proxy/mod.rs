@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::balance::{InFlight, Pool, is_gateway_failure};
 use super::log::{FaultLog, RequestId};
-use super::rules::{AbortHow, Action, CutEnd, EmptyTarget, FixedFault, Rule};
+use super::rules::{AbortHow, Action, CutEnd, EmptyTarget, FixedFault, RpcCall, Rule};
 use super::shape::{Shaping, StreamFormat};
 use super::{BoxError, ProxyBody, strip_hop_by_hop};
 use crate::record::{FAULT_HEADER, InjectedFault};
@@ -185,7 +185,11 @@ impl Chaos {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let (mut head, body) = request.into_parts();
         let grpc = super::grpc::is_call(&head);
-        let (mut plan, named) = match self.decide(&mut head) {
+        let (body, rpc) = match self.read_rpc(&head, body).await {
+            Ok(read) => read,
+            Err(message) => return Ok(proxy_error(grpc, StatusCode::PAYLOAD_TOO_LARGE, &message)),
+        };
+        let (mut plan, named) = match self.decide(&mut head, rpc.as_ref()) {
             Ok(decided) => decided,
             Err(message) => return Ok(proxy_error(grpc, StatusCode::BAD_REQUEST, &message)),
         };
@@ -254,18 +258,46 @@ impl Chaos {
         Ok(Response::from_parts(parts, body))
     }
 
+    /// When a rule must see MCP requests, a POST's body read whole (up to
+    /// [`MAX_RETRY_BODY`]) and its JSON-RPC message, if it is one; else the body
+    /// streams through unread. `Err` is why it could not be read.
+    async fn read_rpc(
+        &self,
+        head: &Parts,
+        body: Incoming,
+    ) -> Result<(UpstreamBody, Option<RpcCall>), String> {
+        let wanted = head.method == hyper::Method::POST
+            && self.rules().iter().any(|rule| rule.def.needs_rpc());
+        if !wanted {
+            return Ok((Either::Left(body), None));
+        }
+        let limited = http_body_util::Limited::new(body, MAX_RETRY_BODY as usize);
+        let bytes = match limited.collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(error) => return Err(format!("the request's body could not be read: {error}")),
+        };
+        let rpc = RpcCall::of(&bytes);
+        Ok((Either::Right(Full::new(bytes)), rpc))
+    }
+
     /// With a tap or a mirror, the request's body read whole, shown to the tap and
     /// copied to the shadow: the body to forward and the watch of its answer. Without,
     /// the body streams through untouched. `Err` is why it could not be read.
     async fn watch(
         &self,
         head: &Parts,
-        body: Incoming,
+        body: UpstreamBody,
     ) -> Result<(UpstreamBody, Option<Box<dyn super::tap::Watch>>), String> {
         if self.tap.is_none() && self.mirror.is_none() {
-            return Ok((Either::Left(body), None));
+            return Ok((body, None));
         }
-        let bytes = super::tap::capture(body).await?;
+        let bytes = match body {
+            Either::Left(body) => super::tap::capture(body).await?,
+            Either::Right(full) => match full.collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(never) => match never {},
+            },
+        };
         let mirror = self.mirror.as_ref().filter(|m| m.rolls(head));
         let (watch, shadow) = match &self.tap {
             Some(tap) => {
@@ -282,7 +314,7 @@ impl Chaos {
 
     /// Rolls every rule (and the header faults) for a request: what to do to it, and
     /// its name for the fault log.
-    fn decide(&self, head: &mut Parts) -> Result<(Plan, Named), String> {
+    fn decide(&self, head: &mut Parts, rpc: Option<&RpcCall>) -> Result<(Plan, Named), String> {
         let key = match head.headers.get("traceparent") {
             Some(tp) => fnv64(roll_key(tp.as_bytes())),
             None => mix_seed(&[0x006b_6579, self.next_key.fetch_add(1, Ordering::Relaxed)]),
@@ -290,7 +322,7 @@ impl Chaos {
         let mut decided = self.header_faults(&mut head.headers)?;
         let since_start = self.started.elapsed();
         for rule in self.rules().iter() {
-            if let Some(action) = rule.roll(head, key, self.seed, since_start) {
+            if let Some(action) = rule.roll((head, rpc), key, self.seed, since_start) {
                 decided.push((rule.name().to_owned(), action));
             }
         }
@@ -301,7 +333,10 @@ impl Chaos {
         } else {
             Named::of(head)
         };
-        let mut plan = Plan::default();
+        let mut plan = Plan {
+            rpc_id: rpc.and_then(|r| r.id.clone()),
+            ..Plan::default()
+        };
         for (rule, action) in decided {
             plan.add(&self.log, &named.id(), rule, action);
         }
@@ -658,6 +693,8 @@ struct Plan {
     event_faults: Vec<(String, &'static str, Option<f64>)>,
     /// Faults noted so far (for the response header).
     noted: Vec<InjectedFault>,
+    /// The id of the request's JSON-RPC message, when a rule read it.
+    rpc_id: Option<Value>,
 }
 
 /// A status the proxy answers with itself.
@@ -665,6 +702,12 @@ enum StatusAnswer {
     Abort(u16, Option<String>),
     Grpc(tonic::Code, Option<String>),
     RateLimited(u64),
+    /// A JSON-RPC error for the request's id.
+    McpError {
+        code: i64,
+        message: Option<String>,
+        id: Value,
+    },
 }
 
 impl Plan {
@@ -703,6 +746,15 @@ impl Plan {
                     DelayAt::Response => self.response_delay += delay,
                 }
                 self.noted.push(note(log, id, rule, "delay", Some(added)));
+            }
+            Action::Fixed(FixedFault::McpError(code, message)) => {
+                if self.answer.is_some() || self.abort.is_some() {
+                    return;
+                }
+                self.noted
+                    .push(note(log, id, rule.clone(), "mcp_error", None));
+                let id = self.rpc_id.clone().unwrap_or(Value::Null);
+                self.answer = Some((rule, StatusAnswer::McpError { code, message, id }));
             }
             Action::Fixed(FixedFault::Abort(how)) => {
                 if self.answer.is_some() || self.abort.is_some() {

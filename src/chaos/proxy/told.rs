@@ -75,6 +75,7 @@ pub(super) fn fault_response(
             StatusAnswer::Abort(status, _) => (crate::grpc::code_of_http(status), None),
             StatusAnswer::Grpc(code, message) => (code, message),
             StatusAnswer::RateLimited(_) => (tonic::Code::ResourceExhausted, None),
+            StatusAnswer::McpError { message, .. } => (tonic::Code::Internal, message),
         };
         let message = message.unwrap_or_else(|| format!("injected by chaos rule `{rule}`"));
         let mut response = crate::grpc::trailers_only::<ProxyBody>(code, &message);
@@ -108,6 +109,11 @@ pub(super) fn fault_response(
             ),
             Some(seconds),
         ),
+        StatusAnswer::McpError { code, message, id } => {
+            let message = message.unwrap_or_else(|| format!("injected by chaos rule `{rule}`"));
+            let error = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+            (200, error.to_string(), None)
+        }
     };
     let mut response = Response::builder()
         .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))

@@ -79,6 +79,7 @@ impl RuleDef {
                 path,
                 method,
                 headers: headers_lowercase(&spec.matches),
+                mcp: spec.matches.mcp.clone(),
                 window: (window.from.0, window.to.map(|d| d.0)),
                 max: spec.max,
                 fault,
@@ -102,6 +103,7 @@ fn one_fault(spec: &FaultRuleSpec, problems: &mut RuleCheck) -> Option<(f64, Fau
         spec.drop_done.is_some(),
         spec.bandwidth.is_some(),
         spec.slice.is_some(),
+        spec.mcp_error.is_some(),
     ]
     .into_iter()
     .zip(FAULTS)
@@ -129,6 +131,11 @@ fn one_fault(spec: &FaultRuleSpec, problems: &mut RuleCheck) -> Option<(f64, Fau
     }
     if let Some(limit) = &spec.rate_limit {
         return rate_limit(limit, problems).map(|fault| (1.0, fault));
+    }
+    if let Some(error) = &spec.mcp_error {
+        let p = problems.probability("mcp_error", error.probability);
+        let fault = FixedFault::McpError(error.code, error.message.clone());
+        return Some((p, Fault::Fixed(fault)));
     }
     stream_fault(spec, problems)
 }

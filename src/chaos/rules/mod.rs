@@ -16,7 +16,8 @@ use rand_distr::{Distribution, Normal};
 use crate::seed::mix_seed;
 use crate::spec::Problems;
 use crate::spec::faults::{
-    AbortSpec, CutStreamSpec, DelayAt, DelaySpec, FaultRuleSpec, MatchSpec, RateLimitSpec,
+    AbortSpec, CutStreamSpec, DelayAt, DelaySpec, FaultRuleSpec, MatchSpec, McpMatchSpec,
+    RateLimitSpec,
 };
 
 mod check;
@@ -96,10 +97,15 @@ pub enum FixedFault {
     EmptyResult(EmptyTarget),
     StallFirstToken(Duration),
     TokenDrip(Duration),
-    CutStream { after: u32, end: CutEnd },
+    CutStream {
+        after: u32,
+        end: CutEnd,
+    },
     CorruptEvent(u32),
     DropDone,
     Bandwidth(u64),
+    /// A JSON-RPC error with this code and message, for the request's id.
+    McpError(i64, Option<String>),
 }
 
 impl Fault {
@@ -117,12 +123,13 @@ impl Fault {
             Fault::Fixed(FixedFault::CorruptEvent(..)) => "corrupt_event",
             Fault::Fixed(FixedFault::DropDone) => "drop_done",
             Fault::Fixed(FixedFault::Bandwidth(..)) => "bandwidth",
+            Fault::Fixed(FixedFault::McpError(..)) => "mcp_error",
         }
     }
 }
 
 /// The fault names a rule may use.
-pub const FAULTS: [&str; 11] = [
+pub const FAULTS: [&str; 12] = [
     "delay",
     "abort",
     "rate_limit",
@@ -134,6 +141,7 @@ pub const FAULTS: [&str; 11] = [
     "drop_done",
     "bandwidth",
     "slice",
+    "mcp_error",
 ];
 
 /// `rps` tokens a second, at most `burst` saved; starts full.
@@ -200,9 +208,44 @@ pub struct RuleDef {
     path: Option<PathPattern>,
     method: Option<String>,
     headers: Vec<(String, String)>,
+    /// MCP requests only: the JSON-RPC method and tool they must have.
+    mcp: Option<McpMatchSpec>,
     window: (Duration, Option<Duration>),
     max: Option<u64>,
     pub fault: Fault,
+}
+
+impl RuleDef {
+    /// Whether rolling it needs the request's JSON-RPC message: it matches MCP
+    /// requests, or answers one.
+    pub fn needs_rpc(&self) -> bool {
+        self.mcp.is_some() || matches!(self.fault, Fault::Fixed(FixedFault::McpError(..)))
+    }
+}
+
+/// What a rule sees of an MCP request: its JSON-RPC method, the tool a `tools/call`
+/// names, and its id (none for a notification).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcCall {
+    pub method: String,
+    pub tool: Option<String>,
+    pub id: Option<serde_json::Value>,
+}
+
+impl RpcCall {
+    /// The message in a request body, if it is one JSON-RPC request or notification.
+    pub fn of(body: &[u8]) -> Option<RpcCall> {
+        let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let method = value.get("method")?.as_str()?.to_owned();
+        let tool = (method == "tools/call")
+            .then(|| value.pointer("/params/name")?.as_str().map(str::to_owned))
+            .flatten();
+        Some(RpcCall {
+            method,
+            tool,
+            id: value.get("id").cloned(),
+        })
+    }
 }
 
 /// A rule running in a proxy: its definition and what it has done.
@@ -242,8 +285,14 @@ impl Rule {
     /// Decides whether this rule injects into the request: it matches, the time is in
     /// the window, the budget is not spent and the roll comes up. Takes from the
     /// budget when it does.
-    pub fn roll(&self, head: &Parts, key: u64, seed: u64, since_start: Duration) -> Option<Action> {
-        if !self.matches(head)
+    pub fn roll(
+        &self,
+        (head, rpc): (&Parts, Option<&RpcCall>),
+        key: u64,
+        seed: u64,
+        since_start: Duration,
+    ) -> Option<Action> {
+        if !self.matches(head, rpc)
             || since_start < self.def.window.0
             || self.def.window.1.is_some_and(|to| since_start >= to)
         {
@@ -294,8 +343,21 @@ impl Rule {
             .is_ok()
     }
 
-    fn matches(&self, head: &Parts) -> bool {
-        self.def
+    fn matches(&self, head: &Parts, rpc: Option<&RpcCall>) -> bool {
+        let mcp = match (&self.def.mcp, rpc) {
+            (None, _) if !self.def.needs_rpc() => true,
+            (None, rpc) => rpc.is_some(),
+            (Some(_), None) => false,
+            (Some(wanted), Some(rpc)) => {
+                wanted.method.as_ref().is_none_or(|m| *m == rpc.method)
+                    && wanted
+                        .tool
+                        .as_ref()
+                        .is_none_or(|t| rpc.tool.as_ref() == Some(t))
+            }
+        };
+        mcp && self
+            .def
             .method
             .as_ref()
             .is_none_or(|m| head.method.as_str() == m)
@@ -437,11 +499,11 @@ mod tests {
         let rule = Rule::validate(&delay_rule(0.5), "rules[0]").unwrap();
         let head = head("POST", "/v1/chat/completions");
         let rolls: Vec<_> = (0..200)
-            .map(|key| rule.roll(&head, key, 7, Duration::ZERO))
+            .map(|key| rule.roll((&head, None), key, 7, Duration::ZERO))
             .collect();
         let again: Vec<_> = (0..200)
             .rev()
-            .map(|key| rule.roll(&head, key, 7, Duration::ZERO))
+            .map(|key| rule.roll((&head, None), key, 7, Duration::ZERO))
             .rev()
             .collect();
         assert_eq!(rolls, again, "arrival order must not change the faults");
@@ -463,6 +525,7 @@ mod tests {
             path: Some("/v1/chat".into()),
             method: Some("post".into()),
             headers: [("X-Tenant".to_owned(), "a".to_owned())].into(),
+            mcp: None,
         };
         spec.window = Some(crate::spec::faults::WindowSpec {
             from: crate::spec::values::Dur(Duration::from_secs(1)),
@@ -471,18 +534,24 @@ mod tests {
         let rule = Rule::validate(&spec, "rules[0]").unwrap();
         let chat = head("POST", "/v1/chat/completions");
         let inside = Duration::from_millis(1500);
-        assert!(rule.roll(&chat, 1, 0, Duration::from_millis(500)).is_none());
-        assert!(rule.roll(&chat, 1, 0, Duration::from_secs(2)).is_none());
         assert!(
-            rule.roll(&head("GET", "/v1/chat/completions"), 1, 0, inside)
+            rule.roll((&chat, None), 1, 0, Duration::from_millis(500))
                 .is_none()
         );
         assert!(
-            rule.roll(&head("POST", "/v1/embeddings"), 1, 0, inside)
+            rule.roll((&chat, None), 1, 0, Duration::from_secs(2))
+                .is_none()
+        );
+        assert!(
+            rule.roll((&head("GET", "/v1/chat/completions"), None), 1, 0, inside)
+                .is_none()
+        );
+        assert!(
+            rule.roll((&head("POST", "/v1/embeddings"), None), 1, 0, inside)
                 .is_none()
         );
         let hits = (0..10)
-            .filter_map(|k| rule.roll(&chat, k, 0, inside))
+            .filter_map(|k| rule.roll((&chat, None), k, 0, inside))
             .count();
         assert_eq!(hits, 3, "max: 3");
         assert_eq!(rule.injected.load(Ordering::Relaxed), 3);
@@ -501,7 +570,7 @@ mod tests {
         let rule = Rule::validate(&spec, "rules[0]").unwrap();
         let head = head("GET", "/");
         let limited: Vec<bool> = (0..4)
-            .map(|k| rule.roll(&head, k, 0, Duration::ZERO).is_some())
+            .map(|k| rule.roll((&head, None), k, 0, Duration::ZERO).is_some())
             .collect();
         assert_eq!(limited, [false, false, true, true], "a burst of 2 passes");
         let mut bucket = TokenBucket::new(2.0, 2.0);
@@ -596,5 +665,46 @@ mod tests {
             Rule::validate(&negative, "r").unwrap_err()[0].path,
             "r.token_drip.ms"
         );
+    }
+
+    /// An MCP matcher sees only JSON-RPC requests, by method and tool; an `mcp_error`
+    /// rule without one still needs a JSON-RPC request to answer.
+    #[test]
+    fn mcp_rules_match_json_rpc_requests_by_method_and_tool() {
+        let call = |tool: &str| {
+            RpcCall::of(format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{tool}"}}}}"#).as_bytes()).unwrap()
+        };
+        let list = RpcCall::of(br#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#).unwrap();
+        assert_eq!(
+            (call("a").tool.as_deref(), call("a").id),
+            (Some("a"), Some(serde_json::json!(7)))
+        );
+        assert_eq!(RpcCall::of(b"not json"), None);
+        let mut spec = delay_rule(1.0);
+        spec.matches.mcp = Some(McpMatchSpec {
+            method: Some("tools/call".into()),
+            tool: Some("search".into()),
+        });
+        let rule = Rule::validate(&spec, "rules[0]").unwrap();
+        let post = head("POST", "/mcp");
+        let rolls = |rpc: Option<&RpcCall>| rule.roll((&post, rpc), 1, 0, Duration::ZERO).is_some();
+        assert!(rolls(Some(&call("search"))));
+        assert!(!rolls(Some(&call("other"))));
+        assert!(!rolls(Some(&list)));
+        assert!(!rolls(None));
+        let mut error = delay_rule(1.0);
+        error.delay = None;
+        error.mcp_error = Some(crate::spec::faults::McpErrorSpec {
+            probability: 1.0,
+            code: -32000,
+            message: None,
+        });
+        let rule = Rule::validate(&error, "rules[1]").unwrap();
+        assert!(rule.def.needs_rpc());
+        assert!(
+            rule.roll((&post, Some(&list)), 1, 0, Duration::ZERO)
+                .is_some()
+        );
+        assert!(rule.roll((&post, None), 1, 0, Duration::ZERO).is_none());
     }
 }

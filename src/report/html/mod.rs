@@ -14,6 +14,7 @@ mod explain;
 mod flow_sessions;
 mod flows;
 mod heal;
+mod mcp;
 mod media;
 mod parts;
 mod sections;
@@ -53,6 +54,7 @@ pub fn render(summary: &Summary, digest: &Digest) -> String {
         sections::sessions(summary),
         flows::flow(summary, digest),
         media::media(summary, &sections::marks(summary, digest)),
+        mcp::mcp(summary),
         server::server(summary, digest),
         sections::errors(summary),
         about::samples(summary),

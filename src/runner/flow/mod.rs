@@ -12,6 +12,7 @@ use hyper::Request;
 use hyper::header::CONTENT_TYPE;
 use serde_json::{Value, json};
 
+mod mcp;
 mod steps;
 
 use super::breaker::{Breaker, Heed};
@@ -55,6 +56,8 @@ pub(super) struct FlowRuntime {
     prompts: Arc<PromptSource>,
     /// Embeddings of assertions' expected answers, by (service, text).
     expected: tokio::sync::Mutex<HashMap<(String, String), Vec<f32>>>,
+    /// The MCP targets of steps that call an `api: mcp` service, by step name.
+    mcp: BTreeMap<String, crate::client::mcp::McpTarget>,
 }
 
 impl FlowRuntime {
@@ -131,7 +134,9 @@ impl FlowRuntime {
                 grpc.insert(name.clone(), target);
             }
         }
+        let mcp = mcp::targets(&plan, &urls, scenario, &baggage)?;
         Ok(FlowRuntime {
+            mcp,
             plan,
             urls,
             models,
@@ -145,6 +150,11 @@ impl FlowRuntime {
             services: scenario.services.clone(),
             expected: tokio::sync::Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Offers `tools: { from }` chat steps their service's tools (see [`mcp`]).
+    pub(super) async fn offer_listed_tools(&mut self, scenario: &Scenario) -> Result<()> {
+        mcp::offer_listed_tools(self, scenario).await
     }
 
     /// The pool of a service the flow calls.
@@ -485,6 +495,7 @@ pub(super) async fn run_flow(
             StepKind::Chat(plan) => chat(&mut session, step, plan, None).await,
             StepKind::Tool(plan) => tool(&mut session, step, plan).await,
             StepKind::Http(plan) => http_step(&mut session, step, plan).await,
+            StepKind::Mcp(plan) => mcp::mcp_step(&mut session, step, plan).await,
         };
         if let Some(reason) = &mut session.fallback {
             reason.skipped = plan.steps[i + 1..].iter().map(|s| s.name.clone()).collect();

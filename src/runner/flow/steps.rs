@@ -292,6 +292,9 @@ pub(super) async fn tool(session: &mut Session<'_>, step: &Step, plan: &ToolPlan
                     );
                     format!("error: arguments are not JSON: {e}")
                 }
+                Ok(arguments) if session.runtime.mcp.contains_key(&step.name) => {
+                    super::mcp::call_tool(session, &mut slot, step, &call.name, arguments).await
+                }
                 Ok(arguments) => {
                     let path = paths
                         .get(&call.name)

@@ -1,0 +1,69 @@
+//! What both halves of an exchange share: the transport's headers, a call's
+//! deadlines, and JSON-RPC messages parsed and settled against the call's id.
+
+use std::time::{Duration, Instant};
+
+use hyper::header::HeaderName;
+use rmcp::model::RequestId;
+use serde_json::Value;
+
+use crate::record::{FailStage, Outcome, Record};
+
+pub(super) const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
+pub(super) const VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+pub(super) const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+
+/// The deadlines of one exchange.
+#[derive(Clone, Copy)]
+pub(super) struct Deadlines {
+    /// The whole call's end.
+    pub total: Instant,
+    /// Send to the answer's head.
+    pub first: Duration,
+    /// Longest silence between two events of an SSE answer.
+    pub between: Duration,
+}
+
+/// A message whose result is kept as JSON, to be typed by the method that asked.
+pub(super) type Message = rmcp::model::JsonRpcMessage<rmcp::model::Request, Value>;
+pub(super) type Reply = Result<rmcp::model::JsonRpcResponse<Value>, rmcp::model::JsonRpcError>;
+
+/// A message, or the failure kind and message of bytes that are not one.
+pub(super) fn parse(bytes: &[u8]) -> Result<Message, (&'static str, String)> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ("invalid_json", format!("the answer is not JSON: {e}")))?;
+    serde_json::from_value(value)
+        .map_err(|e| ("mcp/not_mcp", format!("not a JSON-RPC 2.0 message: {e}")))
+}
+
+/// The result of the reply to `id`; an error, or a reply to another id, fails the
+/// record.
+pub(super) fn settle(reply: Reply, id: i64, record: &mut Record) -> Option<Value> {
+    let ours = RequestId::Number(id);
+    let (kind, message) = match reply {
+        Ok(response) if response.id == ours => return Some(response.result),
+        Err(error) if error.id.as_ref().is_none_or(|e| *e == ours) => {
+            let code = error.error.code.0;
+            let message = format!("JSON-RPC error {code}: {}", error.error.message);
+            (format!("mcp/{code}"), message)
+        }
+        Ok(response) => (
+            "mcp/wrong_id".to_owned(),
+            format!(
+                "the answer is the response to id {}, not to this call's {id}",
+                response.id
+            ),
+        ),
+        Err(error) => {
+            let theirs = error
+                .id
+                .map_or_else(|| "none".to_owned(), |id| id.to_string());
+            (
+                "mcp/wrong_id".to_owned(),
+                format!("the answer is an error for id {theirs}, not for this call's {id}"),
+            )
+        }
+    };
+    record.fail(Outcome::Error, FailStage::Decode, &kind, message);
+    None
+}
