@@ -114,6 +114,15 @@ pub struct SimArgs {
     /// Queries to write with --write-corpus.
     #[arg(long, default_value_t = 200)]
     pub queries: usize,
+    /// Serve only the MCP server, over stdio (one JSON-RPC message per line; this
+    /// process is one session, ended when stdin closes): for clients that start their
+    /// tools as child processes. --tool-ms, --tool-failure-rate and --seed apply.
+    #[arg(long)]
+    pub mcp_stdio: bool,
+    /// With --mcp-stdio: append one JSON line per request served to FILE (its method,
+    /// tool, and whether it failed), as ground truth that many processes may share.
+    #[arg(long, value_name = "FILE", requires = "mcp_stdio")]
+    pub mcp_truth: Option<PathBuf>,
     #[command(flatten)]
     pub startup: SimStartupArgs,
 }
@@ -201,6 +210,9 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
         write_corpus(dir, &args, profile.embedding_dim as usize)?;
         return Ok(exit::OK);
     }
+    if args.mcp_stdio {
+        return mcp_stdio(&args).await;
+    }
     if !args.addr.ip().is_loopback() && !args.allow_remote {
         bail!(
             "refusing to listen on {}: the simulator binds loopback unless you pass --allow-remote",
@@ -272,6 +284,37 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
     })
     .await?;
     Ok(0)
+}
+
+/// `redline sim --mcp-stdio`: the MCP server on stdin and stdout until stdin ends.
+async fn mcp_stdio(args: &SimArgs) -> Result<i32> {
+    let truth = match &args.mcp_truth {
+        Some(path) => Some(std::sync::Arc::new(std::sync::Mutex::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open {}", path.display()))?,
+        ))),
+        None => None,
+    };
+    let tiers = TierConfig {
+        corpus_size: args.corpus_size,
+        tool_latency: LatencySpec {
+            ms: Some(args.tool_ms),
+            ..LatencySpec::default()
+        },
+        tool_failure_rate: args.tool_failure_rate,
+        ..TierConfig::default()
+    };
+    // Each process is one session: the seed is mixed with the process's id, so that a
+    // client churning sessions does not meet the same planted failures in each.
+    let seed = crate::seed::mix_seed(&[args.seed, u64::from(std::process::id())]);
+    let dim = Profile::load(&args.profile)?.embedding_dim as usize;
+    let tiers = std::sync::Arc::new(crate::sim::tiers::Tiers::new(tiers, seed, dim));
+    let mcp = std::sync::Arc::new(crate::sim::mcp::McpServer::new(tiers, seed));
+    crate::sim::mcp::stdio::serve(mcp, tokio::io::stdin(), tokio::io::stdout(), truth).await?;
+    Ok(exit::OK)
 }
 
 pub(super) async fn chaos(args: ChaosArgs) -> Result<i32> {

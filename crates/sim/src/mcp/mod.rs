@@ -7,10 +7,13 @@
 //! or unknown session is answered 404, which tells a client to initialize again.
 //! There is no server-initiated stream: `GET /mcp` is 405, as the transport allows.
 //!
+//! The same server speaks stdio too ([`stdio`]), one process a session.
+//!
 //! `GET /redline/mcp` is the ground truth: sessions opened and ended, requests by
 //! method, calls and failures by tool, progress notifications sent.
 
 pub mod catalogue;
+pub mod stdio;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -199,13 +202,25 @@ pub async fn post(State(mcp): State<Arc<McpServer>>, headers: HeaderMap, body: B
 /// `initialize`: a new session, at the client's protocol version if it is one served.
 fn initialize(mcp: &McpServer, id: &Value, params: &Value) -> Response {
     mcp.count(|t| *t.requests.entry("initialize".into()).or_default() += 1);
+    let session = mcp.open_session();
+    let result = initialize_result(params);
+    let mut response = Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response();
+    response.headers_mut().insert(
+        SESSION_HEADER,
+        HeaderValue::from_str(&session).expect("a hex session id is a header value"),
+    );
+    response
+}
+
+/// What `initialize` answers, on either transport: the client's protocol version if
+/// it is one served, else the newest.
+fn initialize_result(params: &Value) -> Value {
     let asked = params.get("protocolVersion").and_then(Value::as_str);
     let version = VERSIONS
         .into_iter()
         .find(|v| Some(*v) == asked)
         .unwrap_or(VERSIONS[0]);
-    let session = mcp.open_session();
-    let result = json!({
+    json!({
         "protocolVersion": version,
         "capabilities": {
             "tools": {"listChanged": false},
@@ -214,13 +229,7 @@ fn initialize(mcp: &McpServer, id: &Value, params: &Value) -> Response {
         },
         "serverInfo": {"name": "redline-sim", "title": "redline's simulated MCP server", "version": env!("CARGO_PKG_VERSION")},
         "instructions": "A simulator: tools take the latency and fail at the rate redline sim was given.",
-    });
-    let mut response = Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response();
-    response.headers_mut().insert(
-        SESSION_HEADER,
-        HeaderValue::from_str(&session).expect("a hex session id is a header value"),
-    );
-    response
+    })
 }
 
 /// Why a request after `initialize` is refused, if it is: it must name a live
@@ -286,11 +295,26 @@ async fn answer(
     {
         return streamed_call(mcp, id, params, token);
     }
-    let result = match method {
+    let result = result_of(&mcp, method, &params, None).await;
+    match result {
+        Ok(result) => Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response(),
+        Err(error) => rpc_error(StatusCode::OK, &id, &error),
+    }
+}
+
+/// The result of one request after `initialize`, on either transport; `progress`
+/// hears a long tool's steps.
+async fn result_of(
+    mcp: &McpServer,
+    method: &str,
+    params: &Value,
+    progress: Option<&(dyn Fn(u64, u64) + Send + Sync)>,
+) -> Result<Value, RpcError> {
+    match method {
         "ping" => Ok(json!({})),
-        "tools/list" => list(&params, catalogue::tools(), "tools"),
-        "tools/call" => call_tool(&mcp, &params, None).await,
-        "resources/list" => list(&params, catalogue::resources(), "resources"),
+        "tools/list" => list(params, catalogue::tools(), "tools"),
+        "tools/call" => call_tool(mcp, params, progress).await,
+        "resources/list" => list(params, catalogue::resources(), "resources"),
         "resources/templates/list" => Ok(
             json!({"resourceTemplates": [{"uriTemplate": "redline://corpus/{id}", "name": "document", "mimeType": "text/plain"}]}),
         ),
@@ -298,7 +322,7 @@ async fn answer(
             Some(uri) => catalogue::read_resource(uri, &mcp.tiers),
             None => Err(RpcError::invalid_params("`uri` is required".into())),
         },
-        "prompts/list" => list(&params, catalogue::prompts(), "prompts"),
+        "prompts/list" => list(params, catalogue::prompts(), "prompts"),
         "prompts/get" => match params.get("name").and_then(Value::as_str) {
             Some(name) => {
                 catalogue::get_prompt(name, params.get("arguments").unwrap_or(&Value::Null))
@@ -309,10 +333,6 @@ async fn answer(
             code: -32601,
             message: format!("Method not found: {method}"),
         }),
-    };
-    match result {
-        Ok(result) => Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response(),
-        Err(error) => rpc_error(StatusCode::OK, &id, &error),
     }
 }
 
@@ -448,3 +468,6 @@ pub async fn truth(State(mcp): State<Arc<McpServer>>) -> Json<Value> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod stdio_tests;
