@@ -21,6 +21,7 @@ mod grpc;
 mod heal;
 mod layers;
 mod mcp;
+mod mcp_stdio;
 mod media;
 mod merge;
 mod native_apis;

@@ -13,7 +13,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use redline::client::mcp::{self, McpTarget};
+use redline::client::mcp::{self, McpTarget, McpTransport};
 use redline::client::{RunClock, Timeouts};
 use redline::record::{Outcome, Phase, Record};
 use redline::sim::tiers::TierConfig;
@@ -278,11 +278,12 @@ fn target(uri: &str, total: Duration, max_bytes: usize) -> McpTarget {
         total,
         ..Timeouts::default()
     };
-    McpTarget::new(uri.parse().unwrap(), Vec::new(), timeouts, max_bytes, true)
+    let transport = McpTransport::http(uri.parse().unwrap(), Vec::new());
+    McpTarget::new(transport, timeouts, max_bytes, true)
 }
 
 /// One call of `echo` through redline's MCP client.
-async fn call_once(target: &McpTarget) -> Record {
+pub(crate) async fn call_once(target: &McpTarget) -> Record {
     let http = redline::client::http_client(&Timeouts::default(), false);
     let clock = RunClock::new(Instant::now());
     let mut record = Record::unsent(0, 0, Phase::Measure, 0);
@@ -303,7 +304,7 @@ async fn call_once(target: &McpTarget) -> Record {
     record
 }
 
-fn kind(record: &Record) -> (Outcome, String) {
+pub(crate) fn kind(record: &Record) -> (Outcome, String) {
     let kind = record
         .error
         .as_ref()

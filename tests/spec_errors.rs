@@ -59,7 +59,7 @@ fn every_problem_is_reported_at_once() {
     assert_eq!(
         errors(&text),
         "5 problems in the spec:\n\
-         test.yaml:6:12: spec.services.llm.url: `ftp://x` is neither `embedded`, `balanced` nor an http:// or https:// URL\n  \
+         test.yaml:6:12: spec.services.llm.url: `ftp://x` is neither `embedded`, `balanced`, `stdio` nor an http:// or https:// URL\n  \
          fix: write `embedded` or e.g. `https://llm.example.com`\n\
          test.yaml:8:5: spec.payloadTemplate.service: names service `lm`, which is not under spec.services\n  \
          fix: did you mean `llm`? Choose from: llm\n\
@@ -459,5 +459,23 @@ fn mcp_specs_name_their_problems() {
         "2 problems in the spec:\n\
          test.yaml:11:40: spec.payloadTemplate.flow[0].chat.tools.from: `llm` has `api: chat`; tools come from an `api: mcp` service\n  fix: set `api: mcp` on spec.services.llm\n\
          test.yaml:12:9: spec.payloadTemplate.flow[1].mcp: needs exactly one of `tool`, `read`, `prompt`, `list` and `ping`\n  fix: e.g. `- mcp: { service: tools, tool: search_docs, args: { query: \"{{ prompt }}\" } }`\n"
+    );
+    let stdio = spec(
+        "  services:\n    tools: { url: stdio, api: mcp }\n    llm: { url: stdio, model: m }\n    other: { url: embedded, api: mcp, command: [srv] }\n  payloadTemplate:\n    service: tools\n    mcp: { ops: [ { ping: true } ] }\n  load:\n    - { concurrency: 1, requests: 1 }\n",
+    );
+    assert_eq!(
+        errors(&stdio),
+        "3 problems in the spec:\n\
+         test.yaml:6:14: spec.services.tools.url: `url: stdio` needs the `command` that starts the server\n  fix: write e.g. `command: [npx, -y, \"@modelcontextprotocol/server-everything\", stdio]`\n\
+         test.yaml:7:12: spec.services.llm.url: `url: stdio` starts an MCP server, and this service is not `api: mcp`\n  fix: add `api: mcp`, or give the service's http:// URL\n\
+         test.yaml:8:39: spec.services.other.command: `command` starts an MCP server over stdio: it belongs to `url: stdio`\n  fix: write `url: stdio` and `api: mcp`, or remove `command`\n"
+    );
+    let faulted = spec(
+        "  services:\n    tools: { url: stdio, api: mcp, command: [srv] }\n  payloadTemplate:\n    mcp: { ops: [ { ping: true } ] }\n  faults:\n    - { name: err, service: tools, match: { mcp: { method: tools/call } }, mcp_error: { probability: 0.1 } }\n  load:\n    - { concurrency: 1, requests: 1 }\n",
+    );
+    assert_eq!(
+        errors(&faulted),
+        "1 problem in the spec:\n\
+         test.yaml:10:20: spec.faults[0].service: `tools` is an MCP server over stdio; the chaos proxy speaks HTTP\n  fix: inject MCP faults in front of a Streamable HTTP server (`url: http://…/mcp`)\n"
     );
 }

@@ -104,6 +104,15 @@ pub struct RunArgs {
     /// http://127.0.0.1:3001/mcp; --tool and --args say what to call).
     #[arg(long, value_enum, default_value = "chat", help_heading = "Shorthands")]
     pub api: ShorthandApi,
+    /// Shorthand, with --api mcp and no --url: the MCP server to start over stdio, once
+    /// per session, after `--` (e.g. `-- npx -y @modelcontextprotocol/server-everything
+    /// stdio`); its argv as given, never through a shell.
+    #[arg(
+        last = true,
+        value_name = "SERVER COMMAND",
+        help_heading = "Shorthands"
+    )]
+    pub stdio: Vec<String>,
     /// Shorthand, with --api mcp: the tool each call calls (`tools/call`).
     #[arg(long, value_name = "NAME", help_heading = "Shorthands")]
     pub tool: Option<String>,
@@ -463,10 +472,18 @@ fn shorthand_text(spec: &SpecFile) -> Result<String> {
 }
 
 pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<SpecFile> {
-    let Some(url) = args.url.clone() else {
-        bail!(
+    let url = match (&args.url, args.stdio.is_empty()) {
+        (Some(_), false) => {
+            bail!("--url and a server command after `--` both say where the server is: keep one")
+        }
+        (None, false) if args.api != ShorthandApi::Mcp => {
+            bail!("a server command after `--` starts an MCP server over stdio: add --api mcp")
+        }
+        (None, false) => "stdio".to_owned(),
+        (Some(url), true) => url.clone(),
+        (None, true) => bail!(
             "give a spec file, or --url (e.g. `redline run --url embedded --rate 10 --duration 30s`)"
-        );
+        ),
     };
     let duration = args
         .duration
@@ -611,6 +628,7 @@ fn shorthand_service(args: &RunArgs, url: &str, tls: Option<&TlsSpec>) -> Servic
         http2: args.http2,
         tls: tls.filter(|_| url.starts_with("https://")).cloned(),
         tokenizer: args.tokenizer.clone(),
+        command: args.stdio.clone(),
         ..ServiceSpec::default()
     }
 }

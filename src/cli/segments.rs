@@ -56,6 +56,7 @@ fn worker_command(args: &RunArgs, seat: &Seat) -> Vec<OsString> {
         api,
         tool,
         args: tool_args,
+        stdio,
         timeout,
         rate,
         concurrency,
@@ -117,6 +118,10 @@ fn worker_command(args: &RunArgs, seat: &Seat) -> Vec<OsString> {
     line.value("--out", Some(seat.dir.display()));
     line.value("--coordinator", Some(&seat.coordinator));
     line.flag("--quiet", true);
+    if !stdio.is_empty() {
+        line.0.push("--".into());
+        line.0.extend(stdio.iter().map(OsString::from));
+    }
     line.0
 }
 

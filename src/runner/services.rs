@@ -52,7 +52,7 @@ pub(super) fn embedded_profile(scenario: &Scenario) -> Option<String> {
         .called_services()
         .filter_map(|s| match &s.endpoint {
             Endpoint::Embedded { profile } => Some(profile.clone()),
-            Endpoint::Url(_) | Endpoint::Balanced { .. } => None,
+            Endpoint::Url(_) | Endpoint::Balanced { .. } | Endpoint::Stdio { .. } => None,
         })
         .next()
 }

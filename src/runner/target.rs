@@ -5,19 +5,19 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use hyper::header::AUTHORIZATION;
+use hyper::header::{AUTHORIZATION, HeaderName, HeaderValue};
 
 use super::feedback::LiveRates;
 use super::services::BAGGAGE;
 use super::wiring::Servers;
 use crate::client::http::HttpTarget;
-use crate::client::mcp::McpTarget;
+use crate::client::mcp::{McpTarget, McpTransport};
 use crate::client::media::{self, MediaInput, MediaTarget};
 use crate::client::openai::LlmTarget;
 use crate::client::{HttpClient, RunClock};
 use crate::record::Record;
 use crate::scenario::media::MediaSource;
-use crate::scenario::{Scenario, Service, Workload};
+use crate::scenario::{Endpoint, Scenario, Service, Workload};
 use crate::seed::mix_seed;
 use crate::workload::PromptSource;
 use crate::workload::mcp::McpWorkload;
@@ -183,38 +183,63 @@ fn target_for(
             },
             input: workload.input.clone(),
         },
-        Workload::Mcp(workload) => {
-            let mut headers = service_headers;
-            if let Some(key) = &service.api_key {
-                headers.push((AUTHORIZATION, key.clone()));
-            }
-            Target::Mcp {
-                target: McpTarget::new(
-                    mcp_endpoint(base_url, &service.endpoint)
-                        .parse()
-                        .context("building the MCP endpoint's URL")?,
-                    headers,
-                    scenario.timeouts,
-                    max_response_bytes,
-                    workload.progress,
-                ),
-                workload: workload.clone(),
-            }
-        }
+        Workload::Mcp(workload) => Target::Mcp {
+            target: McpTarget::new(
+                mcp_transport(service, base_url, service_headers)?,
+                scenario.timeouts,
+                max_response_bytes,
+                workload.progress,
+            ),
+            workload: workload.clone(),
+        },
         Workload::Mix(_) => anyhow::bail!("a mix's entries are single workloads"),
     })
 }
 
-/// An MCP service's endpoint: the simulator's `/mcp`; a URL as given, or with
-/// `/mcp`, the usual path, when it names none.
-pub(super) fn mcp_endpoint(base_url: &str, endpoint: &crate::scenario::Endpoint) -> String {
+/// How an `api: mcp` service is reached: its command over stdio, or its endpoint
+/// over Streamable HTTP with `headers` and the service's key. The endpoint is the
+/// simulator's `/mcp`; a URL as given, or with `/mcp`, the usual path, when it names
+/// none.
+pub(super) fn mcp_transport(
+    service: &Service,
+    base_url: &str,
+    mut headers: Vec<(HeaderName, HeaderValue)>,
+) -> Result<McpTransport> {
     let named_path = base_url
         .split_once("://")
         .is_some_and(|(_, rest)| rest.contains('/'));
-    match endpoint {
-        crate::scenario::Endpoint::Url(_) if named_path => base_url.to_owned(),
+    let uri = match &service.endpoint {
+        Endpoint::Stdio { command } => {
+            let program = &command[0];
+            anyhow::ensure!(
+                is_runnable(program),
+                "service `{}`: cannot find `{program}` to start the MCP server (not a file, and not on PATH)",
+                service.name
+            );
+            return Ok(McpTransport::Stdio {
+                command: command.clone(),
+            });
+        }
+        Endpoint::Url(_) if named_path => base_url.to_owned(),
         _ => format!("{base_url}/mcp"),
+    };
+    if let Some(key) = &service.api_key {
+        headers.push((AUTHORIZATION, key.clone()));
     }
+    let uri = uri
+        .parse()
+        .with_context(|| format!("building service `{}`'s MCP endpoint", service.name))?;
+    Ok(McpTransport::http(uri, headers))
+}
+
+/// Whether `program` names a file, or one on `PATH`: a command that cannot start is
+/// told before the run, not in every record.
+fn is_runnable(program: &str) -> bool {
+    if program.contains('/') {
+        return std::path::Path::new(program).is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// Sends media request `seq` (of a run seeded `seed`): its prompt, or its clip.

@@ -131,6 +131,12 @@ impl Servers {
                 })
                 .unwrap_or_default(),
             Endpoint::Url(url) => url.clone(),
+            // No URL: named for what the run prints, by its program alone (its
+            // arguments may hold a secret).
+            Endpoint::Stdio { command } => {
+                let program = command[0].rsplit('/').next().unwrap_or_default();
+                format!("stdio:{program}")
+            }
         }
     }
 

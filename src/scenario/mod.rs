@@ -59,6 +59,8 @@ pub enum Endpoint {
         replicas: Vec<Replica>,
         balance: crate::chaos::balance::Balance,
     },
+    /// An MCP server started per session from this argv, spoken to over stdio.
+    Stdio { command: Vec<String> },
 }
 
 /// The service the load goes to.
@@ -651,6 +653,14 @@ fn faults_from_spec(
                 &format!("{at}.service"),
                 format!("`{name}` speaks PostgreSQL's protocol; the chaos proxy speaks HTTP"),
                 Some("inject search faults into an HTTP vector store (`api: qdrant`)".into()),
+            ),
+            Some(name) if spec.services[name].url == "stdio" => problems.add(
+                &format!("{at}.service"),
+                format!("`{name}` is an MCP server over stdio; the chaos proxy speaks HTTP"),
+                Some(
+                    "inject MCP faults in front of a Streamable HTTP server (`url: http://…/mcp`)"
+                        .into(),
+                ),
             ),
             Some(name) => {
                 let url = &spec.services[name].url;

@@ -91,7 +91,9 @@ pub(super) fn endpoint_from_spec(
         );
         return None;
     }
-    if s.url == "balanced" {
+    if s.url == "stdio" || !s.command.is_empty() {
+        stdio_from_spec(s, path, problems)
+    } else if s.url == "balanced" {
         balanced_from_spec(s, path, problems)
     } else if s.url == "embedded" {
         if s.api == ApiKind::Pgvector {
@@ -152,13 +154,47 @@ pub(super) fn endpoint_from_spec(
         problems.add(
             &format!("{path}.url"),
             format!(
-                "`{}` is neither `embedded`, `balanced` nor an http:// or https:// URL",
+                "`{}` is neither `embedded`, `balanced`, `stdio` nor an http:// or https:// URL",
                 s.url
             ),
             Some("write `embedded` or e.g. `https://llm.example.com`".into()),
         );
         None
     }
+}
+
+/// A `url: stdio` service: an MCP server started from its `command`.
+fn stdio_from_spec(s: &ServiceSpec, path: &str, problems: &mut Problems) -> Option<Endpoint> {
+    if s.url != "stdio" {
+        problems.add(
+            &format!("{path}.command"),
+            "`command` starts an MCP server over stdio: it belongs to `url: stdio`".into(),
+            Some("write `url: stdio` and `api: mcp`, or remove `command`".into()),
+        );
+        return None;
+    }
+    if s.api != ApiKind::Mcp {
+        problems.add(
+            &format!("{path}.url"),
+            "`url: stdio` starts an MCP server, and this service is not `api: mcp`".into(),
+            Some("add `api: mcp`, or give the service's http:// URL".into()),
+        );
+        return None;
+    }
+    if s.command.first().is_none_or(|program| program.is_empty()) {
+        problems.add(
+            &format!("{path}.url"),
+            "`url: stdio` needs the `command` that starts the server".into(),
+            Some(
+                "write e.g. `command: [npx, -y, \"@modelcontextprotocol/server-everything\", stdio]`"
+                    .into(),
+            ),
+        );
+        return None;
+    }
+    Some(Endpoint::Stdio {
+        command: s.command.clone(),
+    })
 }
 
 /// The service's local tokenizer: the one named (a tokenizer.json path is relative to

@@ -152,9 +152,14 @@ pub struct ServerMetricsSpec {
 #[serde(deny_unknown_fields)]
 pub struct ServiceSpec {
     /// Base URL (e.g. `http://127.0.0.1:8000`, with or without `/v1`), `embedded` to
-    /// start the built-in simulator in-process, or `balanced` for the run's own
-    /// balancer in front of `replicas`.
+    /// start the built-in simulator in-process, `balanced` for the run's own
+    /// balancer in front of `replicas`, or `stdio` for an `api: mcp` server that
+    /// redline starts as a child process from `command`.
     pub url: String,
+    /// For `url: stdio`: the MCP server's command, one argument per item (no shell),
+    /// started once per session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
     /// For `url: balanced`: the replicas, each started by redline when it has a
     /// `command` (see docs/availability.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

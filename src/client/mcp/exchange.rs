@@ -11,8 +11,8 @@ use hyper::{Method, Request};
 use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest, RequestId};
 use serde_json::Value;
 
+use super::HttpSession;
 use super::wire::{Deadlines, Message, SESSION, TRACEPARENT, VERSION, parse, settle};
-use super::{McpTarget, Session};
 use crate::client::{HttpClient, RunClock};
 use crate::record::{FailStage, McpMark, Outcome, Record};
 
@@ -28,8 +28,8 @@ pub(super) enum Answer {
 /// result, or a typed failure in `record` (then `None`).
 pub(super) async fn request(
     http: &HttpClient,
-    target: &McpTarget,
-    session: &Session,
+    session: &HttpSession,
+    max_bytes: usize,
     (id, request): (i64, ClientRequest),
     traceparent: &str,
     deadlines: Deadlines,
@@ -40,7 +40,7 @@ pub(super) async fn request(
     let sent = Instant::now();
     record.sent_us = Some(clock.us(sent));
     let first = deadlines.total.min(sent + deadlines.first);
-    let post = post(target, session, body, traceparent);
+    let post = post(session, body, traceparent);
     let timeout = "no answer head before the deadline";
     let response = crate::client::send_until(http, post, first, timeout, clock, record).await?;
     let status = response.status().as_u16();
@@ -73,7 +73,7 @@ pub(super) async fn request(
             let body = crate::client::read_body(
                 response.into_body(),
                 deadlines.total,
-                target.max_response_bytes,
+                max_bytes,
                 true,
                 clock,
                 record,
@@ -84,9 +84,9 @@ pub(super) async fn request(
         "text/event-stream" => {
             let on = super::stream::Resumable {
                 http,
-                target,
                 session,
                 traceparent,
+                max_bytes,
             };
             super::stream::read(
                 response.into_body(),
@@ -114,8 +114,7 @@ pub(super) async fn request(
 /// notification that could not be sent, or not in time, is.
 pub(super) async fn notify(
     http: &HttpClient,
-    target: &McpTarget,
-    session: &Session,
+    session: &HttpSession,
     notification: ClientNotification,
     traceparent: &str,
     deadline: Instant,
@@ -123,7 +122,7 @@ pub(super) async fn notify(
 ) -> Option<()> {
     let message = ClientJsonRpcMessage::notification(notification);
     let body = serde_json::to_vec(&message).expect("an MCP notification serialises");
-    let post = post(target, session, body, traceparent);
+    let post = post(session, body, traceparent);
     let timeout = "no answer to a notification before the deadline";
     let response = crate::client::send_until(http, post, deadline, timeout, clock, record).await?;
     crate::client::read_body(
@@ -139,15 +138,10 @@ pub(super) async fn notify(
 }
 
 /// A POST of `body` with the session's headers.
-fn post(
-    target: &McpTarget,
-    session: &Session,
-    body: Vec<u8>,
-    traceparent: &str,
-) -> Request<Full<Bytes>> {
+fn post(session: &HttpSession, body: Vec<u8>, traceparent: &str) -> Request<Full<Bytes>> {
     let mut request = Request::new(Full::new(Bytes::from(body)));
     *request.method_mut() = Method::POST;
-    *request.uri_mut() = target.uri.clone();
+    *request.uri_mut() = session.endpoint.uri.clone();
     let headers = request.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(
@@ -163,7 +157,7 @@ fn post(
     if let Some(version) = &session.version {
         headers.insert(VERSION, version.clone());
     }
-    for (name, value) in &target.headers {
+    for (name, value) in &session.endpoint.headers {
         headers.append(name.clone(), value.clone());
     }
     request
@@ -180,7 +174,7 @@ fn content_type(headers: &hyper::HeaderMap) -> String {
 
 /// Why the answer's session id is not the session's, if it is not: the id is the
 /// server's to give once, at `initialize`.
-fn changed_session(session: &Session, headers: &hyper::HeaderMap) -> Option<String> {
+fn changed_session(session: &HttpSession, headers: &hyper::HeaderMap) -> Option<String> {
     let ours = session.id.as_ref()?;
     let theirs = headers.get(SESSION)?;
     (theirs != ours).then(|| {

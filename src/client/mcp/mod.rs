@@ -1,5 +1,5 @@
-//! The MCP client over Streamable HTTP (protocol 2025-11-25): sessions opened with
-//! `initialize`, kept in a pool so that no two calls in flight share one, ended by
+//! The MCP client over Streamable HTTP or stdio (protocol 2025-11-25): sessions
+//! opened with `initialize`, kept in a pool so that no two calls in flight share one, ended by
 //! churn; each call one record with the method, the handshake it needed and the
 //! progress it heard. The protocol's types are the official SDK's (`rmcp`); the
 //! transport is ours, over the one send path, so that every call has the same timing
@@ -8,9 +8,10 @@
 mod wire;
 mod stream;
 mod exchange;
+mod stdio;
 
 use std::borrow::Cow;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hyper::header::{HeaderName, HeaderValue};
@@ -40,25 +41,61 @@ pub const MAX_PAGES: u32 = 1000;
 /// Everything a call needs; one per run and service.
 #[derive(Debug)]
 pub struct McpTarget {
-    /// The MCP endpoint (`http://host:port/mcp`).
-    pub uri: Uri,
-    /// The service's headers and its `authorization`, sent on every request.
-    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub transport: McpTransport,
     pub timeouts: Timeouts,
-    /// Largest answer read, in bytes (an SSE answer's events together).
+    /// Largest answer read, in bytes (an SSE answer's events together; over stdio,
+    /// the lines before the response with it).
     pub max_response_bytes: usize,
     /// Ask for progress notifications on tool calls.
     pub progress: bool,
     sessions: Mutex<Vec<Session>>,
 }
 
-/// An open session: its id (none from a server that keeps no sessions), the
-/// protocol version agreed, and the next request id.
+/// How the server is reached.
+#[derive(Debug, Clone)]
+pub enum McpTransport {
+    /// Streamable HTTP.
+    Http(Arc<HttpEndpoint>),
+    /// stdio: the server started as a child process per session, from its argv.
+    Stdio { command: Vec<String> },
+}
+
+/// A Streamable HTTP endpoint.
+#[derive(Debug)]
+pub struct HttpEndpoint {
+    /// The MCP endpoint (`http://host:port/mcp`).
+    pub uri: Uri,
+    /// The service's headers and its `authorization`, sent on every request.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl McpTransport {
+    pub fn http(uri: Uri, headers: Vec<(HeaderName, HeaderValue)>) -> McpTransport {
+        McpTransport::Http(Arc::new(HttpEndpoint { uri, headers }))
+    }
+}
+
+/// An open session and its next request id.
 #[derive(Debug)]
 struct Session {
+    next_id: i64,
+    link: Link,
+}
+
+#[derive(Debug)]
+enum Link {
+    Http(HttpSession),
+    /// A process of its own.
+    Stdio(Box<stdio::Process>),
+}
+
+/// A session over Streamable HTTP: its id (none from a server that keeps no
+/// sessions) and the protocol version agreed.
+#[derive(Debug)]
+struct HttpSession {
+    endpoint: Arc<HttpEndpoint>,
     id: Option<HeaderValue>,
     version: Option<HeaderValue>,
-    next_id: i64,
 }
 
 impl Session {
@@ -66,19 +103,31 @@ impl Session {
         self.next_id += 1;
         self.next_id
     }
+
+    /// Whether the session can carry another call after one that failed: an HTTP
+    /// session can (a timeout, a reset or an error answer leave it open on the
+    /// server) unless the server named another or did not speak MCP; a process can
+    /// unless its stream is in doubt.
+    fn usable_after(&self, record: &Record) -> bool {
+        match &self.link {
+            Link::Stdio(process) => process.usable(),
+            Link::Http(_) => {
+                let kind = record.error.as_ref().map_or("", |e| e.kind.as_str());
+                !matches!(kind, "mcp/session_changed" | "mcp/not_mcp")
+            }
+        }
+    }
 }
 
 impl McpTarget {
     pub fn new(
-        uri: Uri,
-        headers: Vec<(HeaderName, HeaderValue)>,
+        transport: McpTransport,
         timeouts: Timeouts,
         max_response_bytes: usize,
         progress: bool,
     ) -> McpTarget {
         McpTarget {
-            uri,
-            headers,
+            transport,
             timeouts,
             max_response_bytes,
             progress,
@@ -250,14 +299,25 @@ impl Context<'_> {
     }
 
     /// `initialize` and `notifications/initialized`: a new session, its time in
-    /// `mark.handshake_us` (summed when a call needs two).
+    /// `mark.handshake_us` (summed when a call needs two; over stdio, with the
+    /// process's start).
     async fn open(&self, record: &mut Record, mark: &mut McpMark) -> Option<Session> {
         let started = Instant::now();
-        let mut session = Session {
-            id: None,
-            version: None,
-            next_id: 0,
+        let link = match &self.target.transport {
+            McpTransport::Http(endpoint) => Link::Http(HttpSession {
+                endpoint: endpoint.clone(),
+                id: None,
+                version: None,
+            }),
+            McpTransport::Stdio { command } => match stdio::Process::start(command) {
+                Ok(process) => Link::Stdio(Box::new(process)),
+                Err(why) => {
+                    record.fail(Outcome::Error, FailStage::Connect, "mcp/spawn", why);
+                    return None;
+                }
+            },
         };
+        let mut session = Session { next_id: 0, link };
         let params = InitializeRequestParams::new(
             ClientCapabilities::default(),
             Implementation::new("redline", env!("CARGO_PKG_VERSION")),
@@ -271,20 +331,27 @@ impl Context<'_> {
             return None;
         };
         let result = typed::<InitializeResult>(&result, "initialize", record)?;
-        session.id = named;
-        session.version = HeaderValue::from_str(&result.protocol_version.to_string()).ok();
         let initialized =
             ClientNotification::InitializedNotification(InitializedNotification::default());
-        exchange::notify(
-            self.http,
-            self.target,
-            &session,
-            initialized,
-            self.traceparent,
-            self.deadlines.total,
-            (self.clock, record),
-        )
-        .await?;
+        match &mut session.link {
+            Link::Http(http_session) => {
+                http_session.id = named;
+                http_session.version =
+                    HeaderValue::from_str(&result.protocol_version.to_string()).ok();
+                exchange::notify(
+                    self.http,
+                    http_session,
+                    initialized,
+                    self.traceparent,
+                    self.deadlines.total,
+                    (self.clock, record),
+                )
+                .await?;
+            }
+            Link::Stdio(process) => {
+                stdio::notify(process, initialized, self.deadlines.total, record).await?;
+            }
+        }
         let spent = started.elapsed().as_micros() as u64;
         mark.handshake_us = Some(mark.handshake_us.unwrap_or(0) + spent);
         forget_answer(record);
@@ -306,7 +373,7 @@ impl Context<'_> {
         let result = match self.exchange(session, request, record, mark).await {
             Exchanged::Result(result, _) => result,
             Exchanged::Gone => return Sent::SessionGone,
-            Exchanged::Failed => return failed(record),
+            Exchanged::Failed => return failed(session, record),
         };
         match call {
             McpCall::Tool { name, .. } => tool_result(&result, name, record),
@@ -359,7 +426,7 @@ impl Context<'_> {
                     );
                     return Sent::Broken;
                 }
-                Exchanged::Failed => return failed(record),
+                Exchanged::Failed => return failed(session, record),
             };
             pages += 1;
             let Some(page) = result.get(key).and_then(|v| v.as_array()) else {
@@ -408,16 +475,30 @@ impl Context<'_> {
         mark: &mut McpMark,
     ) -> Exchanged {
         let id = session.take_id();
-        let answer = exchange::request(
-            self.http,
-            self.target,
-            session,
-            (id, request),
-            self.traceparent,
-            self.deadlines,
-            (self.clock, record, mark),
-        )
-        .await;
+        let max_bytes = self.target.max_response_bytes;
+        let answer = match &mut session.link {
+            Link::Http(http_session) => {
+                exchange::request(
+                    self.http,
+                    http_session,
+                    max_bytes,
+                    (id, request),
+                    self.traceparent,
+                    self.deadlines,
+                    (self.clock, record, mark),
+                )
+                .await
+            }
+            Link::Stdio(process) => stdio::request(
+                process,
+                (id, request),
+                self.deadlines,
+                max_bytes,
+                (self.clock, record, mark),
+            )
+            .await
+            .map(|result| Answer::Result(result, None)),
+        };
         match answer {
             Some(Answer::Result(result, named)) => Exchanged::Result(result, named),
             Some(Answer::SessionGone) => Exchanged::Gone,
@@ -450,19 +531,29 @@ impl Context<'_> {
         }
     }
 
-    /// `DELETE` of the session: its end, not measured (a failure to end it is the
-    /// server's to mind; the session is forgotten either way).
+    /// The session's end, not measured: over HTTP a `DELETE` (a failure to end it is
+    /// the server's to mind; the session is forgotten either way); over stdio the
+    /// process stopped in the background, so that a churning call does not wait for
+    /// its grace periods.
     async fn end(&self, session: Session) {
-        let Some(id) = session.id else { return };
+        let http_session = match session.link {
+            Link::Stdio(process) => {
+                tokio::spawn(process.stop());
+                return;
+            }
+            Link::Http(http_session) => http_session,
+        };
+        let Some(id) = http_session.id else { return };
+        let endpoint = &http_session.endpoint;
         let mut request = Request::new(http_body_util::Full::new(bytes::Bytes::new()));
         *request.method_mut() = Method::DELETE;
-        *request.uri_mut() = self.target.uri.clone();
+        *request.uri_mut() = endpoint.uri.clone();
         let headers = request.headers_mut();
         headers.insert(wire::SESSION, id);
-        if let Some(version) = session.version {
+        if let Some(version) = http_session.version {
             headers.insert(wire::VERSION, version);
         }
-        for (name, value) in &self.target.headers {
+        for (name, value) in &endpoint.headers {
             headers.append(name.clone(), value.clone());
         }
         let deadline = Instant::now()
@@ -492,14 +583,11 @@ enum Exchanged {
     Failed,
 }
 
-/// After a failed exchange: the session stays usable (a timeout, a reset or an error
-/// answer leave it open on the server), unless the server named another session or
-/// did not speak MCP at all.
-fn failed(record: &Record) -> Sent {
-    let kind = record.error.as_ref().map_or("", |e| e.kind.as_str());
-    match kind {
-        "mcp/session_changed" | "mcp/not_mcp" => Sent::Broken,
-        _ => Sent::Done(None),
+/// After a failed exchange: the session goes on if it can carry another call.
+fn failed(session: &Session, record: &Record) -> Sent {
+    match session.usable_after(record) {
+        true => Sent::Done(None),
+        false => Sent::Broken,
     }
 }
 

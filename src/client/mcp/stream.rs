@@ -11,8 +11,8 @@ use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, Request};
 use serde_json::Value;
 
+use super::HttpSession;
 use super::wire::{Deadlines, Message, SESSION, TRACEPARENT, VERSION, parse, settle};
-use super::{McpTarget, Session};
 use crate::client::sse::SseDecoder;
 use crate::client::{HttpClient, RunClock};
 use crate::record::{FailStage, McpMark, Outcome, Record};
@@ -26,9 +26,10 @@ const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 /// What a resumption needs: where the answer came from, on which session.
 pub(super) struct Resumable<'a> {
     pub http: &'a HttpClient,
-    pub target: &'a McpTarget,
-    pub session: &'a Session,
+    pub session: &'a HttpSession,
     pub traceparent: &'a str,
+    /// Largest answer read, in bytes, its events together.
+    pub max_bytes: usize,
 }
 
 /// The result of the response to `id` in the stream `body`, or a typed failure.
@@ -39,7 +40,7 @@ pub(super) async fn read(
     deadlines: Deadlines,
     (clock, record, mark): (RunClock, &mut Record, &mut McpMark),
 ) -> Option<Value> {
-    let max_bytes = on.target.max_response_bytes;
+    let max_bytes = on.max_bytes;
     let mut decoder = SseDecoder::new(max_bytes);
     let (mut received, mut events) = (0usize, 0u32);
     // The last event ID and retry of every stream read so far.
@@ -209,7 +210,7 @@ async fn resume(
     let last = HeaderValue::from_str(from).map_err(|_| "its id is not a header value")?;
     let mut request = Request::new(Full::new(bytes::Bytes::new()));
     *request.method_mut() = Method::GET;
-    *request.uri_mut() = on.target.uri.clone();
+    *request.uri_mut() = on.session.endpoint.uri.clone();
     let headers = request.headers_mut();
     headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
     headers.insert(LAST_EVENT_ID, last);
@@ -222,7 +223,7 @@ async fn resume(
     if let Some(version) = &on.session.version {
         headers.insert(VERSION, version.clone());
     }
-    for (name, value) in &on.target.headers {
+    for (name, value) in &on.session.endpoint.headers {
         headers.append(name.clone(), value.clone());
     }
     let sent = tokio::time::timeout_at(deadline.into(), crate::client::send(on.http, request));

@@ -30,8 +30,17 @@ pub(super) type Reply = Result<rmcp::model::JsonRpcResponse<Value>, rmcp::model:
 
 /// A message, or the failure kind and message of bytes that are not one.
 pub(super) fn parse(bytes: &[u8]) -> Result<Message, (&'static str, String)> {
-    let value: Value = serde_json::from_slice(bytes)
+    let mut value: Value = serde_json::from_slice(bytes)
         .map_err(|e| ("invalid_json", format!("the answer is not JSON: {e}")))?;
+    // `params` may be left out of a request or notification (a server's `ping`), but
+    // the SDK's generic message type wants it.
+    if let Some(message) = value.as_object_mut()
+        && message.contains_key("method")
+    {
+        message
+            .entry("params")
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
     serde_json::from_value(value)
         .map_err(|e| ("mcp/not_mcp", format!("not a JSON-RPC 2.0 message: {e}")))
 }

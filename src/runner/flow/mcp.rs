@@ -18,27 +18,18 @@ fn target_for(
     total: Duration,
 ) -> Result<McpTarget> {
     let spec = &scenario.services[service];
-    let uri = super::super::target::mcp_endpoint(&urls[service], &spec.endpoint)
-        .parse()
-        .with_context(|| format!("building service `{service}`'s MCP endpoint"))?;
     let headers = spec
-        .api_key
+        .headers
         .iter()
-        .map(|key| (AUTHORIZATION, key.clone()))
-        .chain(spec.headers.iter().cloned())
+        .cloned()
         .chain([(BAGGAGE.clone(), baggage.clone())])
         .collect();
+    let transport = super::super::target::mcp_transport(spec, &urls[service], headers)?;
     let timeouts = Timeouts {
         total,
         ..scenario.timeouts
     };
-    Ok(McpTarget::new(
-        uri,
-        headers,
-        timeouts,
-        MAX_JSON_BYTES,
-        false,
-    ))
+    Ok(McpTarget::new(transport, timeouts, MAX_JSON_BYTES, false))
 }
 
 /// One target per step that calls an `api: mcp` service, by step name: tool steps
