@@ -61,39 +61,68 @@ spec:
     - { rate: 150, duration: 4s }
 SPEC
 ./target/release/redline run "$out/mixed.yaml" --out "$out/mixed" --quiet > /dev/null
+# The same over stdio: redline and the SDK each start the server as a child process
+# per session (the SDK's stdio transport beside redline's `url: stdio`).
+everything=$(cd "$npm_dir" && pwd)/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+sed -e "s|everything: { url: \"$url\", api: mcp }|everything: { url: stdio, api: mcp, command: [node, \"$everything\", stdio] }|" \
+  -e 's/name: everything-tools/name: everything-tools-stdio/' "$out/tools.yaml" > "$out/tools-stdio.yaml"
+for round in 1 2; do
+  node "$npm_dir/mcp_sdk_timing.mjs" "stdio:$everything stdio" "$calls" "$workers" "$mix" > "$out/sdk-stdio.json" 2> "$out/sdk-stdio.log"
+  ./target/release/redline run "$out/tools-stdio.yaml" --out "$out/tools-stdio" --quiet > /dev/null
+done
+sed -e "s|everything: { url: \"$url\", api: mcp }|everything: { url: stdio, api: mcp, command: [node, \"$everything\", stdio] }|" \
+  -e 's/name: everything-mixed/name: everything-mixed-stdio/' -e 's/churn: 0.1/churn: 0.05/' \
+  -e 's/{ rate: 150, duration: 4s }/{ concurrency: 4, requests: 300 }/' "$out/mixed.yaml" > "$out/mixed-stdio.yaml"
+./target/release/redline run "$out/mixed-stdio.yaml" --out "$out/mixed-stdio" --quiet > /dev/null
+if pgrep -f "$everything stdio" > "$out/left.txt"; then
+  echo "stdio: server processes left running after the run:" >&2
+  cat "$out/left.txt" >&2
+  exit 1
+fi
 python3 - "$out" "$calls" <<'PY'
 import json, sys
 out, calls = sys.argv[1], int(sys.argv[2])
-sdk = json.load(open(f"{out}/sdk.json"))
-summary = json.load(open(f"{out}/tools/summary.json"))
-records = [json.loads(line) for line in open(f"{out}/tools/records.jsonl")]
-assert len(records) == calls, f"{len(records)} records for {calls} scheduled calls"
-assert len({r["seq"] for r in records}) == calls, "one record per call"
-failed = [r for r in records if r["outcome"] != "ok"]
-assert not failed and sdk["failed"] == 0, failed[:3]
-ours = {op["op"].removeprefix("tools/call "): op for op in summary["mcp"]["ops"]}
-print(f"  {'tool':<32}{'redline p50':>12}{'SDK p50':>10}{'ratio':>8}")
-for tool, theirs in sorted(sdk["tools"].items()):
-    mine = ours[tool]
-    ratio = mine["latency_ms"]["p50"] / theirs["p50_ms"]
-    print(f"  {tool:<32}{mine['latency_ms']['p50']:>12.2f}{theirs['p50_ms']:>10.2f}{ratio:>8.3f}")
-    if theirs["p50_ms"] >= 50:
-        assert abs(ratio - 1) <= 0.05, f"{tool}: redline p50 / SDK p50 = {ratio:.3f}"
-    else:
-        assert ratio <= 1.05, f"{tool}: redline measured more than the SDK client ({ratio:.3f})"
-mixed = json.load(open(f"{out}/mixed/summary.json"))
-records = [json.loads(line) for line in open(f"{out}/mixed/records.jsonl")]
-scheduled = mixed["requests"]["scheduled"]
-assert len(records) == scheduled, (len(records), scheduled)
-bad = [r for r in records if r["outcome"] != "ok"]
-assert not bad, bad[:3]
-mcp = mixed["mcp"]
-opened = sum(1 for r in records if r["mcp"].get("handshake_us") is not None)
-ended = sum(1 for r in records if r["mcp"].get("ended_session"))
-assert mcp["handshakes"] == opened and mcp["sessions_ended"] == ended, mcp
-assert ended > 0 and opened > ended / 2, (opened, ended)
-kinds = sorted(op["op"] for op in mcp["ops"])
-print(f"  mixed: {scheduled} calls ok, {opened} sessions opened, {ended} ended by churn: {', '.join(kinds)}")
+
+def compare(sdk_file, run, transport):
+    """Per tool, redline's p50 beside the SDK loop's; every call one ok record."""
+    sdk = json.load(open(f"{out}/{sdk_file}"))
+    summary = json.load(open(f"{out}/{run}/summary.json"))
+    records = [json.loads(line) for line in open(f"{out}/{run}/records.jsonl")]
+    assert len(records) == calls, f"{len(records)} records for {calls} scheduled calls"
+    assert len({r["seq"] for r in records}) == calls, "one record per call"
+    failed = [r for r in records if r["outcome"] != "ok"]
+    assert not failed and sdk["failed"] == 0, failed[:3]
+    ours = {op["op"].removeprefix("tools/call "): op for op in summary["mcp"]["ops"]}
+    print(f"  {transport + ': tool':<38}{'redline p50':>12}{'SDK p50':>10}{'ratio':>8}")
+    for tool, theirs in sorted(sdk["tools"].items()):
+        mine = ours[tool]
+        ratio = mine["latency_ms"]["p50"] / theirs["p50_ms"]
+        print(f"  {tool:<38}{mine['latency_ms']['p50']:>12.2f}{theirs['p50_ms']:>10.2f}{ratio:>8.3f}")
+        if theirs["p50_ms"] >= 50:
+            assert abs(ratio - 1) <= 0.05, f"{tool}: redline p50 / SDK p50 = {ratio:.3f}"
+        else:
+            assert ratio <= 1.05, f"{tool}: redline measured more than the SDK client ({ratio:.3f})"
+
+def mixed(run, transport):
+    """Every call of the mix ok, one handshake per session opened."""
+    summary = json.load(open(f"{out}/{run}/summary.json"))
+    records = [json.loads(line) for line in open(f"{out}/{run}/records.jsonl")]
+    scheduled = summary["requests"]["scheduled"]
+    assert len(records) == scheduled, (len(records), scheduled)
+    bad = [r for r in records if r["outcome"] != "ok"]
+    assert not bad, bad[:3]
+    mcp = summary["mcp"]
+    opened = sum(1 for r in records if r["mcp"].get("handshake_us") is not None)
+    ended = sum(1 for r in records if r["mcp"].get("ended_session"))
+    assert mcp["handshakes"] == opened and mcp["sessions_ended"] == ended, mcp
+    assert ended > 0 and opened > ended / 2, (opened, ended)
+    kinds = sorted(op["op"] for op in mcp["ops"])
+    print(f"  {transport} mixed: {scheduled} calls ok, {opened} sessions opened, {ended} ended by churn: {', '.join(kinds)}")
+
+compare("sdk.json", "tools", "http")
+compare("sdk-stdio.json", "tools-stdio", "stdio")
+mixed("mixed", "http")
+mixed("mixed-stdio", "stdio")
 PY
 # The conformance suite, in its own folder (it writes results/ where it runs).
 conformance=$(cd "$conformance_dir" && pwd)/node_modules/@modelcontextprotocol/conformance/dist/index.js

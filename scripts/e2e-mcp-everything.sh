@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # redline against an MCP server no one here wrote: the reference server
-# (npm `@modelcontextprotocol/server-everything`, Streamable HTTP) under a mixed load,
-# beside a timing loop written on the official TypeScript SDK
-# (scripts/mcp_sdk_timing.mjs) making the same calls at the same concurrency, in the
-# same run. Checks: every scheduled call ends in exactly one record, all succeed; per
+# (npm `@modelcontextprotocol/server-everything`), over Streamable HTTP and over stdio,
+# under a mixed load, beside a timing loop written on the official TypeScript SDK
+# (scripts/mcp_sdk_timing.mjs, with the SDK's transport of the same kind) making the
+# same calls at the same concurrency, in the same run. Checks: every scheduled call ends in exactly one record, all succeed; per
 # tool, redline's p50 is within 5 % of the SDK loop's for a tool whose call takes long
 # enough that a client's own overhead is under that (the 100 ms long-running
 # operation), and no more than the SDK's for the 2 ms tools (where the SDK client's
 # own parsing and validation is most of the difference). Then a mix of every kind
-# of call with session churn: every call ok, one handshake per session opened. And
+# of call with session churn: every call ok, one handshake per session opened, and
+# over stdio no server process left running once the run is over. And
 # the MCP conformance suite (npm `@modelcontextprotocol/conformance` 0.1.12, the
 # newest that runs on Node 20): redline's client through its `initialize` scenario,
 # and `redline sim`'s server through the scenarios that need no fixture tools of

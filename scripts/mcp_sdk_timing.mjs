@@ -5,8 +5,11 @@
 // as JSON: the yardstick redline's per-tool p50 of the same mix is held to.
 //
 //   node mcp_sdk_timing.mjs URL CALLS WORKERS MIX_JSON
-// where MIX_JSON is [[tool, arguments, weight], …].
+// where MIX_JSON is [[tool, arguments, weight], …], and URL is the server's
+// Streamable HTTP endpoint, or `stdio:SCRIPT ARG…` for a Node server each client
+// starts as its child process (the SDK's stdio transport).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 const [url, calls, workers, mixText] = process.argv.slice(2);
@@ -26,7 +29,10 @@ let failed = 0;
 
 async function worker() {
   const client = new Client({ name: "redline-sdk-timing", version: "1.0.0" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  const transport = url.startsWith("stdio:")
+    ? new StdioClientTransport({ command: process.execPath, args: url.slice(6).split(" ") })
+    : new StreamableHTTPClientTransport(new URL(url));
+  await client.connect(transport);
   while (next < plan.length) {
     const [name, args] = plan[next++];
     const start = performance.now();
