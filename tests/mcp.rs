@@ -160,13 +160,24 @@ enum Hostile {
     CutStream,
     /// As `CutStream`, but a GET with `Last-Event-ID` gets the rest: the result.
     ResumesOnGet,
+    /// The SSE answer asks the client for a `ping` first, and gives the result only
+    /// once the client has POSTed the ping's response (within 2 s).
+    PingsFirst,
+}
+
+/// What a hostile server keeps between requests.
+#[derive(Default)]
+struct HostileState {
+    sessions: AtomicU64,
+    /// The client answered the server's ping.
+    pinged: std::sync::atomic::AtomicBool,
 }
 
 async fn hostile_server(mode: Hostile) -> String {
-    let sessions = Arc::new(AtomicU64::new(0));
+    let state = Arc::new(HostileState::default());
     let mut route = post(move |headers: HeaderMap, body: String| {
-        let sessions = sessions.clone();
-        async move { hostile_answer(mode, &sessions, &headers, &body) }
+        let state = state.clone();
+        async move { hostile_answer(mode, &state, &headers, &body) }
     });
     if let Hostile::ResumesOnGet = mode {
         route = route.get(resumed_answer);
@@ -180,12 +191,17 @@ async fn hostile_server(mode: Hostile) -> String {
 
 fn hostile_answer(
     mode: Hostile,
-    sessions: &AtomicU64,
+    state: &Arc<HostileState>,
     headers: &HeaderMap,
     body: &str,
 ) -> Response {
+    let sessions = &state.sessions;
     let message: Value = serde_json::from_str(body).unwrap();
     let id = message["id"].clone();
+    if id == "s1" && message.get("result") == Some(&json!({})) {
+        state.pinged.store(true, Ordering::Relaxed);
+        return StatusCode::ACCEPTED.into_response();
+    }
     if matches!(mode, Hostile::NotMcp) {
         return ([("content-type", "text/html")], "<html>hello</html>").into_response();
     }
@@ -248,6 +264,26 @@ fn hostile_answer(
         Hostile::CutStream | Hostile::ResumesOnGet => {
             let note = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}});
             sse(Body::from(format!("id: 1\nretry: 30\ndata: {note}\n\n")))
+        }
+        Hostile::PingsFirst => {
+            let ping = json!({"jsonrpc": "2.0", "id": "s1", "method": "ping"});
+            let result =
+                json!({"jsonrpc": "2.0", "id": id, "result": text_result("pinged".into())});
+            let state = state.clone();
+            let answered = async move {
+                for _ in 0..400 {
+                    if state.pinged.load(Ordering::Relaxed) {
+                        return Ok::<_, std::convert::Infallible>(format!("data: {result}\n\n"));
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Ok(": never answered\n\n".to_owned())
+            };
+            let events = futures_util::StreamExt::chain(
+                futures_util::stream::iter([Ok(format!("data: {ping}\n\n"))]),
+                futures_util::stream::once(answered),
+            );
+            sse(Body::from_stream(events))
         }
         Hostile::NotMcp => unreachable!("answered above"),
     }
@@ -325,6 +361,7 @@ async fn hostile_mcp_answers_are_typed_outcomes() {
         (Hostile::NotMcp, Outcome::Error, "mcp/not_mcp"),
         (Hostile::CutStream, Outcome::Error, "mcp/no_result"),
         (Hostile::ResumesOnGet, Outcome::Ok, ""),
+        (Hostile::PingsFirst, Outcome::Ok, ""),
         (Hostile::EndlessProgress, Outcome::Timeout, "timeout"),
     ];
     for (mode, outcome, expected) in cases {

@@ -4,15 +4,13 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
-use hyper::{Method, Request};
+use http_body_util::BodyExt;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
 use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest, RequestId};
 use serde_json::Value;
 
 use super::HttpSession;
-use super::wire::{Deadlines, Message, SESSION, TRACEPARENT, VERSION, parse, settle};
+use super::wire::{Deadlines, Message, SESSION, parse, post, settle};
 use crate::client::{HttpClient, RunClock};
 use crate::record::{FailStage, McpMark, Outcome, Record};
 
@@ -135,32 +133,6 @@ pub(super) async fn notify(
     )
     .await
     .map(drop)
-}
-
-/// A POST of `body` with the session's headers.
-fn post(session: &HttpSession, body: Vec<u8>, traceparent: &str) -> Request<Full<Bytes>> {
-    let mut request = Request::new(Full::new(Bytes::from(body)));
-    *request.method_mut() = Method::POST;
-    *request.uri_mut() = session.endpoint.uri.clone();
-    let headers = request.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(
-        ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
-    if let Ok(traceparent) = HeaderValue::from_str(traceparent) {
-        headers.insert(TRACEPARENT, traceparent);
-    }
-    if let Some(id) = &session.id {
-        headers.insert(SESSION, id.clone());
-    }
-    if let Some(version) = &session.version {
-        headers.insert(VERSION, version.clone());
-    }
-    for (name, value) in &session.endpoint.headers {
-        headers.append(name.clone(), value.clone());
-    }
-    request
 }
 
 /// The media type of an answer, lower-case, without parameters.

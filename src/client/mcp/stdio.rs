@@ -17,14 +17,14 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification,
-    ClientRequest, ClientResult, ErrorCode, ErrorData, RequestId,
+    ClientRequest, RequestId,
 };
 use rustix::process::{Pid, Signal};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use super::wire::{Deadlines, Message, parse, settle};
+use super::wire::{Deadlines, Message, answer_to_server, parse, settle};
 use crate::client::RunClock;
 use crate::record::{FailStage, McpMark, Outcome, Record, cut_to};
 
@@ -333,22 +333,9 @@ async fn take_line(
     Some(result)
 }
 
-/// Answers a request of the server's: `ping` as the protocol asks, anything else
-/// (sampling, elicitation, roots) as a method this client does not serve, so that
-/// the server is not left waiting.
+/// Answers a request of the server's (see [`answer_to_server`]).
 async fn answer_server(process: &mut Process, id: RequestId, method: &str, deadline: Instant) {
-    let answer = match method {
-        "ping" => ClientJsonRpcMessage::response(ClientResult::empty(()), id),
-        _ => ClientJsonRpcMessage::error(
-            ErrorData::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!("redline does not serve `{method}`"),
-                None,
-            ),
-            Some(id),
-        ),
-    };
-    let _ = process.write(&answer, deadline).await;
+    let _ = process.write(&answer_to_server(id, method), deadline).await;
 }
 
 /// A call out of time: the server is told (`notifications/cancelled`), and its

@@ -1,6 +1,6 @@
 //! An SSE answer read to its response: notifications (progress counted), requests of
-//! the server's (which this client does not serve), then the response to the call's
-//! id. A stream that ends or breaks before the response is resumed, as the transport
+//! the server's (answered by a POST: `ping`, or "method not found"), then the
+//! response to the call's id. A stream that ends or breaks before the response is resumed, as the transport
 //! allows: a GET with `Last-Event-ID` after the `retry` the stream asked for, up to
 //! [`MAX_RESUMES`] times; a server that cannot resume leaves the call cut.
 
@@ -9,10 +9,13 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt, Full};
 use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, Request};
+use rmcp::model::RequestId;
 use serde_json::Value;
 
 use super::HttpSession;
-use super::wire::{Deadlines, Message, SESSION, TRACEPARENT, VERSION, parse, settle};
+use super::wire::{
+    Deadlines, Message, SESSION, TRACEPARENT, VERSION, answer_to_server, parse, post, settle,
+};
 use crate::client::sse::SseDecoder;
 use crate::client::{HttpClient, RunClock};
 use crate::record::{FailStage, McpMark, Outcome, Record};
@@ -80,7 +83,17 @@ pub(super) async fn read(
                     return None;
                 }
                 decoder.feed(data);
-                let read = events_of(&mut decoder, id, (clock, record, mark), &mut events);
+                let mut asked = Vec::new();
+                let read = events_of(
+                    &mut decoder,
+                    id,
+                    (clock, record, mark),
+                    &mut events,
+                    &mut asked,
+                );
+                for (asked_id, method) in asked {
+                    answer_server(&on, asked_id, &method, deadlines.total).await;
+                }
                 last_id = decoder.last_event_id().map(str::to_owned).or(last_id);
                 retry_ms = decoder.retry_ms().or(retry_ms);
                 match read {
@@ -152,6 +165,7 @@ fn events_of(
     id: i64,
     (clock, record, mark): (RunClock, &mut Record, &mut McpMark),
     events: &mut u32,
+    asked: &mut Vec<(RequestId, String)>,
 ) -> Read {
     while let Some(event) = decoder.next_event() {
         let event = match event {
@@ -178,9 +192,11 @@ fn events_of(
                 }
                 continue;
             }
-            // A request of the server's (sampling, elicitation): this client declares
-            // no such capability, so a server should send none.
-            Ok(Message::Request(_)) => continue,
+            // A request of the server's: answered once the events in hand are read.
+            Ok(Message::Request(request)) => {
+                asked.push((request.id, request.request.method));
+                continue;
+            }
             Ok(Message::Response(response)) => Ok(response),
             Ok(Message::Error(error)) => Err(error),
             Err((kind, message)) => {
@@ -193,6 +209,22 @@ fn events_of(
         return Read::Done(result);
     }
     Read::More
+}
+
+/// Answers a request of the server's (see [`answer_to_server`]) with a POST on the
+/// session; its fate is the server's to mind, not the call's.
+async fn answer_server(on: &Resumable<'_>, id: RequestId, method: &str, deadline: Instant) {
+    let message = answer_to_server(id, method);
+    let body = serde_json::to_vec(&message).expect("an MCP answer serialises");
+    let request = post(on.session, body, on.traceparent);
+    let sent = tokio::time::timeout_at(deadline.into(), async {
+        let response = crate::client::send(on.http, request).await.ok()?;
+        http_body_util::Limited::new(response.into_body(), 64 << 10)
+            .collect()
+            .await
+            .ok()
+    });
+    let _ = sent.await;
 }
 
 /// A GET for the rest of the stream after event `from`, once `retry_ms` has passed

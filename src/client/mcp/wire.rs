@@ -3,10 +3,14 @@
 
 use std::time::{Duration, Instant};
 
-use hyper::header::HeaderName;
-use rmcp::model::RequestId;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
+use hyper::{Method, Request};
+use rmcp::model::{ClientJsonRpcMessage, ClientResult, ErrorCode, ErrorData, RequestId};
 use serde_json::Value;
 
+use super::HttpSession;
 use crate::record::{FailStage, Outcome, Record};
 
 pub(super) const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -22,6 +26,53 @@ pub(super) struct Deadlines {
     pub first: Duration,
     /// Longest silence between two events of an SSE answer.
     pub between: Duration,
+}
+
+/// A POST of `body` with the session's headers.
+pub(super) fn post(
+    session: &HttpSession,
+    body: Vec<u8>,
+    traceparent: &str,
+) -> Request<Full<Bytes>> {
+    let mut request = Request::new(Full::new(Bytes::from(body)));
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = session.endpoint.uri.clone();
+    let headers = request.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    if let Ok(traceparent) = HeaderValue::from_str(traceparent) {
+        headers.insert(TRACEPARENT, traceparent);
+    }
+    if let Some(id) = &session.id {
+        headers.insert(SESSION, id.clone());
+    }
+    if let Some(version) = &session.version {
+        headers.insert(VERSION, version.clone());
+    }
+    for (name, value) in &session.endpoint.headers {
+        headers.append(name.clone(), value.clone());
+    }
+    request
+}
+
+/// The answer to a request of the server's: `ping` as the protocol asks, anything
+/// else (sampling, elicitation, roots) as a method this client does not serve (it
+/// declares no such capability), so that the server is not left waiting.
+pub(super) fn answer_to_server(id: RequestId, method: &str) -> ClientJsonRpcMessage {
+    match method {
+        "ping" => ClientJsonRpcMessage::response(ClientResult::empty(()), id),
+        _ => ClientJsonRpcMessage::error(
+            ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("redline does not serve `{method}`"),
+                None,
+            ),
+            Some(id),
+        ),
+    }
 }
 
 /// A message whose result is kept as JSON, to be typed by the method that asked.
