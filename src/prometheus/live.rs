@@ -55,7 +55,17 @@ pub struct LiveMetrics {
     elapsed: Gauge<f64, AtomicU64>,
     windows: WindowMetrics,
     media: MediaMetrics,
+    mcp: McpMetrics,
     feedback: FeedbackMetrics,
+}
+
+/// MCP calls, by method and tool (or prompt), and the sessions they opened and ended.
+struct McpMetrics {
+    calls: Family<Labels, Counter>,
+    duration: Family<Labels, Histogram, fn() -> Histogram>,
+    handshake: Histogram,
+    sessions_ended: Counter,
+    reinitialized: Counter,
 }
 
 /// Streaming SLOs: each series' latest window, its threshold and its state.
@@ -143,6 +153,43 @@ impl MediaMetrics {
                 "media_rtfx",
                 "Seconds of audio per second of request (transcription, speech)",
                 Family::new_with_constructor(rtfx_histogram as fn() -> Histogram),
+            ),
+        }
+    }
+}
+
+impl McpMetrics {
+    fn register(r: &mut Registry) -> McpMetrics {
+        McpMetrics {
+            calls: registered(
+                r,
+                "mcp_calls",
+                "MCP calls ended, by method, tool or prompt name, and outcome",
+                Family::<Labels, Counter>::default(),
+            ),
+            duration: registered(
+                r,
+                "mcp_call_duration_seconds",
+                "Send to result of successful MCP calls (their handshake apart), by method and name",
+                Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            ),
+            handshake: registered(
+                r,
+                "mcp_handshake_duration_seconds",
+                "MCP sessions opened: initialize and notifications/initialized (over stdio, with the process's start)",
+                latency_histogram(),
+            ),
+            sessions_ended: registered(
+                r,
+                "mcp_sessions_ended",
+                "MCP sessions ended by churn",
+                Counter::default(),
+            ),
+            reinitialized: registered(
+                r,
+                "mcp_reinitialized",
+                "MCP calls that opened a new session after the server dropped theirs (404)",
+                Counter::default(),
             ),
         }
     }
@@ -240,6 +287,7 @@ impl LiveMetrics {
             ),
             windows: WindowMetrics::register(r),
             media: MediaMetrics::register(r),
+            mcp: McpMetrics::register(r),
             feedback: FeedbackMetrics::register(r),
             registry,
         }
@@ -289,6 +337,34 @@ impl LiveMetrics {
         }
     }
 
+    fn observe_mcp(&self, r: &Record, outcome: &str) {
+        let Some(mark) = &r.mcp else { return };
+        let (method, name) = (mark.method.clone(), mark.name.clone().unwrap_or_default());
+        self.mcp
+            .calls
+            .get_or_create(&vec![
+                ("method", method.clone()),
+                ("name", name.clone()),
+                ("outcome", outcome.to_owned()),
+            ])
+            .inc();
+        if let Some(us) = mark.handshake_us {
+            self.mcp.handshake.observe(us as f64 / 1e6);
+        }
+        if mark.ended_session {
+            self.mcp.sessions_ended.inc();
+        }
+        if mark.reinitialized {
+            self.mcp.reinitialized.inc();
+        }
+        if let (Outcome::Ok, Some(e2e)) = (r.outcome, r.e2e_us()) {
+            self.mcp
+                .duration
+                .get_or_create(&vec![("method", method), ("name", name)])
+                .observe(e2e as f64 / 1e6);
+        }
+    }
+
     /// A streaming SLO's latest window: its value (none: too few samples), threshold
     /// and state (0 within bounds, 1 WARN, 2 CRITICAL).
     pub fn set_window(&self, series: &str, group: &str, unit: &str, window: WindowGauges) {
@@ -334,6 +410,7 @@ impl LiveMetrics {
             ])
             .inc();
         self.observe_media(r, outcome);
+        self.observe_mcp(r, outcome);
         if let Some(error) = &r.error {
             let stage = serde_json::to_value(error.stage)
                 .ok()
@@ -467,6 +544,65 @@ mod tests {
     }
 
     #[test]
+    fn mcp_calls_show_by_method_and_name_with_their_sessions() {
+        let metrics = LiveMetrics::new();
+        let mark = |method: &str, name: Option<&str>| crate::record::McpMark {
+            method: method.to_owned(),
+            name: name.map(str::to_owned),
+            handshake_us: None,
+            reinitialized: false,
+            progress: 0,
+            pages: None,
+            items: None,
+            ended_session: false,
+            resumed: 0,
+        };
+        let mut call = Record::unsent(0, 0, Phase::Measure, 0);
+        call.sent_us = Some(0);
+        call.last_byte_us = Some(30_000);
+        call.mcp = Some(crate::record::McpMark {
+            handshake_us: Some(2_000_000),
+            ended_session: true,
+            ..mark("tools/call", Some("get_weather"))
+        });
+        metrics.observe(&call);
+        let mut failed = Record::unsent(1, 0, Phase::Measure, 0);
+        failed.sent_us = Some(0);
+        failed.fail(
+            Outcome::Error,
+            crate::record::FailStage::Assert,
+            "mcp/tool_error",
+            "tool failed",
+        );
+        failed.mcp = Some(crate::record::McpMark {
+            reinitialized: true,
+            ..mark("tools/call", Some("get_weather"))
+        });
+        metrics.observe(&failed);
+        let mut list = Record::unsent(2, 0, Phase::Measure, 0);
+        list.sent_us = Some(0);
+        list.last_byte_us = Some(1_000);
+        list.mcp = Some(mark("tools/list", None));
+        metrics.observe(&list);
+        let text = metrics.encode();
+        for line in [
+            "redline_mcp_calls_total{method=\"tools/call\",name=\"get_weather\",outcome=\"ok\"} 1",
+            "redline_mcp_calls_total{method=\"tools/call\",name=\"get_weather\",outcome=\"error\"} 1",
+            "redline_mcp_calls_total{method=\"tools/list\",name=\"\",outcome=\"ok\"} 1",
+            // 30 ms: above the 25 ms bound, within the 50 ms one; the failure not timed.
+            "redline_mcp_call_duration_seconds_bucket{le=\"0.025\",method=\"tools/call\",name=\"get_weather\"} 0",
+            "redline_mcp_call_duration_seconds_bucket{le=\"0.05\",method=\"tools/call\",name=\"get_weather\"} 1",
+            "redline_mcp_call_duration_seconds_count{method=\"tools/call\",name=\"get_weather\"} 1",
+            "redline_mcp_handshake_duration_seconds_bucket{le=\"1.5\"} 0",
+            "redline_mcp_handshake_duration_seconds_bucket{le=\"2.5\"} 1",
+            "redline_mcp_sessions_ended_total 1",
+            "redline_mcp_reinitialized_total 1",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+    }
+
+    #[test]
     fn records_become_counters_and_histograms() {
         let metrics = LiveMetrics::new();
         let mut ok = Record::unsent(0, 0, Phase::Measure, 0);
@@ -569,6 +705,21 @@ mod dashboard {
             e2e_us: 20,
         });
         metrics.observe(&r);
+        let mut call = Record::unsent(1, 0, Phase::Measure, 0);
+        call.sent_us = Some(1);
+        call.last_byte_us = Some(20);
+        call.mcp = Some(crate::record::McpMark {
+            method: "tools/call".into(),
+            name: Some("t".into()),
+            handshake_us: Some(10),
+            reinitialized: false,
+            progress: 0,
+            pages: None,
+            items: None,
+            ended_session: false,
+            resumed: 0,
+        });
+        metrics.observe(&call);
         let exported = metrics.encode();
         let panels = dashboard["panels"].as_array().unwrap();
         assert!(panels.len() >= 8);
