@@ -647,6 +647,52 @@ async fn injected_json_rpc_errors_are_attributed() {
     );
 }
 
+/// A rule answers a share of `tools/list` with a 2 MiB catalogue of made-up tools:
+/// over a 1 MiB limit each is `too_large`, read no further and attributed to the
+/// rule; under a 4 MiB one it is read, every page's items counted. No other call
+/// fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_tool_list_is_attributed() {
+    let _serial = CLIENT_TIMING.lock().await;
+    let sim = sim_with_tools(0.0, 0.0).await;
+    let base = sim.base_url();
+    let faults = "    - { name: huge-list, service: tools, match: { mcp: { method: tools/list } }, mcp_oversize: { probability: 0.2, bytes: 2MiB } }\n";
+    for (limit, fails) in [("1MiB", true), ("4MiB", false)] {
+        let spec = faulted_spec(
+            &base,
+            "{ list: tools }",
+            faults,
+            "{ concurrency: 4, requests: 200 }",
+        ) + &format!("  limits: {{ max_response_bytes: {limit} }}\n");
+        let (_, records) = run_to_records(scenario(&spec), "mcp-oversize").await;
+        assert_eq!(records.len(), 200);
+        let faulted: Vec<&Record> = records.iter().filter(|r| !r.faults.is_empty()).collect();
+        assert!((20..=60).contains(&faulted.len()), "{}", faulted.len());
+        for r in &faulted {
+            assert_eq!(r.faults[0].fault, "mcp_oversize");
+            let items = r.mcp.as_ref().unwrap().items;
+            match fails {
+                true => {
+                    let e = r.error.as_ref().expect("an oversized list failed");
+                    assert_eq!(
+                        (e.kind.as_str(), e.origin.as_deref()),
+                        ("too_large", Some("chaos:huge-list"))
+                    );
+                }
+                // 2 MiB of 4 KiB tools; the first page is the proxy's (it has no next).
+                false => assert!(r.outcome == Outcome::Ok && items > Some(400), "{r:?}"),
+            }
+        }
+        let clean = records.iter().filter(|r| r.faults.is_empty());
+        assert!(clean.clone().all(|r| r.outcome == Outcome::Ok));
+        assert!(
+            clean
+                .clone()
+                .all(|r| r.mcp.as_ref().unwrap().items == Some(5))
+        );
+    }
+}
+
 /// A rule answers one tool call 404, as a server that dropped the session would: the
 /// client opens one new session and sends the call again; the record says so and is
 /// a success, with the fault noted.

@@ -343,7 +343,7 @@ fn fault_rules_are_checked_with_the_spec() {
         "5 problems in the spec:\n\
          test.yaml:13:7: spec.faults[0].service: names service `lm`, which is not under spec.services\n  fix: choose from: llm\n\
          test.yaml:14:16: spec.faults[0].delay.probability: probability 5 is not between 0 and 1\n  fix: write a chance per request: 0.05 for 5 %\n\
-         test.yaml:15:5: spec.faults[1]: the rule names 2 faults (cut_stream, drop_done)\n  fix: give each rule exactly one of: delay, abort, rate_limit, empty_result, stall_first_token, token_drip, cut_stream, corrupt_event, drop_done, bandwidth, slice, mcp_error; write several rules for several faults\n\
+         test.yaml:15:5: spec.faults[1]: the rule names 2 faults (cut_stream, drop_done)\n  fix: give each rule exactly one of: delay, abort, rate_limit, empty_result, stall_first_token, token_drip, cut_stream, corrupt_event, drop_done, bandwidth, slice, mcp_error, mcp_oversize; write several rules for several faults\n\
          test.yaml:15:7: spec.faults[1].name: a rule named `slow` comes earlier\n  fix: give every rule its own name\n\
          test.yaml:19:50: spec.faults[2].bandwidth.bytes_per_second: 0 bytes per second would never finish\n  fix: write a positive rate; use `abort: { timeout: true }` to never answer\n"
     );

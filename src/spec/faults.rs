@@ -78,6 +78,20 @@ pub struct FaultRuleSpec {
     /// Answer an MCP (JSON-RPC) request with a JSON-RPC error in the server's place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_error: Option<McpErrorSpec>,
+    /// Answer an MCP `tools/list` in the server's place with a page of made-up tools
+    /// at least this large, as a server with a huge catalogue would.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_oversize: Option<McpOversizeSpec>,
+}
+
+/// An oversized `tools/list` result answered for the request's id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpOversizeSpec {
+    /// Chance per matching request, 0 to 1.
+    pub probability: f64,
+    /// The answer's size, at least (e.g. `10MiB`; at most 1GiB).
+    pub bytes: super::values::Size,
 }
 
 /// A JSON-RPC error answered for the request's id (HTTP 200, as a server answers one).

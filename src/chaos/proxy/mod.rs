@@ -708,6 +708,11 @@ enum StatusAnswer {
         message: Option<String>,
         id: Value,
     },
+    /// A `tools/list` result of at least `bytes`, for the request's id.
+    McpOversize {
+        bytes: u64,
+        id: Value,
+    },
 }
 
 impl Plan {
@@ -755,6 +760,15 @@ impl Plan {
                     .push(note(log, id, rule.clone(), "mcp_error", None));
                 let id = self.rpc_id.clone().unwrap_or(Value::Null);
                 self.answer = Some((rule, StatusAnswer::McpError { code, message, id }));
+            }
+            Action::Fixed(FixedFault::McpOversize(bytes)) => {
+                if self.answer.is_some() || self.abort.is_some() {
+                    return;
+                }
+                self.noted
+                    .push(note(log, id, rule.clone(), "mcp_oversize", None));
+                let id = self.rpc_id.clone().unwrap_or(Value::Null);
+                self.answer = Some((rule, StatusAnswer::McpOversize { bytes, id }));
             }
             Action::Fixed(FixedFault::Abort(how)) => {
                 if self.answer.is_some() || self.abort.is_some() {

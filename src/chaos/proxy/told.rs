@@ -62,6 +62,28 @@ pub(super) fn fault_header(noted: &[InjectedFault]) -> Option<HeaderValue> {
     HeaderValue::try_from(text).ok()
 }
 
+/// A `tools/list` response of at least `bytes`: made-up tools, each with a 4 KiB
+/// description, as a server with a huge catalogue would list them.
+fn oversized_tools(bytes: u64, id: &Value, rule: &str) -> String {
+    let description = format!("padding injected by chaos rule `{rule}` ").repeat(4096 / 40);
+    let mut body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":["#);
+    let mut n = 0u64;
+    while (body.len() as u64) < bytes {
+        if n > 0 {
+            body.push(',');
+        }
+        let tool = serde_json::json!({
+            "name": format!("padding-{n}"),
+            "description": description,
+            "inputSchema": {"type": "object"},
+        });
+        body.push_str(&tool.to_string());
+        n += 1;
+    }
+    body.push_str("]}}");
+    body
+}
+
 /// The answer in the upstream's place: a gRPC status to a gRPC call, else an HTTP
 /// status with a JSON error.
 pub(super) fn fault_response(
@@ -76,6 +98,7 @@ pub(super) fn fault_response(
             StatusAnswer::Grpc(code, message) => (code, message),
             StatusAnswer::RateLimited(_) => (tonic::Code::ResourceExhausted, None),
             StatusAnswer::McpError { message, .. } => (tonic::Code::Internal, message),
+            StatusAnswer::McpOversize { .. } => (tonic::Code::ResourceExhausted, None),
         };
         let message = message.unwrap_or_else(|| format!("injected by chaos rule `{rule}`"));
         let mut response = crate::grpc::trailers_only::<ProxyBody>(code, &message);
@@ -114,6 +137,7 @@ pub(super) fn fault_response(
             let error = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
             (200, error.to_string(), None)
         }
+        StatusAnswer::McpOversize { bytes, id } => (200, oversized_tools(bytes, &id, rule), None),
     };
     let mut response = Response::builder()
         .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))

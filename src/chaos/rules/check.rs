@@ -104,6 +104,7 @@ fn one_fault(spec: &FaultRuleSpec, problems: &mut RuleCheck) -> Option<(f64, Fau
         spec.bandwidth.is_some(),
         spec.slice.is_some(),
         spec.mcp_error.is_some(),
+        spec.mcp_oversize.is_some(),
     ]
     .into_iter()
     .zip(FAULTS)
@@ -137,7 +138,40 @@ fn one_fault(spec: &FaultRuleSpec, problems: &mut RuleCheck) -> Option<(f64, Fau
         let fault = FixedFault::McpError(error.code, error.message.clone());
         return Some((p, Fault::Fixed(fault)));
     }
+    if let Some(oversize) = &spec.mcp_oversize {
+        return mcp_oversize(spec, oversize, problems);
+    }
     stream_fault(spec, problems)
+}
+
+/// An oversized `tools/list`: only for rules that match `tools/list`, whose result
+/// it is, and no larger than a gigabyte, which the proxy builds in memory.
+fn mcp_oversize(
+    spec: &FaultRuleSpec,
+    oversize: &crate::spec::faults::McpOversizeSpec,
+    problems: &mut RuleCheck,
+) -> Option<(f64, Fault)> {
+    let p = problems.probability("mcp_oversize", oversize.probability);
+    let lists_tools = spec
+        .matches
+        .mcp
+        .as_ref()
+        .is_some_and(|m| m.method.as_deref() == Some("tools/list"));
+    if !lists_tools {
+        problems.add(
+            "mcp_oversize",
+            "answers `tools/list` in the server's place, so the rule must match only it".into(),
+            Some("add `match: { mcp: { method: tools/list } }`"),
+        );
+    }
+    if oversize.bytes.0 == 0 || oversize.bytes.0 > 1 << 30 {
+        problems.add(
+            "mcp_oversize.bytes",
+            format!("is {} bytes, not from 1 byte to 1GiB", oversize.bytes.0),
+            Some("e.g. `bytes: 10MiB`"),
+        );
+    }
+    Some((p, Fault::Fixed(FixedFault::McpOversize(oversize.bytes.0))))
 }
 
 /// The faults that shape an answer (and need no more than their own field checked).

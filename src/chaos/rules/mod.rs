@@ -106,6 +106,8 @@ pub enum FixedFault {
     Bandwidth(u64),
     /// A JSON-RPC error with this code and message, for the request's id.
     McpError(i64, Option<String>),
+    /// A `tools/list` result of at least this many bytes, for the request's id.
+    McpOversize(u64),
 }
 
 impl Fault {
@@ -124,12 +126,13 @@ impl Fault {
             Fault::Fixed(FixedFault::DropDone) => "drop_done",
             Fault::Fixed(FixedFault::Bandwidth(..)) => "bandwidth",
             Fault::Fixed(FixedFault::McpError(..)) => "mcp_error",
+            Fault::Fixed(FixedFault::McpOversize(..)) => "mcp_oversize",
         }
     }
 }
 
 /// The fault names a rule may use.
-pub const FAULTS: [&str; 12] = [
+pub const FAULTS: [&str; 13] = [
     "delay",
     "abort",
     "rate_limit",
@@ -142,6 +145,7 @@ pub const FAULTS: [&str; 12] = [
     "bandwidth",
     "slice",
     "mcp_error",
+    "mcp_oversize",
 ];
 
 /// `rps` tokens a second, at most `burst` saved; starts full.
@@ -219,7 +223,11 @@ impl RuleDef {
     /// Whether rolling it needs the request's JSON-RPC message: it matches MCP
     /// requests, or answers one.
     pub fn needs_rpc(&self) -> bool {
-        self.mcp.is_some() || matches!(self.fault, Fault::Fixed(FixedFault::McpError(..)))
+        self.mcp.is_some()
+            || matches!(
+                self.fault,
+                Fault::Fixed(FixedFault::McpError(..) | FixedFault::McpOversize(..))
+            )
     }
 }
 
