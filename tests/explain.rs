@@ -572,3 +572,52 @@ async fn an_incident_window_is_explained_against_the_rest_of_its_run() {
         explain::render::render(&explanation)
     );
 }
+
+/// examples/mcp-agent.yaml with shorter answers, at 8 sessions a second for
+/// `seconds`, with a fault on its MCP server.
+fn mcp_agent(seconds: u32, fault: &str) -> redline::scenario::Scenario {
+    let path = "examples/mcp-agent.yaml";
+    let text = std::fs::read_to_string(path)
+        .unwrap()
+        .replace("max_tokens: 64", "max_tokens: 24")
+        .replace(
+            "{ arrival: poisson, rate: 4, duration: 15s }",
+            &format!("{{ arrival: poisson, rate: 8, duration: {seconds}s }}"),
+        )
+        .replace("  load:\n", &format!("  faults:\n    - {fault}\n  load:\n"));
+    let file = redline::spec::parse(path, &text).unwrap_or_else(|e| panic!("{e}"));
+    redline::scenario::Scenario::from_spec(&file, &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// MCP faults in an incident window, matched to one tool of the agent's MCP server,
+/// are found at the step that calls it: a stalled `search_docs` at the `lookup` step,
+/// JSON-RPC errors on `get_weather` at the tool step that runs the model's calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_faults_in_a_window_are_found_at_their_step() {
+    let _timing = TIMING.lock().await;
+    let cases = [
+        (
+            "{ name: slow-search, service: tools, window: { from: 8s }, match: { mcp: { tool: search_docs } }, delay: { probability: 0.5, min_ms: 400, max_ms: 800 } }",
+            "lookup",
+        ),
+        (
+            "{ name: rpc-errors, service: tools, window: { from: 8s }, match: { mcp: { tool: get_weather } }, mcp_error: { probability: 0.3, code: -32000 } }",
+            "call-tool",
+        ),
+    ];
+    for (fault, step) in cases {
+        let (_, records) = run_to_records(mcp_agent(16, fault), "explain-mcp").await;
+        let table = table::from_records(&records).unwrap();
+        let window = explain::Window {
+            from_us: 8_000_000,
+            to_us: 16_000_000,
+        };
+        let explanation = explain::explain(table, None, Some(window), &Options::default()).unwrap();
+        assert_eq!(
+            explanation.causes.first().map(|c| c.node.as_str()),
+            Some(step),
+            "{fault}\n{}",
+            explain::render::render(&explanation)
+        );
+    }
+}
