@@ -61,6 +61,26 @@ spec:
     - { rate: 150, duration: 4s }
 SPEC
 ./target/release/redline run "$out/mixed.yaml" --out "$out/mixed" --quiet > /dev/null
+# A session that listens: its GET stream hears the log messages the server sends
+# once `toggle-simulated-logging` has turned them on (one at once, then every 5 s).
+cat > "$out/listen.yaml" <<SPEC
+apiVersion: redline.dev/v1alpha1
+kind: InferenceSpec
+metadata: { name: everything-listen }
+spec:
+  seed: 3
+  services:
+    everything: { url: "$url", api: mcp }
+  payloadTemplate:
+    mcp:
+      ops:
+        - { tool: toggle-simulated-logging, weight: 1 }
+        - { tool: echo, args: { message: "call {{ seq }}" }, weight: 300 }
+      listen: true
+  load:
+    - { concurrency: 1, requests: 1500 }
+SPEC
+./target/release/redline run "$out/listen.yaml" --out "$out/listen" --quiet > /dev/null
 # The same over stdio: redline and the SDK each start the server as a child process
 # per session (the SDK's stdio transport beside redline's `url: stdio`).
 everything=$(cd "$npm_dir" && pwd)/node_modules/@modelcontextprotocol/server-everything/dist/index.js
@@ -123,6 +143,12 @@ compare("sdk.json", "tools", "http")
 compare("sdk-stdio.json", "tools-stdio", "stdio")
 mixed("mixed", "http")
 mixed("mixed-stdio", "stdio")
+records = [json.loads(line) for line in open(f"{out}/listen/records.jsonl")]
+toggles = sum(1 for r in records if r["mcp"].get("name") == "toggle-simulated-logging")
+heard = sum(r["mcp"].get("heard", 0) for r in records)
+assert all(r["outcome"] == "ok" for r in records)
+assert toggles > 0 and heard >= (toggles + 1) // 2, (toggles, heard)
+print(f"  listen: {toggles} toggles of the server's logging, {heard} messages heard on the GET stream")
 PY
 # The conformance suite, in its own folder (it writes results/ where it runs).
 conformance=$(cd "$conformance_dir" && pwd)/node_modules/@modelcontextprotocol/conformance/dist/index.js

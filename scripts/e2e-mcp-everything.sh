@@ -9,7 +9,8 @@
 # operation), and no more than the SDK's for the 2 ms tools (where the SDK client's
 # own parsing and validation is most of the difference). Then a mix of every kind
 # of call with session churn: every call ok, one handshake per session opened, and
-# over stdio no server process left running once the run is over. And
+# over stdio no server process left running once the run is over; a session that
+# listens hears, on its GET stream, the log messages the server sends once told to. And
 # the MCP conformance suite (npm `@modelcontextprotocol/conformance` 0.1.12, the
 # newest that runs on Node 20): redline's client through its `initialize` scenario,
 # and `redline sim`'s server through the scenarios that need no fixture tools of

@@ -163,6 +163,9 @@ enum Hostile {
     /// The SSE answer asks the client for a `ping` first, and gives the result only
     /// once the client has POSTed the ping's response (within 2 s).
     PingsFirst,
+    /// Calls answered; a GET opens a stream with a notification, a `ping` request and
+    /// another notification, then stays open.
+    Listens,
 }
 
 /// What a hostile server keeps between requests.
@@ -174,7 +177,13 @@ struct HostileState {
 }
 
 async fn hostile_server(mode: Hostile) -> String {
+    hostile_server_with_state(mode).await.0
+}
+
+/// A hostile server's URL, and what it keeps between requests.
+async fn hostile_server_with_state(mode: Hostile) -> (String, Arc<HostileState>) {
     let state = Arc::new(HostileState::default());
+    let kept = state.clone();
     let mut route = post(move |headers: HeaderMap, body: String| {
         let state = state.clone();
         async move { hostile_answer(mode, &state, &headers, &body) }
@@ -182,11 +191,14 @@ async fn hostile_server(mode: Hostile) -> String {
     if let Hostile::ResumesOnGet = mode {
         route = route.get(resumed_answer);
     }
+    if let Hostile::Listens = mode {
+        route = route.get(standalone_stream);
+    }
     let app = Router::new().route("/mcp", route);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}/mcp")
+    (format!("http://{addr}/mcp"), kept)
 }
 
 fn hostile_answer(
@@ -246,7 +258,7 @@ fn hostile_answer(
             response
         }
         Hostile::DropsFirstSession if session == "s0" => StatusCode::NOT_FOUND.into_response(),
-        Hostile::DropsFirstSession => {
+        Hostile::DropsFirstSession | Hostile::Listens => {
             axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": text_result("ok".into())}))
                 .into_response()
         }
@@ -287,6 +299,23 @@ fn hostile_answer(
         }
         Hostile::NotMcp => unreachable!("answered above"),
     }
+}
+
+/// A session's standalone stream: three messages, then silence, held open.
+async fn standalone_stream(headers: HeaderMap) -> Response {
+    if headers.get("mcp-session-id").is_none() {
+        return StatusCode::BAD_REQUEST.into_response();
+    }
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"});
+    let ping = json!({"jsonrpc": "2.0", "id": "s1", "method": "ping"});
+    let events = futures_util::StreamExt::chain(
+        futures_util::stream::iter(
+            [note.clone(), ping, note]
+                .map(|m| Ok::<_, std::convert::Infallible>(format!("data: {m}\n\n"))),
+        ),
+        futures_util::stream::pending(),
+    );
+    sse(Body::from_stream(events))
 }
 
 /// The rest of a cut answer, for a GET that names its last event and the session:
@@ -645,6 +674,28 @@ async fn injected_json_rpc_errors_are_attributed() {
         count(&truth["tool_calls"], "echo"),
         4000 - faulted.len() as u64
     );
+}
+
+/// With `listen`, a session opens its GET stream: what the server says there is
+/// counted into the session's next calls (each message once), and its `ping` is
+/// answered by a POST.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listening_session_hears_its_get_stream() {
+    let (uri, state) = hostile_server_with_state(Hostile::Listens).await;
+    let target = target(&uri, Duration::from_secs(2), 1 << 20).listening(true);
+    let mut heard = 0;
+    for _ in 0..20 {
+        let record = call_once(&target).await;
+        assert_eq!(kind(&record), (Outcome::Ok, String::new()));
+        heard += record.mcp.unwrap().heard;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(heard, 3, "a notification, a ping, a notification");
+    assert!(
+        state.pinged.load(Ordering::Relaxed),
+        "the ping was answered"
+    );
+    assert_eq!(target.idle_sessions(), 1, "one session, one stream");
 }
 
 /// A rule answers a share of `tools/list` with a 2 MiB catalogue of made-up tools:

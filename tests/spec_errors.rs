@@ -470,6 +470,14 @@ fn mcp_specs_name_their_problems() {
          test.yaml:7:12: spec.services.llm.url: `url: stdio` starts an MCP server, and this service is not `api: mcp`\n  fix: add `api: mcp`, or give the service's http:// URL\n\
          test.yaml:8:39: spec.services.other.command: `command` starts an MCP server over stdio: it belongs to `url: stdio`\n  fix: write `url: stdio` and `api: mcp`, or remove `command`\n"
     );
+    let listening = spec(
+        "  services:\n    tools: { url: stdio, api: mcp, command: [srv] }\n  payloadTemplate:\n    mcp: { ops: [ { ping: true } ], listen: true }\n  load:\n    - { concurrency: 1, requests: 1 }\n",
+    );
+    assert_eq!(
+        errors(&listening),
+        "1 problem in the spec:\n\
+         test.yaml:8:37: spec.payloadTemplate.mcp.listen: opens Streamable HTTP's GET stream; a stdio server's messages come on its output, which is always read\n  fix: remove `listen`\n"
+    );
     let faulted = spec(
         "  services:\n    tools: { url: stdio, api: mcp, command: [srv] }\n  payloadTemplate:\n    mcp: { ops: [ { ping: true } ] }\n  faults:\n    - { name: err, service: tools, match: { mcp: { method: tools/call } }, mcp_error: { probability: 0.1 } }\n  load:\n    - { concurrency: 1, requests: 1 }\n",
     );

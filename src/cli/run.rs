@@ -606,6 +606,7 @@ fn shorthand_mcp(args: &RunArgs) -> Result<crate::spec::mcp::McpSpec> {
         bail!("say which tool to call: --tool NAME (and its arguments: --args JSON)");
     };
     Ok(crate::spec::mcp::McpSpec {
+        listen: false,
         ops: vec![crate::spec::mcp::McpOpSpec {
             tool: Some(tool.clone()),
             args: args.args.clone(),

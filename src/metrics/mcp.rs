@@ -52,6 +52,9 @@ pub struct McpTally {
     /// failed call.
     pub tool_calls: u64,
     pub tool_ok: u64,
+    /// Messages heard on the sessions' GET streams.
+    #[serde(default)]
+    pub heard: u64,
 }
 
 impl Default for McpTally {
@@ -63,6 +66,7 @@ impl Default for McpTally {
             sessions_ended: 0,
             tool_calls: 0,
             tool_ok: 0,
+            heard: 0,
         }
     }
 }
@@ -92,6 +96,7 @@ impl McpTally {
         }
         self.reinitialized += u64::from(mcp.reinitialized);
         self.sessions_ended += u64::from(mcp.ended_session);
+        self.heard += u64::from(mcp.heard);
         let attempted = matches!(r.outcome, Outcome::Ok | Outcome::Error | Outcome::Timeout);
         if mcp.method == "tools/call" && r.step.is_none() && attempted {
             self.tool_calls += 1;
@@ -118,6 +123,7 @@ impl McpTally {
         self.sessions_ended += other.sessions_ended;
         self.tool_calls += other.tool_calls;
         self.tool_ok += other.tool_ok;
+        self.heard += other.heard;
     }
 
     pub fn is_empty(&self) -> bool {

@@ -556,6 +556,7 @@ mod tests {
             items: None,
             ended_session: false,
             resumed: 0,
+            heard: 0,
         };
         let mut call = Record::unsent(0, 0, Phase::Measure, 0);
         call.sent_us = Some(0);
@@ -718,6 +719,7 @@ mod dashboard {
             items: None,
             ended_session: false,
             resumed: 0,
+            heard: 0,
         });
         metrics.observe(&call);
         let exported = metrics.encode();

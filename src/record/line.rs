@@ -219,6 +219,7 @@ mod tests {
             items: None,
             ended_session: true,
             resumed: 1,
+            heard: 2,
         });
         record.session_end = Some(SessionEnd {
             outcome: SessionOutcome::Fallback,

@@ -352,6 +352,10 @@ pub struct McpMark {
     /// with `Last-Event-ID`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub resumed: u32,
+    /// Messages the server sent on the session's standalone GET stream (`listen`)
+    /// since the session's previous call: what it said outside any call.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub heard: u32,
 }
 
 fn is_zero(n: &u32) -> bool {

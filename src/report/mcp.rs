@@ -26,6 +26,9 @@ pub struct McpSummary {
     pub tool_calls: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_success_pct: Option<f64>,
+    /// Messages the servers sent on the sessions' GET streams (with `listen`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub heard: u64,
 }
 
 /// One operation's calls.
@@ -76,6 +79,7 @@ pub(super) fn mcp_summary(tally: &McpTally) -> Option<McpSummary> {
         tool_calls: tally.tool_calls,
         tool_success_pct: (tally.tool_calls > 0)
             .then(|| 100.0 * tally.tool_ok as f64 / tally.tool_calls as f64),
+        heard: tally.heard,
     })
 }
 
@@ -111,6 +115,9 @@ pub(super) fn render_mcp(mcp: &McpSummary, line: &mut impl FnMut(String)) {
     );
     if let Some(pct) = mcp.tool_success_pct {
         sessions.push_str(&format!(" · tool success {pct:.2}% of {}", mcp.tool_calls));
+    }
+    if mcp.heard > 0 {
+        sessions.push_str(&format!(" · {} messages heard on GET streams", mcp.heard));
     }
     line(sessions);
 }

@@ -189,7 +189,8 @@ fn target_for(
                 scenario.timeouts,
                 max_response_bytes,
                 workload.progress,
-            ),
+            )
+            .listening(workload.listen),
             workload: workload.clone(),
         },
         Workload::Mix(_) => anyhow::bail!("a mix's entries are single workloads"),

@@ -293,6 +293,14 @@ impl Scenario {
             // A flow's prompts feed its steps, whatever API the first one speaks.
             .map(|api| if flow.is_some() { ApiKind::Chat } else { api });
         let workload = workload_from_spec(file, api, tokenizer, &resolved, &mut problems);
+        let stdio = service.is_some_and(|s| matches!(s.endpoint, Endpoint::Stdio { .. }));
+        if stdio && spec.payload_template.mcp.as_ref().is_some_and(|m| m.listen) {
+            problems.add(
+                "spec.payloadTemplate.mcp.listen",
+                "opens Streamable HTTP's GET stream; a stdio server's messages come on its output, which is always read".into(),
+                Some("remove `listen`".into()),
+            );
+        }
 
         let feedback = feedback::feedback_from_spec(spec, &mut problems);
         let (stages, traces) = stages_from_spec(spec, spec_dir, feedback.as_ref(), &mut problems);

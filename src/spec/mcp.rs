@@ -19,6 +19,11 @@ pub struct McpSpec {
     /// that sends them answers as an SSE stream, and the records count them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub progress: bool,
+    /// Open the standalone GET stream on each session, as the SDKs' clients do, and
+    /// count what the server sends on it (Streamable HTTP only; a server that offers
+    /// none answers 405, and nothing is heard).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub listen: bool,
 }
 
 fn is_zero(x: &f64) -> bool {

@@ -17,6 +17,8 @@ pub struct McpWorkload {
     pub churn: f64,
     /// Ask for progress notifications on tool calls.
     pub progress: bool,
+    /// Open each session's GET stream.
+    pub listen: bool,
     templates: Arc<minijinja::Environment<'static>>,
 }
 
@@ -134,6 +136,7 @@ impl McpWorkload {
             ops,
             churn: spec.churn,
             progress: spec.progress,
+            listen: spec.listen,
             templates: Arc::new(env),
         })
     }

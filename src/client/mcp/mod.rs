@@ -8,6 +8,7 @@
 mod wire;
 mod stream;
 mod exchange;
+mod listen;
 mod stdio;
 
 use std::borrow::Cow;
@@ -48,6 +49,8 @@ pub struct McpTarget {
     pub max_response_bytes: usize,
     /// Ask for progress notifications on tool calls.
     pub progress: bool,
+    /// Open each session's standalone GET stream (Streamable HTTP).
+    pub listen: bool,
     sessions: Mutex<Vec<Session>>,
 }
 
@@ -96,6 +99,8 @@ struct HttpSession {
     endpoint: Arc<HttpEndpoint>,
     id: Option<HeaderValue>,
     version: Option<HeaderValue>,
+    /// Its GET stream, when the target listens.
+    listener: Option<listen::Listener>,
 }
 
 impl Session {
@@ -131,8 +136,15 @@ impl McpTarget {
             timeouts,
             max_response_bytes,
             progress,
+            listen: false,
             sessions: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Opens each session's GET stream, or not.
+    pub fn listening(mut self, listen: bool) -> McpTarget {
+        self.listen = listen;
+        self
     }
 
     /// Sessions open and idle now.
@@ -183,6 +195,17 @@ pub async fn call(
         clock,
     };
     let (session, result) = context.call(call, record, &mut mark).await;
+    if let Some(Session {
+        link:
+            Link::Http(HttpSession {
+                listener: Some(listener),
+                ..
+            }),
+        ..
+    }) = &session
+    {
+        mark.heard = listener.take_heard();
+    }
     if let Some(session) = session {
         if end_session {
             mark.ended_session = true;
@@ -242,6 +265,7 @@ impl McpMark {
             items: None,
             ended_session: false,
             resumed: 0,
+            heard: 0,
         }
     }
 }
@@ -308,6 +332,7 @@ impl Context<'_> {
                 endpoint: endpoint.clone(),
                 id: None,
                 version: None,
+                listener: None,
             }),
             McpTransport::Stdio { command } => match stdio::Process::start(command) {
                 Ok(process) => Link::Stdio(Box::new(process)),
@@ -347,6 +372,9 @@ impl Context<'_> {
                     (self.clock, record),
                 )
                 .await?;
+                if self.target.listen {
+                    http_session.listener = Some(listen::Listener::start(self.http, http_session));
+                }
             }
             Link::Stdio(process) => {
                 stdio::notify(process, initialized, self.deadlines.total, record).await?;

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::HttpSession;
 use super::wire::{
-    Deadlines, Message, SESSION, TRACEPARENT, VERSION, answer_to_server, parse, post, settle,
+    Deadlines, Message, SESSION, TRACEPARENT, VERSION, answer_server, parse, settle,
 };
 use crate::client::sse::SseDecoder;
 use crate::client::{HttpClient, RunClock};
@@ -92,7 +92,14 @@ pub(super) async fn read(
                     &mut asked,
                 );
                 for (asked_id, method) in asked {
-                    answer_server(&on, asked_id, &method, deadlines.total).await;
+                    answer_server(
+                        on.http,
+                        on.session,
+                        on.traceparent,
+                        (asked_id, &method),
+                        deadlines.total,
+                    )
+                    .await;
                 }
                 last_id = decoder.last_event_id().map(str::to_owned).or(last_id);
                 retry_ms = decoder.retry_ms().or(retry_ms);
@@ -209,22 +216,6 @@ fn events_of(
         return Read::Done(result);
     }
     Read::More
-}
-
-/// Answers a request of the server's (see [`answer_to_server`]) with a POST on the
-/// session; its fate is the server's to mind, not the call's.
-async fn answer_server(on: &Resumable<'_>, id: RequestId, method: &str, deadline: Instant) {
-    let message = answer_to_server(id, method);
-    let body = serde_json::to_vec(&message).expect("an MCP answer serialises");
-    let request = post(on.session, body, on.traceparent);
-    let sent = tokio::time::timeout_at(deadline.into(), async {
-        let response = crate::client::send(on.http, request).await.ok()?;
-        http_body_util::Limited::new(response.into_body(), 64 << 10)
-            .collect()
-            .await
-            .ok()
-    });
-    let _ = sent.await;
 }
 
 /// A GET for the rest of the stream after event `from`, once `retry_ms` has passed

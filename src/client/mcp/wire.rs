@@ -4,13 +4,14 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, Request};
 use rmcp::model::{ClientJsonRpcMessage, ClientResult, ErrorCode, ErrorData, RequestId};
 use serde_json::Value;
 
 use super::HttpSession;
+use crate::client::HttpClient;
 use crate::record::{FailStage, Outcome, Record};
 
 pub(super) const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -43,7 +44,9 @@ pub(super) fn post(
         ACCEPT,
         HeaderValue::from_static("application/json, text/event-stream"),
     );
-    if let Ok(traceparent) = HeaderValue::from_str(traceparent) {
+    if let Ok(traceparent) = HeaderValue::from_str(traceparent)
+        && !traceparent.is_empty()
+    {
         headers.insert(TRACEPARENT, traceparent);
     }
     if let Some(id) = &session.id {
@@ -73,6 +76,28 @@ pub(super) fn answer_to_server(id: RequestId, method: &str) -> ClientJsonRpcMess
             Some(id),
         ),
     }
+}
+
+/// Answers a request of the server's (see [`answer_to_server`]) with a POST on the
+/// session; its fate is the server's to mind, not the call's.
+pub(super) async fn answer_server(
+    http: &HttpClient,
+    session: &HttpSession,
+    traceparent: &str,
+    (id, method): (RequestId, &str),
+    deadline: Instant,
+) {
+    let message = answer_to_server(id, method);
+    let body = serde_json::to_vec(&message).expect("an MCP answer serialises");
+    let request = post(session, body, traceparent);
+    let sent = tokio::time::timeout_at(deadline.into(), async {
+        let response = crate::client::send(http, request).await.ok()?;
+        http_body_util::Limited::new(response.into_body(), 64 << 10)
+            .collect()
+            .await
+            .ok()
+    });
+    let _ = sent.await;
 }
 
 /// A message whose result is kept as JSON, to be typed by the method that asked.

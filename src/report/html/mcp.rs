@@ -30,9 +30,16 @@ pub fn mcp(summary: &Summary) -> Option<String> {
         );
     }
     body.push_str("</table>");
-    let success = mcp.tool_success_pct.map_or(String::new(), |pct| {
+    let mut success = mcp.tool_success_pct.map_or(String::new(), |pct| {
         format!(" Tool calls: {} · {}% succeeded.", mcp.tool_calls, num(pct))
     });
+    if mcp.heard > 0 {
+        let _ = write!(
+            success,
+            " The servers sent {} messages on the sessions' GET streams.",
+            mcp.heard
+        );
+    }
     let _ = write!(
         body,
         r#"<p class="note">Latency is each call's own request, send to result; a session's handshake (<code>initialize</code>, then <code>notifications/initialized</code>) is counted apart: {} sessions opened, handshake p50 {} ms, p99 {} ms; {} ended by churn; {} calls found their session dropped (404) and initialized again.{success}</p>"#,
