@@ -546,18 +546,7 @@ mod tests {
     #[test]
     fn mcp_calls_show_by_method_and_name_with_their_sessions() {
         let metrics = LiveMetrics::new();
-        let mark = |method: &str, name: Option<&str>| crate::record::McpMark {
-            method: method.to_owned(),
-            name: name.map(str::to_owned),
-            handshake_us: None,
-            reinitialized: false,
-            progress: 0,
-            pages: None,
-            items: None,
-            ended_session: false,
-            resumed: 0,
-            heard: 0,
-        };
+        let mark = crate::record::McpMark::called;
         let mut call = Record::unsent(0, 0, Phase::Measure, 0);
         call.sent_us = Some(0);
         call.last_byte_us = Some(30_000);
@@ -710,16 +699,8 @@ mod dashboard {
         call.sent_us = Some(1);
         call.last_byte_us = Some(20);
         call.mcp = Some(crate::record::McpMark {
-            method: "tools/call".into(),
-            name: Some("t".into()),
             handshake_us: Some(10),
-            reinitialized: false,
-            progress: 0,
-            pages: None,
-            items: None,
-            ended_session: false,
-            resumed: 0,
-            heard: 0,
+            ..crate::record::McpMark::called("tools/call", Some("t"))
         });
         metrics.observe(&call);
         let exported = metrics.encode();

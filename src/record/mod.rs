@@ -358,6 +358,24 @@ pub struct McpMark {
     pub heard: u32,
 }
 
+impl McpMark {
+    /// The mark of a call of `method` (on `name`), before anything happened to it.
+    pub fn called(method: &str, name: Option<&str>) -> McpMark {
+        McpMark {
+            method: method.to_owned(),
+            name: name.map(str::to_owned),
+            handshake_us: None,
+            reinitialized: false,
+            progress: 0,
+            pages: None,
+            items: None,
+            ended_session: false,
+            resumed: 0,
+            heard: 0,
+        }
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
+use hyper::Method;
 use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
-use hyper::{Method, Request};
 
 use super::HttpSession;
-use super::wire::{Message, SESSION, VERSION, answer_server, parse};
+use super::wire::{Message, answer_server, on_session, parse};
 use crate::client::HttpClient;
 use crate::client::sse::SseDecoder;
 
@@ -60,20 +60,10 @@ impl Drop for Listener {
 /// Reads the stream to its end: a server that offers none (405) or refuses it has
 /// nothing to say outside calls.
 async fn listen(http: HttpClient, session: HttpSession, heard: Arc<AtomicU32>) {
-    let mut request = Request::new(Full::new(bytes::Bytes::new()));
-    *request.method_mut() = Method::GET;
-    *request.uri_mut() = session.endpoint.uri.clone();
-    let headers = request.headers_mut();
-    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-    if let Some(id) = &session.id {
-        headers.insert(SESSION, id.clone());
-    }
-    if let Some(version) = &session.version {
-        headers.insert(VERSION, version.clone());
-    }
-    for (name, value) in &session.endpoint.headers {
-        headers.append(name.clone(), value.clone());
-    }
+    let mut request = on_session(&session, Method::GET, bytes::Bytes::new(), "");
+    request
+        .headers_mut()
+        .insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
     let Ok(response) = crate::client::send(&http, request).await else {
         return;
     };

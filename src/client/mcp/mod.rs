@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hyper::header::{HeaderName, HeaderValue};
-use hyper::{Method, Request, Uri};
+use hyper::{Method, Uri};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientNotification,
     ClientRequest, GetPromptRequest, GetPromptRequestParams, GetPromptResult, Implementation,
@@ -185,7 +185,7 @@ pub async fn call(
     clock: RunClock,
     record: &mut Record,
 ) -> Option<Value> {
-    let mut mark = McpMark::of(call);
+    let mut mark = McpMark::called(call.method(), call.name());
     let deadlines = target.deadlines(Instant::now());
     let context = Context {
         http,
@@ -223,7 +223,7 @@ pub async fn call(
 pub async fn list_tools(http: &HttpClient, target: &McpTarget) -> Result<Vec<Value>, String> {
     let clock = RunClock::new(Instant::now());
     let mut record = Record::unsent(0, 0, crate::record::Phase::Measure, 0);
-    let mut mark = McpMark::of(&McpCall::List(McpList::Tools));
+    let mut mark = McpMark::called(McpList::Tools.method(), None);
     let context = Context {
         http,
         target,
@@ -250,23 +250,6 @@ pub async fn list_tools(http: &HttpClient, target: &McpTarget) -> Result<Vec<Val
     match record.error {
         Some(e) => Err(format!("{}: {}", e.kind, e.message)),
         None => Ok(tools),
-    }
-}
-
-impl McpMark {
-    fn of(call: &McpCall) -> McpMark {
-        McpMark {
-            method: call.method().to_owned(),
-            name: call.name().map(str::to_owned),
-            handshake_us: None,
-            reinitialized: false,
-            progress: 0,
-            pages: None,
-            items: None,
-            ended_session: false,
-            resumed: 0,
-            heard: 0,
-        }
     }
 }
 
@@ -571,19 +554,10 @@ impl Context<'_> {
             }
             Link::Http(http_session) => http_session,
         };
-        let Some(id) = http_session.id else { return };
-        let endpoint = &http_session.endpoint;
-        let mut request = Request::new(http_body_util::Full::new(bytes::Bytes::new()));
-        *request.method_mut() = Method::DELETE;
-        *request.uri_mut() = endpoint.uri.clone();
-        let headers = request.headers_mut();
-        headers.insert(wire::SESSION, id);
-        if let Some(version) = http_session.version {
-            headers.insert(wire::VERSION, version);
+        if http_session.id.is_none() {
+            return;
         }
-        for (name, value) in &endpoint.headers {
-            headers.append(name.clone(), value.clone());
-        }
+        let request = wire::on_session(&http_session, Method::DELETE, bytes::Bytes::new(), "");
         let deadline = Instant::now()
             + self
                 .target

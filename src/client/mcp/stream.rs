@@ -6,16 +6,14 @@
 
 use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
+use hyper::Method;
 use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
-use hyper::{Method, Request};
 use rmcp::model::RequestId;
 use serde_json::Value;
 
 use super::HttpSession;
-use super::wire::{
-    Deadlines, Message, SESSION, TRACEPARENT, VERSION, answer_server, parse, settle,
-};
+use super::wire::{Deadlines, Message, answer_server, on_session, parse, settle};
 use crate::client::sse::SseDecoder;
 use crate::client::{HttpClient, RunClock};
 use crate::record::{FailStage, McpMark, Outcome, Record};
@@ -231,24 +229,10 @@ async fn resume(
         tokio::time::sleep_until(at.into()).await;
     }
     let last = HeaderValue::from_str(from).map_err(|_| "its id is not a header value")?;
-    let mut request = Request::new(Full::new(bytes::Bytes::new()));
-    *request.method_mut() = Method::GET;
-    *request.uri_mut() = on.session.endpoint.uri.clone();
+    let mut request = on_session(on.session, Method::GET, bytes::Bytes::new(), on.traceparent);
     let headers = request.headers_mut();
     headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
     headers.insert(LAST_EVENT_ID, last);
-    if let Ok(traceparent) = HeaderValue::from_str(on.traceparent) {
-        headers.insert(TRACEPARENT, traceparent);
-    }
-    if let Some(id) = &on.session.id {
-        headers.insert(SESSION, id.clone());
-    }
-    if let Some(version) = &on.session.version {
-        headers.insert(VERSION, version.clone());
-    }
-    for (name, value) in &on.session.endpoint.headers {
-        headers.append(name.clone(), value.clone());
-    }
     let sent = tokio::time::timeout_at(deadline.into(), crate::client::send(on.http, request));
     let response = match sent.await {
         Err(_) => return Err("no answer before the deadline".into()),

@@ -35,15 +35,29 @@ pub(super) fn post(
     body: Vec<u8>,
     traceparent: &str,
 ) -> Request<Full<Bytes>> {
-    let mut request = Request::new(Full::new(Bytes::from(body)));
-    *request.method_mut() = Method::POST;
-    *request.uri_mut() = session.endpoint.uri.clone();
+    let mut request = on_session(session, Method::POST, Bytes::from(body), traceparent);
     let headers = request.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(
         ACCEPT,
         HeaderValue::from_static("application/json, text/event-stream"),
     );
+    request
+}
+
+/// A request to the session's endpoint with what every request of the session
+/// carries: its id and protocol version, the service's headers, and the trace's
+/// `traceparent` (none when empty).
+pub(super) fn on_session(
+    session: &HttpSession,
+    method: Method,
+    body: Bytes,
+    traceparent: &str,
+) -> Request<Full<Bytes>> {
+    let mut request = Request::new(Full::new(body));
+    *request.method_mut() = method;
+    *request.uri_mut() = session.endpoint.uri.clone();
+    let headers = request.headers_mut();
     if let Ok(traceparent) = HeaderValue::from_str(traceparent)
         && !traceparent.is_empty()
     {
