@@ -81,6 +81,11 @@ pub struct SimArgs {
     /// Seed of every answer (together with the prompt).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Reasoning tokens the model thinks before every answer (chat's
+    /// `reasoning_content`, Responses' reasoning items, Messages' thinking blocks when
+    /// asked, Ollama's `thinking`); the profile's when not given.
+    #[arg(long, value_name = "N")]
+    pub reasoning_tokens: Option<u32>,
     /// Model name to serve (default: the profile's, e.g. sim-7b).
     #[arg(long)]
     pub model: Option<String>,
@@ -222,6 +227,9 @@ pub(super) async fn sim(args: SimArgs) -> Result<i32> {
     let mut profile = Profile::load(&args.profile)?;
     if args.planted.is_some() {
         profile.planted = args.planted.clone();
+    }
+    if let Some(n) = args.reasoning_tokens {
+        profile.reasoning_tokens = n;
     }
     let tls = args.tls.load()?;
     let script = match &args.script {

@@ -60,8 +60,17 @@ pub(super) trait Format: Send + 'static {
     fn finish(&mut self, reason: FinishReason, timeline: &Timeline, truth: Value) -> Bytes;
     /// An in-band error for an engine that stopped mid-stream.
     fn broken(&self) -> Bytes;
-    /// A whole (non-streamed) answer.
-    fn whole(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Response;
+    /// A whole (non-streamed) answer: its text, and the reasoning before it.
+    fn whole(
+        &self,
+        text: &str,
+        reasoning: &str,
+        reason: FinishReason,
+        timeline: &Timeline,
+    ) -> Response;
+    /// The prompt is computed, `cached` of its tokens from the prefix cache: told
+    /// before the first token's event.
+    fn prefilled(&mut self, _cached: u32) {}
     /// Trailers after a streamed answer (gRPC's status).
     fn trailers(&self) -> Option<HeaderMap> {
         None
@@ -94,8 +103,9 @@ pub(super) async fn answer(
             .body(body)
             .expect("static headers are valid");
     }
+    let reasoning = plan.generator.reasoning_length();
     let events = state.engine.submit(plan.prompt, plan.generator, arrival_ns);
-    collect_answer(events, format, request_hash).await
+    collect_answer(events, format, request_hash, reasoning).await
 }
 
 /// A planned, streamed request's events on the engine, in `format`.
@@ -115,13 +125,17 @@ async fn collect_answer(
     mut events: UnboundedReceiver<Event>,
     format: impl Format,
     request_hash: u64,
+    reasoning_tokens: u32,
 ) -> Response {
-    let mut text = String::new();
+    let (mut text, mut reasoning) = (String::new(), String::new());
     while let Some(event) = events.recv().await {
         match event {
+            Event::Token { index, delta, .. } if index < reasoning_tokens => {
+                reasoning.push_str(&delta)
+            }
             Event::Token { delta, .. } => text.push_str(&delta),
             Event::Finished { reason, timeline } => {
-                let mut response = format.whole(&text, reason, &timeline);
+                let mut response = format.whole(&text, &reasoning, reason, &timeline);
                 truth_headers(response.headers_mut(), &timeline);
                 response
                     .headers_mut()
@@ -177,6 +191,12 @@ fn truth_json(t: &Timeline, request_hash: u64, first_token_sent_ns: Option<u64>)
         "prompt_tokens": t.prompt_tokens,
         "completion_tokens": t.completion_tokens,
     });
+    if t.reasoning_tokens > 0 {
+        truth["reasoning_tokens"] = json!(t.reasoning_tokens);
+        if t.first_answer_ns > 0 {
+            truth["first_answer_us"] = json!(t.first_answer_ns / 1_000);
+        }
+    }
     if let Some(ns) = first_token_sent_ns {
         truth["first_token_sent_us"] = json!(ns / 1_000);
     }
@@ -184,12 +204,16 @@ fn truth_json(t: &Timeline, request_hash: u64, first_token_sent_ns: Option<u64>)
 }
 
 pub(super) fn usage_json(t: &Timeline) -> Value {
-    json!({
+    let mut usage = json!({
         "prompt_tokens": t.prompt_tokens,
         "completion_tokens": t.completion_tokens,
         "total_tokens": t.prompt_tokens + t.completion_tokens,
         "prompt_tokens_details": {"cached_tokens": t.cached_prompt_tokens},
-    })
+    });
+    if t.reasoning_tokens > 0 {
+        usage["completion_tokens_details"] = json!({"reasoning_tokens": t.reasoning_tokens});
+    }
+    usage
 }
 
 fn stream_answer<F: Format>(
@@ -203,7 +227,14 @@ fn stream_answer<F: Format>(
         let (mut events, mut format, mut first_token_sent_ns) = state?;
         loop {
             match events.recv().await {
-                Some(Event::Token { index, delta }) => {
+                Some(Event::Token {
+                    index,
+                    delta,
+                    cached,
+                }) => {
+                    if index == 0 {
+                        format.prefilled(cached);
+                    }
                     let Some(bytes) = format.token(index, &delta) else {
                         continue;
                     };

@@ -86,6 +86,9 @@ struct Chunks {
     head: String,
     tool_call: Option<super::text::ToolCall>,
     include_usage: bool,
+    /// Tokens of reasoning before the answer, sent as `reasoning_content` (vLLM's
+    /// reasoning parsers' field).
+    reasoning: u32,
 }
 
 impl Chunks {
@@ -108,6 +111,7 @@ impl Chunks {
             head,
             tool_call: plan.tool_call.clone(),
             include_usage: plan.include_usage,
+            reasoning: plan.generator.reasoning_length(),
         }
     }
 
@@ -120,8 +124,14 @@ impl Chunks {
     }
 
     /// A non-streaming response body.
-    fn full_body(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Value {
-        let choice = match (self.api, &self.tool_call) {
+    fn full_body(
+        &self,
+        text: &str,
+        reasoning: &str,
+        reason: FinishReason,
+        timeline: &Timeline,
+    ) -> Value {
+        let mut choice = match (self.api, &self.tool_call) {
             (OpenAiApi::Chat, Some(call)) => json!({
                 "index": 0,
                 "message": {"role": "assistant", "content": null, "tool_calls": [
@@ -139,6 +149,9 @@ impl Chunks {
                 "finish_reason": reason.as_str(), "stop_reason": null
             }),
         };
+        if !reasoning.is_empty() {
+            choice["message"]["reasoning_content"] = json!(reasoning);
+        }
         let object = match self.api {
             OpenAiApi::Chat => "chat.completion",
             OpenAiApi::Completions => "text_completion",
@@ -165,7 +178,12 @@ impl Format for Chunks {
         }
         out.push_str(&self.head);
         match (self.api, &self.tool_call) {
-            (OpenAiApi::Chat, Some(call)) if index == 0 => {
+            (OpenAiApi::Chat, _) if index < self.reasoning => {
+                out.push_str("\"delta\":{\"reasoning_content\":");
+                out.push_str(&escaped);
+                out.push_str("},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+            }
+            (OpenAiApi::Chat, Some(call)) if index == self.reasoning => {
                 out.push_str(&format!(
                     "\"delta\":{{\"tool_calls\":[{{\"index\":0,\"id\":{},\"type\":\"function\",\"function\":{{\"name\":{},\"arguments\":{escaped}}}}}]}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n",
                     Value::from(call.id.as_str()),
@@ -226,7 +244,16 @@ impl Format for Chunks {
         Bytes::from(format!("data: {}\n\n", engine_gone().body()))
     }
 
-    fn whole(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Response {
-        json_response(StatusCode::OK, &self.full_body(text, reason, timeline))
+    fn whole(
+        &self,
+        text: &str,
+        reasoning: &str,
+        reason: FinishReason,
+        timeline: &Timeline,
+    ) -> Response {
+        json_response(
+            StatusCode::OK,
+            &self.full_body(text, reasoning, reason, timeline),
+        )
     }
 }

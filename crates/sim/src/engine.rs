@@ -26,6 +26,8 @@ pub enum Event {
     Token {
         index: u32,
         delta: String,
+        /// Prompt tokens the prefix cache served.
+        cached: u32,
     },
     Finished {
         reason: FinishReason,
@@ -263,7 +265,12 @@ fn route(
     metrics: &SimMetrics,
 ) {
     match emission {
-        Emission::Token { id, index, delta } => {
+        Emission::Token {
+            id,
+            index,
+            delta,
+            cached,
+        } => {
             let Some(route) = routes.get_mut(&id) else {
                 return;
             };
@@ -271,7 +278,15 @@ fn route(
                 metrics.inter_token(now_ns - route.last_token_ns);
             }
             route.last_token_ns = now_ns;
-            if route.events.send(Event::Token { index, delta }).is_err() {
+            if route
+                .events
+                .send(Event::Token {
+                    index,
+                    delta,
+                    cached,
+                })
+                .is_err()
+            {
                 // The client went away: stop computing for it, as vLLM aborts.
                 scheduler.abort(id);
                 routes.remove(&id);

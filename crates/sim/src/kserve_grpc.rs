@@ -437,7 +437,13 @@ impl Format for GrpcFormat {
         stream_error(engine_gone().message)
     }
 
-    fn whole(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Response {
+    fn whole(
+        &self,
+        text: &str,
+        _reasoning: &str,
+        reason: FinishReason,
+        timeline: &Timeline,
+    ) -> Response {
         let text = match &self.prompt {
             Some(prompt) => format!("{prompt}{text}"),
             None => text.to_owned(),

@@ -233,7 +233,7 @@ impl Format for TgiFormat {
         Bytes::from(format!("data:{error}\n\n"))
     }
 
-    fn whole(&self, text: &str, reason: FinishReason, t: &Timeline) -> Response {
+    fn whole(&self, text: &str, _reasoning: &str, reason: FinishReason, t: &Timeline) -> Response {
         let mut body = json!({
             "generated_text": text,
             "details": self.details_json(reason, t, true),
@@ -307,6 +307,8 @@ struct OllamaChat {
     #[serde(default)]
     options: OllamaOptions,
     tools: Option<Vec<Tool>>,
+    /// `false` turns a thinking model's reasoning off.
+    think: Option<bool>,
 }
 
 /// `POST /api/generate`.
@@ -338,6 +340,8 @@ fn ollama_plan(state: &SimState, body: &[u8], route: OllamaRoute) -> Result<Plan
                 sampling: request.options.sampling(request.model, request.stream),
                 tools: request.tools,
                 tool_choice: None,
+                reasoning_effort: (request.think == Some(false)).then(|| "none".to_owned()),
+                reasoning_tokens: None,
             };
             openai::plan_chat(chat, &state.context())
         }
@@ -399,6 +403,7 @@ async fn ollama(state: Arc<SimState>, body: Bytes, route: OllamaRoute) -> Respon
                 created_at,
                 head,
                 tool_call: plan.tool_call.clone(),
+                reasoning: plan.generator.reasoning_length(),
             };
             answer(
                 &state,
@@ -448,6 +453,8 @@ struct OllamaFormat {
     /// `{"model":…,"created_at":…,` rendered once.
     head: String,
     tool_call: Option<ToolCall>,
+    /// Tokens of thinking before the answer (`message.thinking`).
+    reasoning: u32,
 }
 
 impl OllamaFormat {
@@ -486,11 +493,17 @@ impl Format for OllamaFormat {
         "application/x-ndjson"
     }
 
-    fn token(&mut self, _index: u32, delta: &str) -> Option<Bytes> {
+    fn token(&mut self, index: u32, delta: &str) -> Option<Bytes> {
+        let delta = json_string(delta);
+        if index < self.reasoning {
+            return Some(Bytes::from(format!(
+                "{}\"message\":{{\"role\":\"assistant\",\"content\":\"\",\"thinking\":{delta}}},\"done\":false}}\n",
+                self.head
+            )));
+        }
         if self.tool_call.is_some() {
             return None;
         }
-        let delta = json_string(delta);
         let line = match self.route {
             OllamaRoute::Chat => format!(
                 "{}\"message\":{{\"role\":\"assistant\",\"content\":{delta}}},\"done\":false}}\n",
@@ -522,10 +535,19 @@ impl Format for OllamaFormat {
         Bytes::from(format!("{}\n", json!({"error": engine_gone().message})))
     }
 
-    fn whole(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Response {
+    fn whole(
+        &self,
+        text: &str,
+        reasoning: &str,
+        reason: FinishReason,
+        timeline: &Timeline,
+    ) -> Response {
         let mut last = self.last(text, reason, timeline);
         if let Some(call) = &self.tool_call {
             last["message"] = Self::tool_message(call);
+        }
+        if !reasoning.is_empty() && self.route == OllamaRoute::Chat {
+            last["message"]["thinking"] = json!(reasoning);
         }
         json_response(StatusCode::OK, &last)
     }
@@ -746,7 +768,13 @@ impl Format for KserveFormat {
         ))
     }
 
-    fn whole(&self, text: &str, reason: FinishReason, timeline: &Timeline) -> Response {
+    fn whole(
+        &self,
+        text: &str,
+        _reasoning: &str,
+        reason: FinishReason,
+        timeline: &Timeline,
+    ) -> Response {
         let text = match &self.prompt {
             Some(prompt) => format!("{prompt}{text}"),
             None => text.to_owned(),

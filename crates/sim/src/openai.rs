@@ -142,6 +142,10 @@ pub struct ChatRequest {
     pub sampling: Sampling,
     pub tools: Option<Vec<Tool>>,
     pub tool_choice: Option<Value>,
+    /// `none` turns reasoning off; other efforts reason as the profile does.
+    pub reasoning_effort: Option<String>,
+    /// The simulator's own field: how many tokens to reason (the profile's otherwise).
+    pub reasoning_tokens: Option<u32>,
 }
 
 /// A completion prompt: text, one text in a list, or token ids.
@@ -261,7 +265,38 @@ pub fn plan_chat(request: ChatRequest, cx: &Context) -> Result<Plan, ApiError> {
         .sampling
         .max_completion_tokens
         .or(request.sampling.max_tokens);
-    plan(prompt, max_tokens, request.sampling, tool_call, cx)
+    let effort = request.reasoning_effort.as_deref();
+    let reasoning = reasoning_wanted(cx.profile, effort, request.reasoning_tokens);
+    let plan = plan(prompt, max_tokens, request.sampling, tool_call, cx)?;
+    Ok(plan.reasoning_first(reasoning, max_tokens, cx.profile))
+}
+
+/// How many tokens a request reasons: none when its effort is `none`, else what it
+/// asks (the simulator's `reasoning_tokens`) or the profile's.
+pub fn reasoning_wanted(profile: &Profile, effort: Option<&str>, asked: Option<u32>) -> u32 {
+    match effort {
+        Some("none") => 0,
+        _ => asked.unwrap_or(profile.reasoning_tokens),
+    }
+}
+
+impl Plan {
+    /// This plan's answer after `reasoning` tokens of thought, within `max_tokens` and
+    /// the context's room.
+    pub fn reasoning_first(
+        mut self,
+        reasoning: u32,
+        max_tokens: Option<u32>,
+        profile: &Profile,
+    ) -> Plan {
+        if reasoning == 0 {
+            return self;
+        }
+        let room = profile.max_model_len - self.prompt.len() as u32;
+        let cap = max_tokens.unwrap_or(u32::MAX).min(room);
+        self.generator = self.generator.with_reasoning(reasoning, cap);
+        self
+    }
 }
 
 pub fn plan_completion(request: CompletionRequest, cx: &Context) -> Result<Plan, ApiError> {

@@ -46,6 +46,11 @@ pub struct Profile {
     /// this range (inclusive) per prompt, ending with `finish_reason: stop`.
     #[serde(default = "default_natural_length")]
     pub natural_length: [u32; 2],
+    /// Reasoning tokens the model thinks before every answer of the APIs that stream
+    /// reasoning (chat, Responses, Messages with thinking); a request may ask for
+    /// fewer or none. 0: a model that does not reason.
+    #[serde(default)]
+    pub reasoning_tokens: u32,
     /// Embedding endpoint: dimension when the request asks for none.
     #[serde(default = "default_embedding_dim")]
     pub embedding_dim: u32,
@@ -247,6 +252,7 @@ impl Profile {
                 per_decode_kctx_us: 55.0,
             },
             natural_length: default_natural_length(),
+            reasoning_tokens: 0,
             embedding_dim: default_embedding_dim(),
             embedding_base_ms: 4.0,
             embedding_per_token_us: 20.0,
@@ -289,6 +295,7 @@ impl Profile {
                 per_decode_kctx_us: 10.0,
             },
             natural_length: default_natural_length(),
+            reasoning_tokens: 0,
             embedding_dim: default_embedding_dim(),
             embedding_base_ms: 4.0,
             embedding_per_token_us: 20.0,
@@ -318,6 +325,7 @@ impl Profile {
                 per_decode_kctx_us: 1.0,
             },
             natural_length: [8, 64],
+            reasoning_tokens: 0,
             embedding_dim: default_embedding_dim(),
             embedding_base_ms: 0.5,
             embedding_per_token_us: 1.0,

@@ -35,12 +35,16 @@ pub struct Timeline {
     /// Start of the step that first admitted it.
     pub scheduled_ns: u64,
     pub first_token_ns: u64,
+    /// The first answer token, after any reasoning (0: the answer never began).
+    pub first_answer_ns: u64,
     pub finish_ns: u64,
     pub preemptions: u32,
     /// Prompt tokens found in the prefix cache at first admission.
     pub cached_prompt_tokens: u32,
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
+    /// Of the completion tokens, those the model reasoned.
+    pub reasoning_tokens: u32,
 }
 
 /// What a finished step produced for one request.
@@ -51,6 +55,9 @@ pub enum Emission {
         /// Index of this token in the answer, from 0.
         index: u32,
         delta: String,
+        /// Prompt tokens the prefix cache served (an API that reports it as the
+        /// answer begins, Anthropic's, reads it from the first token).
+        cached: u32,
     },
     Finished {
         id: u64,
@@ -366,10 +373,14 @@ impl Scheduler {
             if index == 0 {
                 seq.timeline.first_token_ns = now_ns;
             }
+            if index == seq.generator.reasoning_length() {
+                seq.timeline.first_answer_ns = now_ns;
+            }
             out.push(Emission::Token {
                 id: seq.id,
                 index,
                 delta: token.delta,
+                cached: seq.timeline.cached_prompt_tokens,
             });
             let finish = token
                 .finish
@@ -380,6 +391,8 @@ impl Scheduler {
                     self.pool.release(&seq.blocks);
                     seq.timeline.finish_ns = now_ns;
                     seq.timeline.completion_tokens = seq.generated();
+                    seq.timeline.reasoning_tokens =
+                        seq.generated().min(seq.generator.reasoning_length());
                     match reason {
                         FinishReason::Stop => self.counters.finished_stop += 1,
                         FinishReason::Length => self.counters.finished_length += 1,

@@ -61,6 +61,8 @@ pub fn app(state: Arc<SimState>) -> Router {
     let model = router
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
+        .route("/v1/responses", post(super::responses::create))
+        .route("/v1/messages", post(super::messages::create))
         .route("/v1/embeddings", post(embeddings))
         .route("/v1/images/generations", post(media::images))
         .route("/v1/audio/transcriptions", post(media::transcriptions))

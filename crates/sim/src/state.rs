@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::conversations::Conversations;
 use super::engine::{Clock, Engine};
 use super::gpu::Gpu;
 use super::metrics::SimMetrics;
@@ -60,6 +61,8 @@ pub struct SimState {
     /// The gRPC listeners' ports, once [`serve`] has them.
     pub(super) qdrant_grpc_port: std::sync::OnceLock<u16>,
     pub(super) kserve_grpc_port: std::sync::OnceLock<u16>,
+    /// The Responses API's stored answers, for `previous_response_id`.
+    pub(super) conversations: Conversations,
 }
 
 impl SimState {
@@ -106,6 +109,7 @@ impl SimState {
                 .map(|model| Startup::begin(model, config.seed)),
             qdrant_grpc_port: std::sync::OnceLock::new(),
             kserve_grpc_port: std::sync::OnceLock::new(),
+            conversations: Conversations::default(),
         })
     }
 

@@ -64,6 +64,10 @@ pub struct AnswerGenerator {
     text: String,
     sent: usize,
     tool: Option<ToolPieces>,
+    /// Reasoning tokens before the answer, and how many were produced: they come
+    /// first, count toward `max_tokens`, and never end in a stop string.
+    reasoning: u32,
+    thought: u32,
 }
 
 #[derive(Debug)]
@@ -112,6 +116,8 @@ impl AnswerGenerator {
             text: String::new(),
             sent: 0,
             tool: None,
+            reasoning: 0,
+            thought: 0,
         }
     }
 
@@ -135,16 +141,44 @@ impl AnswerGenerator {
             text: String::new(),
             sent: 0,
             tool: Some(ToolPieces { pieces }),
+            reasoning: 0,
+            thought: 0,
         }
     }
 
-    /// Tokens this answer has when no stop string fires.
+    /// The same answer after `reasoning` tokens of thought, all within `cap` tokens
+    /// (the request's `max_tokens` and the context's room): a model that thinks past
+    /// its budget is cut there, with no answer and `finish_reason: length`.
+    pub fn with_reasoning(mut self, reasoning: u32, cap: u32) -> AnswerGenerator {
+        if reasoning >= cap {
+            self.reasoning = cap;
+            self.length = 0;
+            self.at_length = FinishReason::Length;
+        } else {
+            self.reasoning = reasoning;
+            if self.length > cap - reasoning {
+                self.length = cap - reasoning;
+                self.at_length = FinishReason::Length;
+            }
+        }
+        self
+    }
+
+    /// Tokens this answer has when no stop string fires, reasoning included.
     pub fn planned_length(&self) -> u32 {
-        self.length
+        self.reasoning + self.length
+    }
+
+    /// Reasoning tokens before the answer: the answer's first token has this index.
+    pub fn reasoning_length(&self) -> u32 {
+        self.reasoning
     }
 
     /// Produces the next token. Must not be called after a token with `finish` set.
     pub fn next_token(&mut self) -> Token {
+        if self.thought < self.reasoning {
+            return self.thinking_token();
+        }
         self.produced += 1;
         let last = self.produced >= self.length;
         let piece = match &self.tool {
@@ -185,6 +219,23 @@ impl AnswerGenerator {
         Token {
             id,
             delta,
+            finish: last.then_some(self.at_length),
+        }
+    }
+
+    /// A reasoning token: a word of its own sequence, so thinking first leaves the
+    /// answer's words as they were.
+    fn thinking_token(&mut self) -> Token {
+        self.thought += 1;
+        let seed = self.rng.get_seed();
+        let seed = u64::from_le_bytes(seed[..8].try_into().expect("a ChaCha seed has 32 bytes"));
+        let pick = mix_seed(&[seed, self.thought.into()]);
+        let word = WORDS[(pick % WORDS.len() as u64) as usize];
+        let piece = format!(" {word}");
+        let last = self.thought == self.reasoning && self.length == 0;
+        Token {
+            id: sim_tokenizer::piece_id(&piece),
+            delta: piece,
             finish: last.then_some(self.at_length),
         }
     }
