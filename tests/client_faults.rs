@@ -638,3 +638,165 @@ async fn a_kserve_stream_ends_with_its_body_and_an_error_object_fails_it() {
         (Outcome::Error, FailStage::Stream, "reset".into())
     );
 }
+
+/// An Anthropic event, as its stream names it twice (`event:` and `type`).
+fn anthropic(kind: &str, rest: &str) -> Act {
+    let comma = if rest.is_empty() { "" } else { "," };
+    Act::Chunk(format!(
+        "event: {kind}\ndata: {{\"type\":\"{kind}\"{comma}{rest}}}\n\n"
+    ))
+}
+
+fn message_start() -> Act {
+    anthropic(
+        "message_start",
+        r#""message":{"id":"msg_1","usage":{"input_tokens":5,"cache_read_input_tokens":4,"output_tokens":1}}"#,
+    )
+}
+
+fn text_block(index: u32, text: &str) -> Vec<Act> {
+    vec![
+        anthropic(
+            "content_block_start",
+            &format!(r#""index":{index},"content_block":{{"type":"text","text":""}}"#),
+        ),
+        anthropic(
+            "content_block_delta",
+            &format!(r#""index":{index},"delta":{{"type":"text_delta","text":"{text}"}}"#),
+        ),
+        anthropic("content_block_stop", &format!(r#""index":{index}"#)),
+    ]
+}
+
+#[tokio::test]
+async fn an_anthropic_stream_is_read_with_its_thinking_and_cache_counts() {
+    let mut script = vec![
+        Act::Send(SSE_HEAD.into()),
+        message_start(),
+        anthropic("ping", ""),
+    ];
+    script.push(anthropic(
+        "content_block_start",
+        r#""index":0,"content_block":{"type":"thinking","thinking":""}"#,
+    ));
+    script.push(anthropic(
+        "content_block_delta",
+        r#""index":0,"delta":{"type":"thinking_delta","thinking":"let me see"}"#,
+    ));
+    script.push(Act::Pause(30));
+    script.push(anthropic("content_block_stop", r#""index":0"#));
+    script.extend(text_block(1, "Hi"));
+    script.push(anthropic(
+        "message_delta",
+        r#""delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":8}"#,
+    ));
+    script.push(anthropic("message_stop", ""));
+    script.push(Act::End);
+    let r = run_api(script, LlmApi::Anthropic).await;
+    assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
+    assert_eq!(
+        r.finish_reason.as_deref(),
+        Some("length"),
+        "max_tokens is a cut answer"
+    );
+    assert_eq!((r.input_tokens, r.output_tokens), (Some(9), Some(8)));
+    assert_eq!(r.cached_tokens, Some(4));
+    assert!(
+        r.reasoning_tokens.is_some_and(|n| n > 0),
+        "thinking counted locally"
+    );
+    assert_eq!(r.first_token_us, r.first_reasoning_us);
+    assert!(r.first_answer_us.unwrap() >= r.first_reasoning_us.unwrap() + 25_000);
+}
+
+#[tokio::test]
+async fn typed_streams_out_of_order_are_typed_failures() {
+    let never_started = vec![
+        Act::Send(SSE_HEAD.into()),
+        message_start(),
+        anthropic(
+            "content_block_delta",
+            r#""index":3,"delta":{"type":"text_delta","text":"x"}"#,
+        ),
+        Act::End,
+    ];
+    let mut before_start = vec![Act::Send(SSE_HEAD.into())];
+    before_start.extend(text_block(0, "x"));
+    before_start.push(Act::End);
+    for script in [never_started, before_start] {
+        let r = run_api(script, LlmApi::Anthropic).await;
+        assert_eq!(
+            failure(&r),
+            (Outcome::Error, FailStage::Decode, "out_of_order".into())
+        );
+        assert!(r.error.unwrap().message.contains("out of order"));
+    }
+    let responses_delta_first = vec![
+        Act::Send(SSE_HEAD.into()),
+        event(r#"{"type":"response.created","response":{}}"#),
+        event(r#"{"type":"response.output_text.delta","output_index":0,"delta":"x"}"#),
+        Act::End,
+    ];
+    let r = run_api(responses_delta_first, LlmApi::Responses).await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Error, FailStage::Decode, "out_of_order".into())
+    );
+}
+
+#[tokio::test]
+async fn a_responses_stream_without_its_terminal_event_is_truncated() {
+    let r = run_api(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            event(r#"{"type":"response.created","response":{}}"#),
+            event(r#"{"type":"response.output_item.added","output_index":0,"item":{"type":"message"}}"#),
+            event(r#"{"type":"response.output_text.delta","output_index":0,"delta":"Hi"}"#),
+            event(r#"{"type":"response.output_item.done","output_index":0}"#),
+            Act::End,
+        ],
+        LlmApi::Responses,
+    )
+    .await;
+    assert_eq!(
+        failure(&r),
+        (Outcome::Error, FailStage::Stream, "truncated".into())
+    );
+    assert_eq!(r.content_events, 1, "what came is kept");
+    let failed = run_api(
+        vec![
+            Act::Send(SSE_HEAD.into()),
+            event(r#"{"type":"response.created","response":{}}"#),
+            event(r#"{"type":"response.failed","response":{"status":"failed","error":{"message":"overloaded"}}}"#),
+            Act::End,
+        ],
+        LlmApi::Responses,
+    )
+    .await;
+    assert_eq!(
+        failure(&failed),
+        (Outcome::Error, FailStage::Stream, "stream_error".into())
+    );
+}
+
+#[tokio::test]
+async fn a_five_mib_delta_stops_at_the_answer_limit() {
+    let huge = "x".repeat(5 << 20);
+    for api in [LlmApi::Responses, LlmApi::Anthropic] {
+        let delta = match api {
+            LlmApi::Responses => event(&format!(
+                r#"{{"type":"response.output_text.delta","output_index":0,"delta":"{huge}"}}"#
+            )),
+            _ => anthropic(
+                "content_block_delta",
+                &format!(r#""index":0,"delta":{{"type":"text_delta","text":"{huge}"}}"#),
+            ),
+        };
+        let r = run_api(vec![Act::Send(SSE_HEAD.into()), delta, Act::End], api).await;
+        assert_eq!(
+            failure(&r),
+            (Outcome::Error, FailStage::Stream, "too_large".into()),
+            "{api:?}"
+        );
+    }
+}

@@ -8,6 +8,7 @@
 
 mod common;
 
+mod agent_apis;
 mod availability;
 mod chaos;
 mod cli;

@@ -195,6 +195,8 @@ pub enum ShorthandApi {
     OllamaGenerate,
     Kserve,
     KserveGrpc,
+    Responses,
+    Anthropic,
     Mcp,
 }
 
@@ -208,6 +210,8 @@ impl ShorthandApi {
             ShorthandApi::OllamaGenerate => ApiKind::OllamaGenerate,
             ShorthandApi::Kserve => ApiKind::Kserve,
             ShorthandApi::KserveGrpc => ApiKind::KserveGrpc,
+            ShorthandApi::Responses => ApiKind::Responses,
+            ShorthandApi::Anthropic => ApiKind::Anthropic,
             ShorthandApi::Mcp => ApiKind::Mcp,
         }
     }

@@ -11,7 +11,8 @@ use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::piece::Piece;
+use super::order::EventOrder;
+use super::piece::{DecodeError, Piece, error_text};
 use crate::record::{ServerReported, ServerTruth};
 use crate::workload::payload::{Payload, PromptBody};
 
@@ -36,6 +37,10 @@ pub enum LlmApi {
     /// KServe v2 over gRPC (Triton): `ModelStreamInfer`, or `ModelInfer` when not
     /// streamed ([`super::kserve_grpc`]).
     KserveGrpc,
+    /// OpenAI's Responses API, `/v1/responses` ([`super::responses`]).
+    Responses,
+    /// Anthropic's Messages API, `/v1/messages` ([`super::anthropic`]).
+    Anthropic,
 }
 
 impl LlmApi {
@@ -45,6 +50,8 @@ impl LlmApi {
         let fixed = match self {
             LlmApi::Chat => "/v1/chat/completions",
             LlmApi::Completions => "/v1/completions",
+            LlmApi::Responses => "/v1/responses",
+            LlmApi::Anthropic => "/v1/messages",
             LlmApi::Tgi if stream => "/generate_stream",
             LlmApi::Tgi => "/generate",
             LlmApi::Ollama => "/api/chat",
@@ -135,6 +142,15 @@ impl LlmApi {
         extra: &Map<String, Value>,
     ) -> Value {
         let max = payload.max_tokens;
+        if matches!(self, LlmApi::Responses | LlmApi::Anthropic) {
+            let mut body = match self {
+                LlmApi::Responses => super::responses::body(model, stream, &payload.prompt, max),
+                _ => super::anthropic::body(model, stream, &payload.prompt, max),
+            };
+            merge(&mut body, extra);
+            self.reshape_tools(&mut body);
+            return body;
+        }
         if self == LlmApi::Tgi {
             // `details` brings the finish reason and token counts.
             let mut parameters = json!({"details": true});
@@ -181,17 +197,70 @@ impl LlmApi {
         body
     }
 
-    /// One event of a streamed answer, or a whole answer, as a [`Piece`].
-    pub(super) fn decode(self, data: &[u8], streamed: bool) -> Result<Piece<'_>, DecodeError> {
+    /// Tools and tool choice written in chat's shape (a flow's, a spec's `body`) in
+    /// this API's: Responses' flat functions, Anthropic's `input_schema`. Those
+    /// already in the API's shape are left as they are.
+    fn reshape_tools(self, body: &mut Value) {
+        let anthropic = self == LlmApi::Anthropic;
+        if let Some(tools) = body.get_mut("tools").and_then(Value::as_array_mut) {
+            for tool in tools.iter_mut() {
+                let Some(function) = tool.get("function").cloned() else {
+                    continue;
+                };
+                let mut flat = json!({"name": function["name"]});
+                if let Some(description) = function.get("description") {
+                    flat["description"] = description.clone();
+                }
+                let parameters = function
+                    .get("parameters")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+                match anthropic {
+                    true => flat["input_schema"] = parameters,
+                    false => {
+                        flat["type"] = json!("function");
+                        flat["parameters"] = parameters;
+                    }
+                }
+                *tool = flat;
+            }
+        }
+        let Some(choice) = body.get_mut("tool_choice") else {
+            return;
+        };
+        let name = choice.pointer("/function/name").cloned();
+        *choice = match (anthropic, choice.as_str(), name) {
+            (false, _, Some(name)) => json!({"type": "function", "name": name}),
+            (true, _, Some(name)) => json!({"type": "tool", "name": name}),
+            (true, Some("required"), _) => json!({"type": "any"}),
+            (true, Some(other), _) => json!({"type": other}),
+            _ => return,
+        };
+    }
+
+    /// One event of a streamed answer, or a whole answer, as a [`Piece`]; `order` is
+    /// the stream's so far, for the APIs whose events must come in order.
+    pub(super) fn decode<'a>(
+        self,
+        data: &'a [u8],
+        streamed: bool,
+        order: &mut EventOrder,
+    ) -> Result<Piece<'a>, DecodeError> {
         Ok(match self {
             LlmApi::KserveGrpc => super::kserve_grpc::piece(data, streamed)?,
+            LlmApi::Responses if streamed => super::responses::event(data, order)?,
+            LlmApi::Responses => super::responses::whole(data)?,
+            LlmApi::Anthropic if streamed => super::anthropic::event(data, order)?,
+            LlmApi::Anthropic => super::anthropic::whole(data)?,
             json => json.decode_json(data, streamed)?,
         })
     }
 
     fn decode_json(self, data: &[u8], streamed: bool) -> serde_json::Result<Piece<'_>> {
         match self {
-            LlmApi::KserveGrpc => Err(serde::de::Error::custom("gRPC answers are not JSON")),
+            LlmApi::KserveGrpc | LlmApi::Responses | LlmApi::Anthropic => Err(
+                serde::de::Error::custom("read by their own modules, not as chat's JSON"),
+            ),
             LlmApi::Chat | LlmApi::Completions => Ok(openai_piece(serde_json::from_slice(data)?)),
             LlmApi::Tgi if streamed => Ok(serde_json::from_slice::<TgiEvent>(data)?.into()),
             LlmApi::Tgi => tgi_whole(data),
@@ -199,25 +268,6 @@ impl LlmApi {
                 Ok(serde_json::from_slice::<OllamaLine>(data)?.into())
             }
             LlmApi::Kserve => Ok(serde_json::from_slice::<KserveAnswer>(data)?.into()),
-        }
-    }
-}
-
-/// Why an answer's bytes are not what the API sends.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum DecodeError {
-    #[error("not JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    #[error("not the API's protobuf message: {0}")]
-    Protobuf(#[from] prost::DecodeError),
-}
-
-impl DecodeError {
-    /// The record's failure kind.
-    pub(super) fn kind(&self) -> &'static str {
-        match self {
-            DecodeError::Json(_) => "invalid_json",
-            DecodeError::Protobuf(_) => "invalid_protobuf",
         }
     }
 }
@@ -297,6 +347,18 @@ struct MessageView<'a> {
 struct UsageView {
     prompt_tokens: Option<u32>,
     completion_tokens: Option<u32>,
+    prompt_tokens_details: Option<PromptDetails>,
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PromptDetails {
+    cached_tokens: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CompletionDetails {
+    reasoning_tokens: Option<u32>,
 }
 
 fn non_empty(text: Option<Cow<'_, str>>) -> Option<Cow<'_, str>> {
@@ -304,9 +366,13 @@ fn non_empty(text: Option<Cow<'_, str>>) -> Option<Cow<'_, str>> {
 }
 
 fn openai_piece(chunk: OpenAiChunk<'_>) -> Piece<'_> {
+    let usage = chunk.usage.as_ref();
     let mut piece = Piece {
-        prompt_tokens: chunk.usage.as_ref().and_then(|u| u.prompt_tokens),
-        completion_tokens: chunk.usage.as_ref().and_then(|u| u.completion_tokens),
+        prompt_tokens: usage.and_then(|u| u.prompt_tokens),
+        completion_tokens: usage.and_then(|u| u.completion_tokens),
+        cached_tokens: usage.and_then(|u| u.prompt_tokens_details.as_ref()?.cached_tokens),
+        reasoning_tokens: usage
+            .and_then(|u| u.completion_tokens_details.as_ref()?.reasoning_tokens),
         error: chunk.error.as_ref().map(error_text),
         truth: chunk.redline,
         ..Piece::default()
@@ -324,18 +390,6 @@ fn openai_piece(chunk: OpenAiChunk<'_>) -> Piece<'_> {
         piece.tool_calls = message.tool_calls.unwrap_or_default();
     }
     piece
-}
-
-/// The message of an error object (`{"message": …}`), or the object as JSON.
-pub(super) fn error_text(error: &Value) -> String {
-    match error {
-        Value::String(text) => text.clone(),
-        _ => error
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .unwrap_or_else(|| error.to_string()),
-    }
 }
 
 /// A TGI stream event: a token, and on the last one the details.
@@ -514,6 +568,7 @@ impl<'a> From<OllamaLine<'a>> for Piece<'a> {
             truth: line.redline,
             done: line.done,
             reported,
+            ..Piece::default()
         }
     }
 }
@@ -640,11 +695,15 @@ mod tests {
     #[test]
     fn tgi_events_skip_special_tokens_and_finish_on_details() {
         let token = br#"{"index":1,"token":{"id":5,"text":" hello","logprob":-0.1,"special":false},"generated_text":null,"details":null}"#;
-        let piece = LlmApi::Tgi.decode(token, true).unwrap();
+        let piece = LlmApi::Tgi
+            .decode(token, true, &mut EventOrder::default())
+            .unwrap();
         assert_eq!(piece.answer.as_deref(), Some(" hello"));
         assert!(!piece.done);
         let last = br#"{"index":2,"token":{"id":2,"text":"</s>","logprob":0.0,"special":true},"generated_text":" hello","details":{"finish_reason":"eos_token","generated_tokens":2,"seed":null,"input_length":9}}"#;
-        let piece = LlmApi::Tgi.decode(last, true).unwrap();
+        let piece = LlmApi::Tgi
+            .decode(last, true, &mut EventOrder::default())
+            .unwrap();
         assert_eq!(
             piece.answer, None,
             "the special token and the repeated text are not answer"
@@ -660,7 +719,9 @@ mod tests {
     #[test]
     fn whole_tgi_answers_are_objects_or_arrays() {
         let object = br#"{"generated_text":"abc","details":{"finish_reason":"length","generated_tokens":3,"prefill":[{"id":1},{"id":2}]}}"#;
-        let piece = LlmApi::Tgi.decode(object, false).unwrap();
+        let piece = LlmApi::Tgi
+            .decode(object, false, &mut EventOrder::default())
+            .unwrap();
         assert_eq!(piece.answer.as_deref(), Some("abc"));
         assert_eq!(piece.finish_reason.as_deref(), Some("length"));
         assert_eq!(
@@ -669,12 +730,20 @@ mod tests {
         );
         let array = br#"[{"generated_text":"abc"}]"#;
         assert_eq!(
-            LlmApi::Tgi.decode(array, false).unwrap().answer.as_deref(),
+            LlmApi::Tgi
+                .decode(array, false, &mut EventOrder::default())
+                .unwrap()
+                .answer
+                .as_deref(),
             Some("abc")
         );
         let error = br#"{"error":"Input validation error","error_type":"validation"}"#;
         assert_eq!(
-            LlmApi::Tgi.decode(error, true).unwrap().error.as_deref(),
+            LlmApi::Tgi
+                .decode(error, true, &mut EventOrder::default())
+                .unwrap()
+                .error
+                .as_deref(),
             Some("Input validation error")
         );
     }
@@ -682,11 +751,15 @@ mod tests {
     #[test]
     fn ollama_lines_carry_text_and_the_last_one_the_durations() {
         let line = br#"{"model":"m","created_at":"2026-01-01T00:00:00Z","message":{"role":"assistant","content":"Hi"},"done":false}"#;
-        let piece = LlmApi::Ollama.decode(line, true).unwrap();
+        let piece = LlmApi::Ollama
+            .decode(line, true, &mut EventOrder::default())
+            .unwrap();
         assert_eq!(piece.answer.as_deref(), Some("Hi"));
         assert!(!piece.done && piece.reported.is_none());
         let last = br#"{"model":"m","message":{"role":"assistant","content":""},"done":true,"done_reason":"length","total_duration":5000000,"load_duration":1000,"prompt_eval_count":12,"prompt_eval_duration":2000000,"eval_count":4,"eval_duration":2400000}"#;
-        let piece = LlmApi::Ollama.decode(last, true).unwrap();
+        let piece = LlmApi::Ollama
+            .decode(last, true, &mut EventOrder::default())
+            .unwrap();
         assert!(piece.done);
         assert_eq!(piece.finish_reason.as_deref(), Some("length"));
         assert_eq!(
@@ -698,14 +771,18 @@ mod tests {
         assert_eq!(reported.prefill_us, Some(2_000));
         assert_eq!(reported.time_per_token_us, Some(600));
         let generate = br#"{"response":"yo","done":false}"#;
-        let piece = LlmApi::OllamaGenerate.decode(generate, true).unwrap();
+        let piece = LlmApi::OllamaGenerate
+            .decode(generate, true, &mut EventOrder::default())
+            .unwrap();
         assert_eq!(piece.answer.as_deref(), Some("yo"));
     }
 
     #[test]
     fn ollama_tool_calls_take_openais_shape() {
         let line = br#"{"message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"get_weather","arguments":{"city":"Paris"}}}]},"done":false}"#;
-        let piece = LlmApi::Ollama.decode(line, true).unwrap();
+        let piece = LlmApi::Ollama
+            .decode(line, true, &mut EventOrder::default())
+            .unwrap();
         assert_eq!(piece.tool_calls[0]["function"]["name"], "get_weather");
         assert_eq!(
             piece.tool_calls[0]["function"]["arguments"],
@@ -713,7 +790,11 @@ mod tests {
         );
         let error = br#"{"error":"model 'x' not found"}"#;
         assert_eq!(
-            LlmApi::Ollama.decode(error, true).unwrap().error.as_deref(),
+            LlmApi::Ollama
+                .decode(error, true, &mut EventOrder::default())
+                .unwrap()
+                .error
+                .as_deref(),
             Some("model 'x' not found")
         );
     }

@@ -1,6 +1,7 @@
 //! Protocol clients. Each fills an outcome [`Record`] with timing
 //! marks and a typed outcome.
 
+pub mod anthropic;
 pub mod dialect;
 pub mod grpc;
 pub mod http;
@@ -11,7 +12,9 @@ pub mod mcp;
 pub mod media;
 pub mod ndjson;
 pub mod openai;
+pub mod order;
 pub mod piece;
+pub mod responses;
 pub mod search;
 pub mod sse;
 pub mod tls;

@@ -12,10 +12,11 @@ use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Request, Response, Uri};
 use serde_json::Value;
 
-use super::dialect::{LlmApi, error_text};
+use super::dialect::LlmApi;
 use super::grpc::MessageFramer;
 use super::ndjson::LineDecoder;
-use super::piece::Piece;
+use super::order::EventOrder;
+use super::piece::{Piece, error_text};
 use super::sse::{SseDecoder, SseError};
 use super::{HttpClient, RunClock, Timeouts};
 
@@ -65,7 +66,9 @@ impl LlmTarget {
                 .header(hyper::header::TE, "trailers"),
             false => builder.header(CONTENT_TYPE, "application/json"),
         };
-        if let Some(key) = &self.api_key {
+        if self.api == LlmApi::Anthropic {
+            builder = anthropic_headers(builder, self.api_key.as_ref(), &self.headers);
+        } else if let Some(key) = &self.api_key {
             builder = builder.header(AUTHORIZATION, key);
         }
         for (name, value) in &self.headers {
@@ -85,6 +88,27 @@ impl LlmTarget {
             .body(Full::new(body))
             .expect("URI and headers were validated when the target was built")
     }
+}
+
+/// Anthropic's headers: the key as `x-api-key` (not a bearer token), and the API's
+/// version unless the spec's headers name one.
+fn anthropic_headers(
+    mut builder: hyper::http::request::Builder,
+    key: Option<&HeaderValue>,
+    headers: &[(HeaderName, HeaderValue)],
+) -> hyper::http::request::Builder {
+    if let Some(key) = key {
+        let raw = key.as_bytes();
+        let raw = raw.strip_prefix(b"Bearer ").unwrap_or(raw);
+        if let Ok(mut value) = HeaderValue::from_bytes(raw) {
+            value.set_sensitive(true);
+            builder = builder.header("x-api-key", value);
+        }
+    }
+    if !headers.iter().any(|(name, _)| name == "anthropic-version") {
+        builder = builder.header("anthropic-version", super::anthropic::VERSION);
+    }
+    builder
 }
 
 /// Sends one request and fills `record` with what happened.
@@ -116,10 +140,12 @@ pub async fn call(
         first_deadline,
         total_deadline,
         other: String::new(),
+        thought: String::new(),
         answer: String::new(),
         tool_calls: Vec::new(),
         last_content: None,
         itl_sum_us: 0,
+        order: EventOrder::default(),
     };
     reader.read(response, payload).await;
     if reader.record.seq < Exchange::FIRST_SEQS {
@@ -159,14 +185,18 @@ struct Reader<'a> {
     record: &'a mut Record,
     first_deadline: Instant,
     total_deadline: Instant,
-    /// What was generated besides the answer, for counting tokens: reasoning, tool
+    /// What was generated besides the answer and reasoning, for counting tokens: tool
     /// arguments. (Kept apart so a long answer is copied once, not twice.)
     other: String,
+    /// The reasoning text, counted on its own when the server does not say.
+    thought: String,
     /// The answer's content alone.
     answer: String,
     tool_calls: Vec<ToolCallParts>,
     last_content: Option<Instant>,
     itl_sum_us: u64,
+    /// The typed event stream's order so far (Responses, Messages).
+    order: EventOrder,
 }
 
 /// What one chunk carried.
@@ -281,7 +311,7 @@ impl Reader<'_> {
             return;
         };
         self.record.last_byte_us = Some(self.clock.now_us());
-        let piece = match self.target.api.decode(&bytes, false) {
+        let piece = match self.target.api.decode(&bytes, false, &mut self.order) {
             Ok(piece) => piece,
             Err(error) => {
                 self.record.fail(
@@ -448,7 +478,7 @@ impl Reader<'_> {
                 continue;
             }
             let streamed = self.target.api.event_is_streamed(self.target.stream);
-            match self.target.api.decode(&data, streamed) {
+            match self.target.api.decode(&data, streamed, &mut self.order) {
                 Ok(piece) => {
                     if let Some(error) = &piece.error {
                         let what = format!("server error in stream: {error}");
@@ -500,6 +530,15 @@ impl Reader<'_> {
         if let Some(n) = piece.prompt_tokens {
             self.record.input_tokens = Some(n);
         }
+        if let Some(n) = piece.reasoning_tokens {
+            self.record.reasoning_tokens = Some(n);
+        }
+        if let Some(n) = piece.cached_tokens {
+            self.record.cached_tokens = Some(n);
+        }
+        if let Some(n) = piece.cache_write_tokens {
+            self.record.cache_write_tokens = Some(n);
+        }
         if let Some(truth) = piece.truth {
             self.record.server = Some(truth);
         }
@@ -515,7 +554,7 @@ impl Reader<'_> {
             content.answer = true;
         }
         if let Some(reasoning) = &piece.reasoning {
-            self.other.push_str(reasoning);
+            self.thought.push_str(reasoning);
             content.reasoning = true;
         }
         for (position, call) in piece.tool_calls.iter().enumerate() {
@@ -568,11 +607,23 @@ impl Reader<'_> {
 
     async fn finish(&mut self, payload: &Payload) {
         self.record.max_tokens = payload.max_tokens;
-        let had_text = !(self.answer.is_empty() && self.other.is_empty());
+        let had_text =
+            !(self.answer.is_empty() && self.other.is_empty() && self.thought.is_empty());
         let counting = &self.target.counting;
         let wanted = self.record.output_tokens.is_none() || counting.always;
+        if self.record.reasoning_tokens.is_none() && !self.thought.is_empty() {
+            // Anthropic's usage, and chat servers without `completion_tokens_details`,
+            // count thinking only within the output.
+            let (counted, _) = counting.count(self.thought.clone()).await;
+            self.record.reasoning_tokens = counted.map(|n| n as u32);
+        }
         if self.record.outcome == Outcome::Ok && wanted {
-            let text = [self.answer.as_str(), self.other.as_str()].concat();
+            let text = [
+                self.answer.as_str(),
+                self.thought.as_str(),
+                self.other.as_str(),
+            ]
+            .concat();
             let bytes = text.len();
             let (counted, text) = counting.count(text).await;
             if self.record.output_tokens.is_none() && counted.is_some() {
@@ -693,6 +744,8 @@ fn read_truth_headers(response: &Response<Incoming>, record: &mut Record) {
             completion_tokens: get("x-redline-completion-tokens").unwrap_or(0) as u32,
             request_hash: get("x-redline-request-hash").unwrap_or(0),
             first_token_sent_us: None,
+            first_answer_us: None,
+            reasoning_tokens: None,
         });
     }
 }

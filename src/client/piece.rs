@@ -1,5 +1,6 @@
 //! What one event of an answer carried, in any API: the common shape every dialect
-//! decodes into (`dialect`, `kserve_grpc`) and the LLM client reads (`openai`).
+//! decodes into (`dialect`, `kserve_grpc`, `responses`, `anthropic`) and the LLM
+//! client reads (`openai`), and how decoding one fails.
 
 use std::borrow::Cow;
 
@@ -20,8 +21,18 @@ pub(super) struct Piece<'a> {
     /// In OpenAI's words: `stop`, `length`, `tool_calls`… (TGI's `eos_token` and
     /// `stop_sequence` are `stop`).
     pub finish_reason: Option<Cow<'a, str>>,
+    /// The whole prompt, cached part included (Anthropic's three counts summed).
     pub prompt_tokens: Option<u32>,
+    /// Every generated token, reasoning included.
     pub completion_tokens: Option<u32>,
+    /// Of the completion tokens, the reasoning ones, where the server says.
+    pub reasoning_tokens: Option<u32>,
+    /// Of the prompt tokens, those the server's prefix cache served (OpenAI's
+    /// `cached_tokens`, Anthropic's `cache_read_input_tokens`).
+    pub cached_tokens: Option<u32>,
+    /// Of the prompt tokens, those written to the cache (Anthropic's
+    /// `cache_creation_input_tokens`).
+    pub cache_write_tokens: Option<u32>,
     /// The server said the request failed.
     pub error: Option<String>,
     /// The simulator's ground truth.
@@ -30,4 +41,38 @@ pub(super) struct Piece<'a> {
     pub done: bool,
     /// The server's own account of its time.
     pub reported: Option<ServerReported>,
+}
+
+/// Why an answer's bytes are not what the API sends.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum DecodeError {
+    #[error("not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("not the API's protobuf message: {0}")]
+    Protobuf(#[from] prost::DecodeError),
+    #[error("out of order: {0}")]
+    Order(String),
+}
+
+impl DecodeError {
+    /// The record's failure kind.
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            DecodeError::Json(_) => "invalid_json",
+            DecodeError::Protobuf(_) => "invalid_protobuf",
+            DecodeError::Order(_) => "out_of_order",
+        }
+    }
+}
+
+/// The message of an error object (`{"message": …}`), or the object as JSON.
+pub(super) fn error_text(error: &Value) -> String {
+    match error {
+        Value::String(text) => text.clone(),
+        _ => error
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| error.to_string()),
+    }
 }

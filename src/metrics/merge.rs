@@ -40,6 +40,7 @@ impl Aggregator {
         self.preempted += other.preempted;
         self.cached_prompt_tokens += other.cached_prompt_tokens;
         self.truth_prompt_tokens += other.truth_prompt_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
         self.window_start_us = min_some(self.window_start_us, other.window_start_us);
         self.window_end_us = self.window_end_us.max(other.window_end_us);
         self.faults.merge(&other.faults);
@@ -126,6 +127,15 @@ impl Distributions {
         add(&mut self.ttft_client_overhead, &o.ttft_client_overhead);
         add(&mut self.server_total, &o.server_total);
         add(&mut self.e2e_beyond_server, &o.e2e_beyond_server);
+        add(
+            &mut self.time_to_first_reasoning,
+            &o.time_to_first_reasoning,
+        );
+        add(&mut self.time_to_first_answer, &o.time_to_first_answer);
+        add(&mut self.reasoning, &o.reasoning);
+        add(&mut self.reasoning_tokens, &o.reasoning_tokens);
+        add(&mut self.answer_tokens, &o.answer_tokens);
+        add(&mut self.reasoning_share, &o.reasoning_share);
     }
 }
 

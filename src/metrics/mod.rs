@@ -58,6 +58,24 @@ pub struct Distributions {
     /// Client TTFT − server-reported (first token − arrival), where the server says.
     #[serde(with = "file::hdr")]
     pub ttft_client_overhead: Histogram<u64>,
+    /// Send → first reasoning token, of requests that reasoned.
+    #[serde(with = "file::hdr", default = "histogram")]
+    pub time_to_first_reasoning: Histogram<u64>,
+    /// Send → first answer token (after any reasoning).
+    #[serde(with = "file::hdr", default = "histogram")]
+    pub time_to_first_answer: Histogram<u64>,
+    /// First reasoning token → first answer token.
+    #[serde(with = "file::hdr", default = "histogram")]
+    pub reasoning: Histogram<u64>,
+    /// Reasoning tokens of requests that reasoned.
+    #[serde(with = "file::hdr", default = "histogram")]
+    pub reasoning_tokens: Histogram<u64>,
+    /// Output tokens that are not reasoning, of requests that reasoned.
+    #[serde(with = "file::hdr", default = "histogram")]
+    pub answer_tokens: Histogram<u64>,
+    /// Reasoning's share of E2E, in hundredths of a percent.
+    #[serde(with = "file::hdr", default = "histogram")]
+    pub reasoning_share: Histogram<u64>,
     /// The server's own account of a request's total time (`server_reported`).
     #[serde(with = "file::hdr")]
     pub server_total: Histogram<u64>,
@@ -81,6 +99,12 @@ impl Default for Distributions {
             input_tokens: histogram(),
             output_tokens: histogram(),
             ttft_client_overhead: histogram(),
+            time_to_first_reasoning: histogram(),
+            time_to_first_answer: histogram(),
+            reasoning: histogram(),
+            reasoning_tokens: histogram(),
+            answer_tokens: histogram(),
+            reasoning_share: histogram(),
             server_total: histogram(),
             e2e_beyond_server: histogram(),
         }
@@ -297,6 +321,24 @@ impl Distributions {
         for gap in &r.itl_us {
             self.itl.saturating_record(u64::from(*gap).max(1));
         }
+        record(&mut self.time_to_first_answer, r.time_to_first_answer_us());
+        if let Some(reasoning) = r.reasoning_us() {
+            record(
+                &mut self.time_to_first_reasoning,
+                r.time_to_first_reasoning_us(),
+            );
+            self.reasoning.saturating_record(reasoning.max(1));
+            record(
+                &mut self.reasoning_tokens,
+                r.reasoning_tokens.map(u64::from),
+            );
+            record(&mut self.answer_tokens, r.answer_tokens().map(u64::from));
+            if let Some(e2e) = r.e2e_us().filter(|e2e| *e2e > 0) {
+                let share = (reasoning.min(e2e) as f64 / e2e as f64 * 10_000.0).round();
+                self.reasoning_share
+                    .saturating_record((share as u64).max(1));
+            }
+        }
         if let Some(total) = r.server_reported.and_then(|s| s.total_us) {
             self.server_total.saturating_record(total.max(1));
             if let Some(e2e) = r.e2e_us() {
@@ -343,8 +385,8 @@ impl TurnStats {
             self.ttft.saturating_record(ttft.max(1));
         }
         self.prompt_tokens += u64::from(r.input_tokens.unwrap_or(0));
-        if let Some(server) = &r.server {
-            self.cached_prompt_tokens += u64::from(server.cached_prompt_tokens);
+        if let Some((cached, _)) = r.prefix_cache_hit() {
+            self.cached_prompt_tokens += u64::from(cached);
         }
     }
 }
@@ -381,9 +423,12 @@ pub struct Aggregator {
     pub token_sources: std::collections::BTreeMap<TokenSource, u64>,
     pub preempted: u64,
     pub cached_prompt_tokens: u64,
-    /// Prompt tokens of the measured requests whose server reported its timeline (and
-    /// so its prefix-cache hits).
+    /// Prompt tokens of the measured requests whose server reported its prefix-cache
+    /// hits (its timeline, or its usage's cached tokens).
     pub truth_prompt_tokens: u64,
+    /// Prompt tokens the server said it wrote to its cache (Anthropic's).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
     /// Measured window: first intended start and last completion, microseconds.
     pub window_start_us: Option<u64>,
     pub window_end_us: Option<u64>,
@@ -547,10 +592,13 @@ impl Aggregator {
             window.ttft_count += 1;
         }
         d.add_ok(r);
+        if let Some((cached, prompt)) = r.prefix_cache_hit() {
+            self.cached_prompt_tokens += u64::from(cached);
+            self.truth_prompt_tokens += u64::from(prompt);
+        }
+        self.cache_write_tokens += u64::from(r.cache_write_tokens.unwrap_or(0));
         if let Some(server) = &r.server {
             self.preempted += u64::from(server.preemptions > 0);
-            self.cached_prompt_tokens += u64::from(server.cached_prompt_tokens);
-            self.truth_prompt_tokens += u64::from(server.prompt_tokens);
             if let Some(ttft) = r.ttft_us() {
                 let server_ttft = server.first_token_us.saturating_sub(server.arrival_us);
                 d.ttft_client_overhead

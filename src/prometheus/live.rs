@@ -44,6 +44,9 @@ pub struct LiveMetrics {
     registry: Registry,
     requests: Family<Labels, Counter>,
     ttft: Family<Labels, Histogram, fn() -> Histogram>,
+    first_answer: Family<Labels, Histogram, fn() -> Histogram>,
+    first_reasoning: Family<Labels, Histogram, fn() -> Histogram>,
+    reasoning: Family<Labels, Histogram, fn() -> Histogram>,
     duration: Family<Labels, Histogram, fn() -> Histogram>,
     itl: Histogram,
     tokens: Family<Labels, Counter>,
@@ -237,6 +240,24 @@ impl LiveMetrics {
                 "Send to first content token of successful streamed requests, by step",
                 Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             ),
+            first_answer: registered(
+                r,
+                "time_to_first_answer_seconds",
+                "Send to first answer token (after any reasoning) of successful streamed requests, by step",
+                Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            ),
+            first_reasoning: registered(
+                r,
+                "time_to_first_reasoning_seconds",
+                "Send to first reasoning token of successful streamed requests that reasoned, by step",
+                Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            ),
+            reasoning: registered(
+                r,
+                "reasoning_seconds",
+                "First reasoning token to first answer token of successful streamed requests, by step",
+                Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            ),
             duration: registered(
                 r,
                 "request_duration_seconds",
@@ -252,7 +273,7 @@ impl LiveMetrics {
             tokens: registered(
                 r,
                 "tokens",
-                "Tokens of successful requests, by kind",
+                "Tokens of successful requests, by kind: input, output, reasoning (of the output), cached_input (of the input)",
                 Family::<Labels, Counter>::default(),
             ),
             sessions: registered(
@@ -455,6 +476,15 @@ impl LiveMetrics {
         if let Some(ttft) = r.ttft_us() {
             self.ttft.get_or_create(&labels).observe(ttft as f64 / 1e6);
         }
+        for (histogram, us) in [
+            (&self.first_answer, r.time_to_first_answer_us()),
+            (&self.first_reasoning, r.time_to_first_reasoning_us()),
+            (&self.reasoning, r.reasoning_us()),
+        ] {
+            if let Some(us) = us {
+                histogram.get_or_create(&labels).observe(us as f64 / 1e6);
+            }
+        }
         if let Some(e2e) = r.e2e_us() {
             self.duration
                 .get_or_create(&labels)
@@ -463,7 +493,15 @@ impl LiveMetrics {
         for gap in &r.itl_us {
             self.itl.observe(f64::from(*gap) / 1e6);
         }
-        for (kind, n) in [("input", r.input_tokens), ("output", r.output_tokens)] {
+        for (kind, n) in [
+            ("input", r.input_tokens),
+            ("output", r.output_tokens),
+            ("reasoning", r.reasoning_tokens),
+            (
+                "cached_input",
+                r.prefix_cache_hit().map(|(cached, _)| cached),
+            ),
+        ] {
             if let Some(n) = n {
                 self.tokens
                     .get_or_create(&vec![("kind", kind.to_owned())])

@@ -50,6 +50,9 @@ impl Record {
             token_note,
             max_tokens,
             output_tokens_local,
+            reasoning_tokens,
+            cached_tokens,
+            cache_write_tokens,
             finish_reason,
             server,
             server_reported,
@@ -98,6 +101,9 @@ impl Record {
         line.some_value_at(b"token_note", token_note)?;
         line.some_number_at(b"max_tokens", *max_tokens);
         line.some_number_at(b"output_tokens_local", *output_tokens_local);
+        line.some_number_at(b"reasoning_tokens", *reasoning_tokens);
+        line.some_number_at(b"cached_tokens", *cached_tokens);
+        line.some_number_at(b"cache_write_tokens", *cache_write_tokens);
         line.some_value_at(b"finish_reason", finish_reason)?;
         line.some_value_at(b"server", server)?;
         line.some_value_at(b"server_reported", server_reported)?;
@@ -258,6 +264,9 @@ mod tests {
         record.token_note = Some("counted by /tokenize".into());
         record.max_tokens = Some(256);
         record.output_tokens_local = Some(41);
+        record.reasoning_tokens = Some(12);
+        record.cached_tokens = Some(100);
+        record.cache_write_tokens = Some(28);
         record.finish_reason = Some("length".into());
         record.server = Some(ServerTruth {
             arrival_us: 1,
@@ -270,6 +279,8 @@ mod tests {
             completion_tokens: 41,
             request_hash: u64::MAX,
             first_token_sent_us: Some(5),
+            first_answer_us: Some(6),
+            reasoning_tokens: Some(12),
         });
         record.server_reported = Some(ServerReported {
             total_us: Some(9),
@@ -285,7 +296,7 @@ mod tests {
     /// Clears the optional fields whose bit in `mask` is set.
     fn thinned(mask: u64) -> Record {
         let mut r = full();
-        let clears: [&mut dyn FnMut(&mut Record); 28] = [
+        let clears: [&mut dyn FnMut(&mut Record); 31] = [
             &mut |r| r.error = None,
             &mut |r| r.session = None,
             &mut |r| r.prefix = None,
@@ -313,6 +324,9 @@ mod tests {
             &mut |r| r.token_note = None,
             &mut |r| r.max_tokens = None,
             &mut |r| r.output_tokens_local = None,
+            &mut |r| r.reasoning_tokens = None,
+            &mut |r| r.cached_tokens = None,
+            &mut |r| r.cache_write_tokens = None,
             &mut |r| {
                 r.finish_reason = None;
                 r.server = None;

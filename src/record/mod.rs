@@ -164,6 +164,13 @@ pub struct ServerTruth {
     /// simulator writes a whole step's tokens one stream after another).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_token_sent_us: Option<u64>,
+    /// The first answer token, after the model's reasoning (absent: no reasoning, or
+    /// no answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_answer_us: Option<u64>,
+    /// Of the completion tokens, those the model reasoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u32>,
 }
 
 /// What the server said of its own time for a request, where its API says it:
@@ -508,6 +515,18 @@ pub struct Record {
     /// Local count of the output text, kept beside the server's when both exist.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_tokens_local: Option<u32>,
+    /// Of the output tokens, the reasoning ones: as the server's usage says
+    /// (`reasoning_tokens`), else counted from the reasoning text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u32>,
+    /// Of the input tokens, those the server says its prefix cache served (OpenAI's
+    /// `cached_tokens`, Anthropic's `cache_read_input_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u32>,
+    /// Of the input tokens, those the server says it wrote to its cache (Anthropic's
+    /// `cache_creation_input_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -622,6 +641,9 @@ impl Record {
             token_note: None,
             max_tokens: None,
             output_tokens_local: None,
+            reasoning_tokens: None,
+            cached_tokens: None,
+            cache_write_tokens: None,
             finish_reason: None,
             server: None,
             server_reported: None,
@@ -667,6 +689,40 @@ impl Record {
     /// Time to first token from the actual send.
     pub fn ttft_us(&self) -> Option<u64> {
         Some(self.first_token_us?.saturating_sub(self.sent_us?))
+    }
+
+    /// Time to the first reasoning token, from the send.
+    pub fn time_to_first_reasoning_us(&self) -> Option<u64> {
+        Some(self.first_reasoning_us?.saturating_sub(self.sent_us?))
+    }
+
+    /// Time to the first answer token (text or a tool call), from the send: after the
+    /// reasoning, for a model that reasons; its TTFT, for one that does not.
+    pub fn time_to_first_answer_us(&self) -> Option<u64> {
+        Some(self.first_answer_us?.saturating_sub(self.sent_us?))
+    }
+
+    /// How long the model reasoned: its first reasoning token to its first answer
+    /// token, or to its last byte when it never answered.
+    pub fn reasoning_us(&self) -> Option<u64> {
+        let start = self.first_reasoning_us?;
+        let end = self.first_answer_us.or(self.last_byte_us)?;
+        Some(end.saturating_sub(start))
+    }
+
+    /// Prompt tokens the server's prefix cache served, and the prompt's length, where
+    /// the server says: its ground truth, else its usage (`cached_tokens`,
+    /// Anthropic's cache reads).
+    pub fn prefix_cache_hit(&self) -> Option<(u32, u32)> {
+        match &self.server {
+            Some(truth) => Some((truth.cached_prompt_tokens, truth.prompt_tokens)),
+            None => Some((self.cached_tokens?, self.input_tokens?)),
+        }
+    }
+
+    /// Output tokens that are not reasoning, when the reasoning is counted.
+    pub fn answer_tokens(&self) -> Option<u32> {
+        Some(self.output_tokens?.saturating_sub(self.reasoning_tokens?))
     }
 
     /// Time to first token from the intended start (includes any schedule lag).

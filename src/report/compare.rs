@@ -34,7 +34,14 @@ pub const TAIL_SAMPLES: f64 = 10.0;
 pub const RESAMPLES: usize = 1000;
 
 /// The metrics compared, each a per-request sample in ms.
-pub const METRICS: [&str; 4] = ["ttft", "itl", "tpot", "e2e"];
+pub const METRICS: [&str; 6] = [
+    "ttft",
+    "itl",
+    "tpot",
+    "e2e",
+    "time_to_first_answer",
+    "reasoning_time",
+];
 
 /// The percentiles compared.
 pub const STATS: [(&str, f64); 3] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)];
@@ -44,13 +51,13 @@ pub struct Run {
     pub dir: PathBuf,
     pub summary: Summary,
     /// By [`METRICS`], in ms, sorted.
-    pub samples: [Vec<f64>; 4],
+    pub samples: [Vec<f64>; METRICS.len()],
 }
 
 /// Reads a run folder (`summary.json`, `records.jsonl`).
 pub fn load(dir: &Path) -> Result<Run> {
     let summary = super::read_summary(dir)?;
-    let mut samples: [Vec<f64>; 4] = Default::default();
+    let mut samples: [Vec<f64>; METRICS.len()] = Default::default();
     crate::record::read_records(&crate::folder::RunFolder::new(dir).records(), None, |r| {
         if r.outcome == Outcome::Ok && r.phase == Phase::Measure {
             for (i, value) in per_request(&r).into_iter().enumerate() {
@@ -68,15 +75,20 @@ pub fn load(dir: &Path) -> Result<Run> {
     })
 }
 
-/// A request's TTFT, mean inter-token gap, TPOT and E2E, ms (the gaps of one request
-/// are not independent, so a request counts once).
-fn per_request(r: &Record) -> [Option<f64>; 4] {
+/// A request's TTFT, mean inter-token gap, TPOT, E2E, and for a request that
+/// reasoned its time to first answer and reasoning time, ms (the gaps of one request
+/// are not independent, so a request counts once; without reasoning the first answer
+/// is the first token, already compared).
+fn per_request(r: &Record) -> [Option<f64>; METRICS.len()] {
     let ms = |us: Option<u64>| us.map(|us| us as f64 / 1e3);
+    let reasoned = r.reasoning_us().is_some();
     [
         ms(r.ttft_us()),
         ms(r.itl_mean_us),
         r.tpot_us().map(|us| us / 1e3),
         ms(r.e2e_us()),
+        ms(r.time_to_first_answer_us().filter(|_| reasoned)),
+        ms(r.reasoning_us()),
     ]
 }
 

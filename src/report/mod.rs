@@ -111,6 +111,10 @@ pub struct Summary {
     /// For workloads with shared prefixes: what a prefix cache could save, and what
     /// the server reports it did.
     pub prefix_cache: Option<PrefixCache>,
+    /// For models that reason: how much, and what share of each request's time
+    /// (absent when no measured request reasoned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Reasoning>,
     /// Per second of the run, by completion time.
     pub timeseries: Vec<TimePoint>,
     /// How the run was started: redline's version, the command line and the spec,
@@ -201,6 +205,21 @@ pub struct PrefixCache {
     /// simulator does; block granularity and evictions keep it at or below the
     /// expected share).
     pub server_hit_share: Option<f64>,
+}
+
+/// Reasoning, of the measured requests that reasoned: one definition across APIs
+/// (docs/metrics.md). The times are in `latency_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Reasoning {
+    /// Successful requests with reasoning.
+    pub requests: u64,
+    /// Reasoning tokens per request: the server's count (`reasoning_tokens` in its
+    /// usage) where it gives one, else the reasoning text counted.
+    pub tokens: Dist,
+    /// Output tokens that are not reasoning, per request.
+    pub answer_tokens: Dist,
+    /// Reasoning's share of each request's E2E, percent.
+    pub share_of_e2e_pct: Dist,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -301,6 +320,16 @@ pub struct Latency {
     /// Intended start → first content token (includes schedule lag).
     pub ttft_from_intended: Dist,
     pub time_to_second_token: Dist,
+    /// Send → first answer token, after any reasoning (TTFT for a model that does
+    /// not reason).
+    #[serde(default)]
+    pub time_to_first_answer: Dist,
+    /// Send → first reasoning token, of requests that reasoned.
+    #[serde(default)]
+    pub time_to_first_reasoning: Dist,
+    /// First reasoning token → first answer token (or last byte, with no answer).
+    #[serde(default)]
+    pub reasoning: Dist,
     /// Gaps between content events, pooled over requests.
     pub itl: Dist,
     /// Per-request mean gap.
@@ -336,7 +365,12 @@ pub struct Tokens {
 pub struct ServerSide {
     /// Requests the server reported as preempted (simulator ground truth).
     pub preempted_requests: u64,
+    /// Prompt tokens the server's prefix cache served: its ground truth, or its
+    /// usage's `cached_tokens` (Anthropic's cache reads).
     pub cached_prompt_tokens: u64,
+    /// Prompt tokens the server wrote to its cache (Anthropic's cache creation).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
     /// Client TTFT minus the server's own (first token − arrival): network and client
     /// overhead, where the server reports its timeline.
     pub ttft_client_overhead_ms: Dist,
@@ -519,12 +553,22 @@ fn server_side(agg: &Aggregator) -> ServerSide {
     ServerSide {
         preempted_requests: agg.preempted,
         cached_prompt_tokens: agg.cached_prompt_tokens,
+        cache_write_tokens: agg.cache_write_tokens,
         ttft_client_overhead_ms: ms(&d.ttft_client_overhead),
         reported: (!d.server_total.is_empty()).then(|| ServerReportedTimes {
             total_ms: ms(&d.server_total),
             client_e2e_beyond_ms: ms(&d.e2e_beyond_server),
         }),
     }
+}
+
+fn reasoning_of(d: &crate::metrics::Distributions) -> Option<Reasoning> {
+    (!d.reasoning.is_empty()).then(|| Reasoning {
+        requests: d.reasoning.len(),
+        tokens: Dist::of(&d.reasoning_tokens, 1.0),
+        answer_tokens: Dist::of(&d.answer_tokens, 1.0),
+        share_of_e2e_pct: Dist::of(&d.reasoning_share, 100.0),
+    })
 }
 
 /// The prompt tokens a prefix cache could have served, and those the server did.
@@ -612,6 +656,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         server: server_side(agg),
         turns: turns_of(agg),
         prefix_cache: prefix_cache_of(agg),
+        reasoning: reasoning_of(&agg.dist),
         timeseries: agg
             .windows
             .iter()
@@ -634,6 +679,9 @@ fn latency_of(d: &crate::metrics::Distributions) -> Latency {
         ttft: ms(&d.ttft),
         ttft_from_intended: ms(&d.ttft_intended),
         time_to_second_token: ms(&d.time_to_second_token),
+        time_to_first_answer: ms(&d.time_to_first_answer),
+        time_to_first_reasoning: ms(&d.time_to_first_reasoning),
+        reasoning: ms(&d.reasoning),
         itl: ms(&d.itl),
         itl_per_request: ms(&d.itl_request_mean),
         tpot: ms(&d.tpot),

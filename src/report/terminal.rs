@@ -368,8 +368,18 @@ pub(super) fn render_latency(s: &Summary, line: &mut impl FnMut(String)) {
         "latency (ms)", "count", "mean", "p50", "p90", "p95", "p99", "max"
     ));
     let l = &s.latency_ms;
+    // Without reasoning, the first answer token is the first token: one row says it.
+    let reasoned = s.reasoning.is_some();
+    let none = crate::metrics::Dist::default();
+    let when_reasoned = |d| if reasoned { d } else { &none };
     for (name, d) in [
         ("TTFT", &l.ttft),
+        (
+            "time to 1st reasoning",
+            when_reasoned(&l.time_to_first_reasoning),
+        ),
+        ("time to 1st answer", when_reasoned(&l.time_to_first_answer)),
+        ("reasoning", when_reasoned(&l.reasoning)),
         ("TTFT from intended", &l.ttft_from_intended),
         ("time to 2nd token", &l.time_to_second_token),
         ("ITL (pooled)", &l.itl),
@@ -403,6 +413,23 @@ pub(super) fn render_tokens_and_server(s: &Summary, line: &mut impl FnMut(String
     }
     if let Some(settled) = &t.settlement {
         line(settlement_text(settled));
+    }
+    if let Some(r) = &s.reasoning {
+        line(format!(
+            "  reasoning: {} requests · reasoning tokens p50 {:.0}, p90 {:.0} · answer tokens p50 {:.0} · share of E2E p50 {:.1}%, p90 {:.1}%",
+            r.requests,
+            r.tokens.p50,
+            r.tokens.p90,
+            r.answer_tokens.p50,
+            r.share_of_e2e_pct.p50,
+            r.share_of_e2e_pct.p90
+        ));
+    }
+    if s.server.cache_write_tokens > 0 {
+        line(format!(
+            "  prompt cache: {} prompt tokens read from the cache, {} written to it",
+            s.server.cached_prompt_tokens, s.server.cache_write_tokens
+        ));
     }
     if s.server.ttft_client_overhead_ms.count > 0 {
         let o = &s.server.ttft_client_overhead_ms;

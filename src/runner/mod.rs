@@ -55,7 +55,6 @@ use tokio::task::JoinSet;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::chaos::{FaultLog, ProxyConfig, Rule, RunningProxy, upstream_uri};
-use crate::client::dialect::LlmApi;
 use crate::client::openai::{self, LlmTarget};
 use crate::client::{HttpClient, RunClock};
 use crate::client::{http, mcp};

@@ -315,7 +315,7 @@ impl Planner<'_> {
         let wanted: &[ApiKind] = match step {
             FlowStep::Embed(_) => &[ApiKind::Embeddings, ApiKind::Chat, ApiKind::Completions],
             FlowStep::Search(_) => &[ApiKind::Qdrant, ApiKind::QdrantGrpc, ApiKind::Pgvector],
-            FlowStep::Chat(_) => &[ApiKind::Chat],
+            FlowStep::Chat(_) => &[ApiKind::Chat, ApiKind::Responses, ApiKind::Anthropic],
             FlowStep::Tool(_) => &[ApiKind::Tools, ApiKind::Http, ApiKind::Mcp],
             FlowStep::Mcp(_) => &[ApiKind::Mcp],
             FlowStep::Http(_) => &[
@@ -795,6 +795,8 @@ pub fn api_name(api: ApiKind) -> &'static str {
         ApiKind::OllamaGenerate => "ollama_generate",
         ApiKind::Kserve => "kserve",
         ApiKind::KserveGrpc => "kserve_grpc",
+        ApiKind::Responses => "responses",
+        ApiKind::Anthropic => "anthropic",
         ApiKind::Http => "http",
         ApiKind::Embeddings => "embeddings",
         ApiKind::Qdrant => "qdrant",

@@ -25,6 +25,8 @@ fn mixable(api: ApiKind) -> bool {
             | ApiKind::Tgi
             | ApiKind::Ollama
             | ApiKind::OllamaGenerate
+            | ApiKind::Responses
+            | ApiKind::Anthropic
             | ApiKind::Kserve
             | ApiKind::Http
             | ApiKind::Images

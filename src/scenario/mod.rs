@@ -13,6 +13,7 @@ mod stages;
 
 use disruption::*;
 pub use disruption::{Disruption, Replica};
+pub(crate) use prompts::llm_api;
 use prompts::*;
 use service::*;
 use stages::*;

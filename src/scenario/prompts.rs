@@ -150,7 +150,7 @@ fn mcp_workload(
 
 /// The LLM API a service of this kind speaks (chat for kinds that are not LLM APIs:
 /// a flow's prompts feed its steps).
-fn llm_api(kind: ApiKind) -> LlmApi {
+pub(crate) fn llm_api(kind: ApiKind) -> LlmApi {
     match kind {
         ApiKind::Completions => LlmApi::Completions,
         ApiKind::Tgi => LlmApi::Tgi,
@@ -158,6 +158,8 @@ fn llm_api(kind: ApiKind) -> LlmApi {
         ApiKind::OllamaGenerate => LlmApi::OllamaGenerate,
         ApiKind::Kserve => LlmApi::Kserve,
         ApiKind::KserveGrpc => LlmApi::KserveGrpc,
+        ApiKind::Responses => LlmApi::Responses,
+        ApiKind::Anthropic => LlmApi::Anthropic,
         _ => LlmApi::Chat,
     }
 }

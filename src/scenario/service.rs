@@ -33,6 +33,8 @@ pub(super) fn service_from_spec(
             | ApiKind::OllamaGenerate
             | ApiKind::Kserve
             | ApiKind::KserveGrpc
+            | ApiKind::Responses
+            | ApiKind::Anthropic
             | ApiKind::Images
             | ApiKind::Transcriptions
             | ApiKind::Speech

@@ -274,6 +274,7 @@ fn windowed_quantity(metric: Metric) -> Option<streaming::series::Quantity> {
     use streaming::series::Quantity;
     match metric {
         Metric::Ttft => Some(Quantity::Ttft),
+        Metric::TimeToFirstAnswer => Some(Quantity::TimeToFirstAnswer),
         Metric::Itl => Some(Quantity::Itl),
         Metric::Tpot => Some(Quantity::Tpot),
         Metric::E2e => Some(Quantity::E2e),

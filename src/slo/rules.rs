@@ -52,6 +52,13 @@ fn sli_of(slo: &Slo, names: MetricNames) -> Result<Sli, String> {
                 (Metric::Ttft, MetricNames::Redline) => "redline_time_to_first_token_seconds",
                 (Metric::E2e, MetricNames::Redline) => "redline_request_duration_seconds",
                 (Metric::Itl, MetricNames::Redline) => "redline_inter_token_latency_seconds",
+                (Metric::TimeToFirstAnswer, MetricNames::Redline) => {
+                    "redline_time_to_first_answer_seconds"
+                }
+                (Metric::TimeToFirstReasoning, MetricNames::Redline) => {
+                    "redline_time_to_first_reasoning_seconds"
+                }
+                (Metric::ReasoningTime, MetricNames::Redline) => "redline_reasoning_seconds",
                 (Metric::Ttft, MetricNames::Vllm) => "vllm:time_to_first_token_seconds",
                 (Metric::E2e, MetricNames::Vllm) => "vllm:e2e_request_latency_seconds",
                 (Metric::Itl, MetricNames::Vllm) => "vllm:inter_token_latency_seconds",

@@ -264,6 +264,12 @@ pub enum ApiKind {
     /// `model` is required.
     #[serde(alias = "kserve-grpc")]
     KserveGrpc,
+    /// OpenAI's Responses API, `/v1/responses`: typed events, reasoning items,
+    /// `previous_response_id` (set it and `store` under `body`).
+    Responses,
+    /// Anthropic's Messages API, `/v1/messages`: typed events, thinking blocks,
+    /// `cache_control`; the key goes as `x-api-key`, `max_tokens` is required.
+    Anthropic,
     /// Any HTTP endpoint: `payloadTemplate.request` says what to send.
     Http,
     /// `/v1/embeddings` (flows' `embed` steps).

@@ -47,6 +47,9 @@ pub enum Metric {
     Ttft,
     TtftFromIntended,
     TimeToSecondToken,
+    TimeToFirstAnswer,
+    TimeToFirstReasoning,
+    ReasoningTime,
     Itl,
     Tpot,
     E2e,
@@ -63,10 +66,13 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in the order the docs list them.
-    pub const ALL: [Metric; 15] = [
+    pub const ALL: [Metric; 18] = [
         Metric::Ttft,
         Metric::TtftFromIntended,
         Metric::TimeToSecondToken,
+        Metric::TimeToFirstAnswer,
+        Metric::TimeToFirstReasoning,
+        Metric::ReasoningTime,
         Metric::Itl,
         Metric::Tpot,
         Metric::E2e,
@@ -87,6 +93,9 @@ impl Metric {
             Metric::Ttft => "ttft",
             Metric::TtftFromIntended => "ttft_from_intended",
             Metric::TimeToSecondToken => "time_to_second_token",
+            Metric::TimeToFirstAnswer => "time_to_first_answer",
+            Metric::TimeToFirstReasoning => "time_to_first_reasoning",
+            Metric::ReasoningTime => "reasoning_time",
             Metric::Itl => "itl",
             Metric::Tpot => "tpot",
             Metric::E2e => "e2e",
@@ -111,6 +120,9 @@ impl Metric {
             Metric::Ttft
             | Metric::TtftFromIntended
             | Metric::TimeToSecondToken
+            | Metric::TimeToFirstAnswer
+            | Metric::TimeToFirstReasoning
+            | Metric::ReasoningTime
             | Metric::Itl
             | Metric::Tpot
             | Metric::E2e
@@ -139,6 +151,15 @@ impl Metric {
                 "Time to first token from the request's intended start: queueing in the client counts (no coordinated omission)."
             }
             Metric::TimeToSecondToken => "Time from the request's send to its second token.",
+            Metric::TimeToFirstAnswer => {
+                "Time from the request's send to its first answer token (text or tool call), after any reasoning: TTFT for a model that does not reason."
+            }
+            Metric::TimeToFirstReasoning => {
+                "Time from the request's send to its first reasoning token, of requests that reasoned."
+            }
+            Metric::ReasoningTime => {
+                "How long a request reasoned: its first reasoning token to its first answer token."
+            }
             Metric::Itl => "Inter-token latency: every gap between two tokens of a stream.",
             Metric::Tpot => "Time per output token after the first: (e2e - ttft) / (tokens - 1).",
             Metric::E2e => "End-to-end latency of a whole request, from its send.",

@@ -52,6 +52,7 @@ pub fn render(summary: &Summary, digest: &Digest) -> String {
         sections::timeline(digest),
         sections::sweep(summary),
         sections::sessions(summary),
+        sections::reasoning(summary),
         flows::flow(summary, digest),
         media::media(summary, &sections::marks(summary, digest)),
         mcp::mcp(summary),

@@ -632,6 +632,52 @@ pub fn sessions(summary: &Summary) -> Option<String> {
     Some(section("sessions", "Sessions, turn by turn", &table))
 }
 
+/// Reasoning as its own phase: when the model began to think, when it began to
+/// answer, how long and how much it thought (docs/metrics.md defines each).
+pub fn reasoning(summary: &Summary) -> Option<String> {
+    let r = summary.reasoning.as_ref()?;
+    let l = &summary.latency_ms;
+    let mut table = String::from(
+        r#"<table><tr><th>per request</th><th class="n">count</th><th class="n">p50</th><th class="n">p90</th><th class="n">p99</th><th>unit</th></tr>"#,
+    );
+    for (id, name, d, unit) in [
+        ("ttft", "time to first token", &l.ttft, "ms"),
+        (
+            "time_to_first_reasoning",
+            "time to first reasoning token",
+            &l.time_to_first_reasoning,
+            "ms",
+        ),
+        (
+            "time_to_first_answer",
+            "time to first answer token",
+            &l.time_to_first_answer,
+            "ms",
+        ),
+        ("reasoning_time", "reasoning time", &l.reasoning, "ms"),
+        ("reasoning_tokens", "reasoning tokens", &r.tokens, "tokens"),
+        ("answer_tokens", "answer tokens", &r.answer_tokens, "tokens"),
+        (
+            "reasoning_share",
+            "reasoning's share of E2E",
+            &r.share_of_e2e_pct,
+            "%",
+        ),
+    ] {
+        let _ = write!(
+            table,
+            r#"<tr data-metric="{id}"><td>{name}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td>{unit}</td></tr>"#,
+            d.count,
+            num(d.p50),
+            num(d.p90),
+            num(d.p99)
+        );
+    }
+    table.push_str("</table>");
+    let heading = format!("Reasoning ({} requests)", r.requests);
+    Some(section("reasoning", &heading, &table))
+}
+
 pub fn errors(summary: &Summary) -> Option<String> {
     if summary.errors.is_empty() {
         return None;

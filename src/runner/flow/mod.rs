@@ -73,14 +73,16 @@ impl FlowRuntime {
         for step in &plan.steps {
             if let StepKind::Chat(ChatPlan { body, .. }) = &step.kind {
                 let service = &scenario.services[&step.service];
+                let api = crate::scenario::llm_api(service.api);
+                let model = &models[&step.service];
                 chats.insert(
                     step.name.clone(),
                     LlmTarget {
-                        uri: format!("{}/v1/chat/completions", urls[&step.service])
+                        uri: format!("{}{}", urls[&step.service], api.path(model, true))
                             .parse()
                             .context("building a chat step's URL")?,
-                        api: LlmApi::Chat,
-                        model: models[&step.service].clone(),
+                        api,
+                        model: model.clone(),
                         stream: true,
                         include_usage: true,
                         api_key: service.api_key.clone(),

@@ -18,16 +18,19 @@ pub enum Quantity {
     E2ePerToken,
     /// TTFT per 1,000 prompt tokens: a longer prompt is not a slower server.
     TtftPer1kInput,
+    /// Send to the first answer token, after any reasoning.
+    TimeToFirstAnswer,
 }
 
 impl Quantity {
-    const ALL: [(Quantity, &'static str); 6] = [
+    const ALL: [(Quantity, &'static str); 7] = [
         (Quantity::Ttft, "ttft"),
         (Quantity::Itl, "itl"),
         (Quantity::Tpot, "tpot"),
         (Quantity::E2e, "e2e"),
         (Quantity::E2ePerToken, "e2e_per_token"),
         (Quantity::TtftPer1kInput, "ttft_per_1k_input"),
+        (Quantity::TimeToFirstAnswer, "time_to_first_answer"),
     ];
 
     /// `ttft`, `e2e_per_token`.
@@ -62,6 +65,7 @@ impl Quantity {
             Quantity::E2e => r.e2e_us().map(|v| v as f64),
             Quantity::E2ePerToken => per(r.e2e_us(), r.output_tokens, 1.0),
             Quantity::TtftPer1kInput => per(r.ttft_us(), r.input_tokens, 1_000.0),
+            Quantity::TimeToFirstAnswer => r.time_to_first_answer_us().map(|v| v as f64),
         }
     }
 }
