@@ -2,7 +2,8 @@
 package, over gRPC (`prefer_grpc=True`, as Qdrant's clients are used for speed): the
 port named by `GET /redline/endpoints`, nearest-neighbour queries held against the
 simulator's REST search of the same vectors (one corpus, one ground truth), paging,
-the health check and a refused query; exits non-zero on any mismatch."""
+the collections a client lists first (`get_collections`, `get_collection`), the
+health check and a refused query; exits non-zero on any mismatch."""
 import json
 import sys
 import urllib.request
@@ -39,6 +40,13 @@ host, http_port = base.split("//")[1].split(":")
 client = QdrantClient(
     host=host, port=int(http_port), grpc_port=grpc_port, prefer_grpc=True, check_compatibility=False
 )
+
+# What a new user's first call is: which collections are there, and what is in one.
+names = [c.name for c in client.get_collections().collections]
+check(names == ["docs"], f"the simulator lists its collection: {names}")
+info = client.get_collection("docs")
+check(info.points_count == endpoints["search"]["documents"], f"the collection holds the corpus: {info.points_count}")
+check(info.config.params.vectors.size == dim, f"its vectors have {dim} numbers: {info.config.params.vectors}")
 
 searches_before = get("/redline/tiers")["searches"]
 queries = ["what do kalo and venta say about queues", "tell me of dorpel sutar", "mixing nexfa with gulti"]

@@ -151,3 +151,68 @@ async fn anthropic_cache_reads_are_the_engines_prefix_hits() {
     );
     assert!(summary_of(&result).server.cache_write_tokens > 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_answers_count_reasoning_as_the_engine_did() {
+    for (api, body, output) in [
+        ("responses", "{ reasoning_tokens: 5 }", 20),
+        (
+            "anthropic",
+            "{ reasoning_tokens: 5, thinking: { type: enabled, budget_tokens: 1024 } }",
+            1025,
+        ),
+    ] {
+        let s = scenario(&format!(
+            "  services:\n    llm: {{ url: embedded, profile: tiny, api: {api} }}\n  payloadTemplate:\n    stream: false\n    body: {body}\n    prompts: {{ synthetic: {{ input_tokens: 30, output_tokens: {output} }} }}\n  load:\n    - {{ concurrency: 4, requests: 8 }}\n"
+        ));
+        let (_, records) = run_to_records(s, &format!("agent-whole-{api}")).await;
+        for r in &records {
+            assert_eq!(r.outcome, Outcome::Ok, "{api}: {:?}", r.error);
+            let truth = r.server.expect("ground truth in the headers");
+            assert_eq!(r.output_tokens, Some(truth.completion_tokens), "{api}");
+            assert_eq!(r.input_tokens, Some(truth.prompt_tokens), "{api}");
+            assert_eq!(r.reasoning_tokens, Some(5), "{api}: reasoning told apart");
+            assert_eq!(
+                r.finish_reason.as_deref(),
+                Some("length"),
+                "{api}: cut at the limit"
+            );
+            assert_eq!(
+                r.content_events, 0,
+                "{api}: a whole answer has no token events"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_sessions_keep_their_history_on_the_server_or_resend_it() {
+    // The same conversations, twice: the server's prompt is the whole history either
+    // way, so the prompt lengths it counts and the prefix hits match turn for turn.
+    let mut prompts = Vec::new();
+    for history in ["resend", "server"] {
+        let s = scenario(&format!(
+            "  services:\n    llm: {{ url: embedded, profile: tiny, api: responses }}\n  payloadTemplate:\n    prompts: {{ synthetic: {{ input_tokens: 40, output_tokens: 12 }} }}\n    session: {{ turns: 4, history: {history} }}\n  load:\n    - {{ concurrency: 2, requests: 16 }}\n"
+        ));
+        let (_, mut records) = run_to_records(s, &format!("agent-history-{history}")).await;
+        records.sort_by_key(|r| r.session.as_ref().map(|s| (s.id, s.turn)));
+        for r in &records {
+            assert_eq!(r.outcome, Outcome::Ok, "{history}: {:?}", r.error);
+        }
+        let lengths: Vec<u32> = records.iter().map(|r| r.input_tokens.unwrap()).collect();
+        let turn = |n: u32| {
+            records
+                .iter()
+                .filter(move |r| r.session.as_ref().unwrap().turn == n)
+        };
+        assert!(
+            turn(4).all(|r| r.cached_tokens.unwrap() > 0),
+            "{history}: a later turn finds its history in the prefix cache"
+        );
+        prompts.push(lengths);
+    }
+    assert_eq!(
+        prompts[0], prompts[1],
+        "the server saw the same prompts either way"
+    );
+}

@@ -144,7 +144,7 @@ impl LlmApi {
         let max = payload.max_tokens;
         if matches!(self, LlmApi::Responses | LlmApi::Anthropic) {
             let mut body = match self {
-                LlmApi::Responses => super::responses::body(model, stream, &payload.prompt, max),
+                LlmApi::Responses => super::responses::body(model, stream, payload),
                 _ => super::anthropic::body(model, stream, &payload.prompt, max),
             };
             merge(&mut body, extra);
@@ -632,6 +632,7 @@ mod tests {
             input_tokens: 1,
             traceparent: None,
             prefix: None,
+            previous_response_id: None,
         }
     }
 

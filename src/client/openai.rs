@@ -146,6 +146,7 @@ pub async fn call(
         last_content: None,
         itl_sum_us: 0,
         order: EventOrder::default(),
+        response_id: None,
     };
     reader.read(response, payload).await;
     if reader.record.seq < Exchange::FIRST_SEQS {
@@ -155,6 +156,7 @@ pub async fn call(
     (reader.record.outcome == Outcome::Ok).then_some(Answer {
         text: reader.answer,
         tool_calls: reader.tool_calls,
+        response_id: reader.response_id,
     })
 }
 
@@ -165,6 +167,8 @@ pub struct Answer {
     pub text: String,
     /// Tool calls, assembled from streamed deltas by their index.
     pub tool_calls: Vec<ToolCallParts>,
+    /// The Responses API's id of this answer, for `previous_response_id`.
+    pub response_id: Option<String>,
 }
 
 /// One tool call of an answer.
@@ -197,6 +201,8 @@ struct Reader<'a> {
     itl_sum_us: u64,
     /// The typed event stream's order so far (Responses, Messages).
     order: EventOrder,
+    /// The Responses API's id of the answer.
+    response_id: Option<String>,
 }
 
 /// What one chunk carried.
@@ -532,6 +538,9 @@ impl Reader<'_> {
         }
         if let Some(n) = piece.reasoning_tokens {
             self.record.reasoning_tokens = Some(n);
+        }
+        if let Some(id) = piece.response_id {
+            self.response_id = Some(id);
         }
         if let Some(n) = piece.cached_tokens {
             self.record.cached_tokens = Some(n);

@@ -41,6 +41,8 @@ pub(super) struct Piece<'a> {
     pub done: bool,
     /// The server's own account of its time.
     pub reported: Option<ServerReported>,
+    /// The Responses API's id of the answer.
+    pub response_id: Option<String>,
 }
 
 /// Why an answer's bytes are not what the API sends.

@@ -13,17 +13,13 @@ use super::order::EventOrder;
 use super::piece::Piece;
 use super::piece::{DecodeError, error_text};
 use crate::record::ServerTruth;
-use crate::workload::payload::PromptBody;
+use crate::workload::payload::{Payload, PromptBody};
 
 /// The request body: the prompt as input items (chat's tool calls and results as
-/// `function_call` and `function_call_output` items), then `extra` (where a spec sets
-/// `previous_response_id`, `reasoning`, `tools`, `store`).
-pub(super) fn body(
-    model: &str,
-    stream: bool,
-    prompt: &PromptBody,
-    max_tokens: Option<u32>,
-) -> Value {
+/// `function_call` and `function_call_output` items) and the answer it continues, if
+/// any; the caller merges `extra` (a spec's `reasoning`, `tools`, `store`).
+pub(super) fn body(model: &str, stream: bool, payload: &Payload) -> Value {
+    let (prompt, max_tokens) = (&payload.prompt, payload.max_tokens);
     let input = match prompt {
         PromptBody::Text(text) => json!(text),
         PromptBody::Messages(messages) => {
@@ -33,6 +29,9 @@ pub(super) fn body(
     let mut body = json!({"model": model, "input": input, "stream": stream});
     if let Some(max) = max_tokens {
         body["max_output_tokens"] = json!(max);
+    }
+    if let Some(id) = &payload.previous_response_id {
+        body["previous_response_id"] = json!(id);
     }
     body
 }
@@ -93,6 +92,7 @@ struct Event<'a> {
 /// A `response` object: whole, or in the stream's first and last events.
 #[derive(Debug, Default, Deserialize)]
 struct ResponseView {
+    id: Option<String>,
     status: Option<String>,
     #[serde(default)]
     output: Vec<Value>,
@@ -134,7 +134,10 @@ pub(super) fn event<'a>(data: &'a [u8], order: &mut EventOrder) -> Result<Piece<
             order.check_live(kind)?;
             piece.error = Some(event.message.unwrap_or_else(|| "error event".into()));
         }
-        "response.created" => order.start(kind)?,
+        "response.created" => {
+            order.start(kind)?;
+            piece.response_id = event.response.and_then(|r| r.id);
+        }
         "response.output_item.added" => {
             let item = event.item.unwrap_or_default();
             let tool = item.get("type").and_then(Value::as_str) == Some("function_call");
@@ -190,6 +193,9 @@ fn finished(piece: &mut Piece<'_>, response: ResponseView, called: bool) {
     }
     if piece.truth.is_none() {
         piece.truth = response.redline;
+    }
+    if response.id.is_some() {
+        piece.response_id = response.id;
     }
     piece.done = true;
     piece.finish_reason = Some(Cow::Borrowed(match response.status.as_deref() {
@@ -366,7 +372,16 @@ mod tests {
             json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}),
             json!({"role": "tool", "tool_call_id": "c1", "content": "sunny"}),
         ];
-        let body = body("m", true, &PromptBody::Messages(messages), Some(5));
+        let payload = Payload {
+            prompt: PromptBody::Messages(messages),
+            max_tokens: Some(5),
+            input_tokens: 1,
+            traceparent: None,
+            prefix: None,
+            previous_response_id: Some("resp_1".into()),
+        };
+        let body = body("m", true, &payload);
+        assert_eq!(body["previous_response_id"], "resp_1");
         assert_eq!(body["max_output_tokens"], 5);
         assert_eq!(
             body["input"],

@@ -508,8 +508,17 @@ fn admit(
 struct Ended {
     outcome: Outcome,
     done_us: u64,
-    /// A successful LLM request's answer, with its length in tokens when known.
-    answer: Option<(String, Option<u32>)>,
+    /// A successful LLM request's answer.
+    answer: Option<Answered>,
+}
+
+/// What a session's next turn needs of an answer.
+struct Answered {
+    text: String,
+    /// Its length in tokens, when known.
+    tokens: Option<u32>,
+    /// The Responses API's id of it, which a next turn may continue.
+    response_id: Option<String>,
 }
 
 /// Sends an admitted request on `http` and emits its record, whatever happens.
@@ -545,7 +554,7 @@ async fn execute(
                 record.prefix = payload.prefix;
                 openai::call(http, target, &payload, shared.clock, &mut record)
                     .await
-                    .map(|answer| answer.text)
+                    .map(|answer| (answer.text, answer.response_id))
             }
             Target::Http(target) => {
                 let traceparent = request_traceparent(shared.trace_key, shared.scenario.seed, seq);
@@ -603,7 +612,11 @@ async fn execute(
     let ended = Ended {
         outcome: record.outcome,
         done_us: record.done_us(),
-        answer: answer.map(|text| (text, record.output_tokens)),
+        answer: answer.map(|(text, response_id)| Answered {
+            text,
+            tokens: record.output_tokens,
+            response_id,
+        }),
     };
     shared.emit(record);
     ended
@@ -680,6 +693,8 @@ async fn run_session(
     let snapshot = format!("{}@seed={seed}", shared.scenario.name);
     let mut history: Vec<serde_json::Value> = Vec::new();
     let mut history_tokens = 0u32;
+    // With the history on the server, the id of the answer the next turn continues.
+    let mut continues: Option<String> = None;
     let mut intended = first;
     let mut run = SessionRun::default();
     for turn in 1..=turns {
@@ -699,14 +714,20 @@ async fn run_session(
         };
         let user = prompts.payload(seed, mix_seed(&[id, u64::from(turn)]));
         let text = user.prompt.user_text().to_owned();
-        history.push(serde_json::json!({"role": "user", "content": text}));
+        let said = serde_json::json!({"role": "user", "content": text});
+        history.push(said.clone());
         history_tokens += user.input_tokens;
+        let prompt = match &continues {
+            Some(_) => PromptBody::Messages(vec![said]),
+            None => PromptBody::Messages(history.clone()),
+        };
         admitted.payload = Some(Payload {
-            prompt: PromptBody::Messages(history.clone()),
+            prompt,
             max_tokens: user.max_tokens,
             input_tokens: history_tokens,
             traceparent: Some(traceparent(&trace_id, rng.random())),
             prefix: None,
+            previous_response_id: continues.take(),
         });
         admitted.record.session = Some(SessionMark {
             id,
@@ -723,13 +744,16 @@ async fn run_session(
         .await;
         run.requests
             .push((intended_us, ended.outcome, ended.done_us));
-        let Some((answer, tokens)) = ended.answer else {
+        let Some(answer) = ended.answer else {
             break;
         };
         // The server's count (or the run's own); an answer too long to count adds
         // about a token per 4 bytes.
-        history_tokens += tokens.unwrap_or(answer.len() as u32 / 4);
-        history.push(serde_json::json!({"role": "assistant", "content": answer}));
+        history_tokens += answer.tokens.unwrap_or(answer.text.len() as u32 / 4);
+        if plan.history == crate::spec::HistoryMode::Server {
+            continues = answer.response_id;
+        }
+        history.push(serde_json::json!({"role": "assistant", "content": answer.text}));
         if turn < turns && !plan.think_time.is_zero() {
             tokio::select! {
                 _ = tokio::time::sleep(plan.think_time) => {}

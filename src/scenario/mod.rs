@@ -197,6 +197,7 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 << 20;
 pub struct SessionPlan {
     pub turns: Length,
     pub think_time: Duration,
+    pub history: crate::spec::HistoryMode,
 }
 
 /// Every service of the spec, checked, by name.
@@ -564,18 +565,27 @@ fn session_from_spec(
     problems: &mut Problems,
 ) -> Option<SessionPlan> {
     spec.payload_template.session.as_ref().and_then(|session| {
-        let chat = matches!(
-            workload,
-            Some(Workload::Llm {
-                api: LlmApi::Chat,
-                ..
-            })
+        let api = match workload {
+            Some(Workload::Llm { api, .. }) => Some(*api),
+            _ => None,
+        };
+        let messages = matches!(
+            api,
+            Some(LlmApi::Chat | LlmApi::Responses | LlmApi::Anthropic)
         );
-        if !chat {
+        if !messages {
             problems.add(
                 "spec.payloadTemplate.session",
-                "needs a chat service: a session sends its history as messages".into(),
-                Some("use `api: chat` (the default) on the service".into()),
+                "needs a chat, responses or anthropic service: a session sends its history as messages".into(),
+                Some("use `api: chat` (the default), `responses` or `anthropic` on the service".into()),
+            );
+            return None;
+        }
+        if session.history == crate::spec::HistoryMode::Server && api != Some(LlmApi::Responses) {
+            problems.add(
+                "spec.payloadTemplate.session.history",
+                "`server` keeps the history on the server, which only OpenAI's Responses API does".into(),
+                Some("use `api: responses` on the service, or `history: resend`".into()),
             );
             return None;
         }
@@ -585,6 +595,7 @@ fn session_from_spec(
             .map(|turns| SessionPlan {
                 turns,
                 think_time: session.think_time.map_or(Duration::ZERO, |d| d.0),
+                history: session.history,
             })
     })
 }

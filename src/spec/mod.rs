@@ -360,6 +360,24 @@ pub struct SessionSpec {
     /// Pause between an answer and the next turn (a user reading and typing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think_time: Option<Dur>,
+    /// Where the conversation is kept: `resend` (default) sends the whole history
+    /// each turn; `server` (OpenAI's Responses API) sends only the new turn with the
+    /// last answer's `previous_response_id`, and the server keeps the rest.
+    #[serde(default)]
+    pub history: HistoryMode,
+}
+
+/// Where a session's history is kept.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryMode {
+    /// The client resends the whole conversation each turn.
+    #[default]
+    Resend,
+    /// The server keeps it (`previous_response_id`); only the new turn is sent.
+    Server,
 }
 
 /// A plain HTTP request, for `api: http` services.

@@ -303,6 +303,7 @@ fn within_length(entries: Vec<Entry>, options: &Options) -> (Vec<Payload>, u64) 
                 input_tokens: tokens,
                 traceparent: None,
                 prefix: None,
+                previous_response_id: None,
             });
         } else {
             outside += 1;

@@ -190,6 +190,7 @@ impl PromptSource {
                     input_tokens: total,
                     traceparent: None,
                     prefix,
+                    previous_response_id: None,
                 }
             }
             PromptSource::Dataset(dataset) => dataset.payload(seed, index),
@@ -206,6 +207,7 @@ impl PromptSource {
                     max_tokens: Some(output.sample(&mut rng)),
                     traceparent: None,
                     prefix: None,
+                    previous_response_id: None,
                 }
             }
         }

@@ -160,6 +160,7 @@ fn payload(entry: &TraceRequest, block_tokens: u32, seed: u64, index: u64) -> Pa
         input_tokens: entry.input_tokens,
         traceparent: None,
         prefix: None,
+        previous_response_id: None,
     }
 }
 

@@ -39,4 +39,7 @@ pub struct Payload {
     pub traceparent: Option<String>,
     /// The shared prefix the prompt begins with (synthetic prefix workloads).
     pub prefix: Option<PrefixMark>,
+    /// OpenAI's Responses API: the stored answer this turn continues (sessions whose
+    /// history the server keeps).
+    pub previous_response_id: Option<String>,
 }

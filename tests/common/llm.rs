@@ -48,6 +48,7 @@ pub async fn call_once(target: &LlmTarget, prompt: &str, http2: bool) -> Record 
         input_tokens: 1,
         traceparent: None,
         prefix: None,
+        previous_response_id: None,
     };
     let http = http_client(&target.timeouts, http2);
     let mut record = Record::unsent(0, 0, Phase::Measure, 0);

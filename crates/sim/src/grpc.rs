@@ -1,5 +1,6 @@
-//! The simulator's gRPC listener: Qdrant's `Points/Search`, `Points/Query` and
-//! `Qdrant/HealthCheck` (the port Qdrant's clients reach with `prefer_grpc`), over the
+//! The simulator's gRPC listener: Qdrant's `Points/Search`, `Points/Query`,
+//! `Collections/List` and `Collections/Get` (what a client asks before it searches)
+//! and `Qdrant/HealthCheck` (the port Qdrant's clients reach with `prefer_grpc`), over the
 //! same corpus, latency and search count as the REST routes, so both protocols share
 //! one ground truth. tonic does the gRPC framing, statuses and trailers; axum routes by
 //! method path, and an unknown method is `UNIMPLEMENTED`, as gRPC servers answer.
@@ -17,9 +18,15 @@ use tonic_prost::ProstCodec;
 
 use super::tiers::Tiers;
 use redline_base::grpc::qdrant::{
-    self, HealthCheckReply, HealthCheckRequest, PointId, PointsResponse, QueryPoints, ScoredPoint,
-    SearchPoints, Value,
+    self, CollectionConfig, CollectionDescription, CollectionInfo, CollectionParams,
+    GetCollectionInfoRequest, GetCollectionInfoResponse, HealthCheckReply, HealthCheckRequest,
+    HnswConfigDiff, ListCollectionsRequest, ListCollectionsResponse, OptimizerStatus,
+    OptimizersConfigDiff, PointId, PointsResponse, QueryPoints, ScoredPoint, SearchPoints, Value,
+    VectorParams, VectorsConfig, WalConfigDiff,
 };
+
+/// The collection the simulator lists: it searches its one corpus by any name.
+pub const COLLECTION: &str = "docs";
 
 /// Qdrant's default `limit`.
 const DEFAULT_LIMIT: u64 = 10;
@@ -30,6 +37,8 @@ pub fn router(tiers: Arc<Tiers>) -> Router {
         .route(qdrant::SEARCH, post(search))
         .route(qdrant::QUERY, post(query))
         .route(qdrant::HEALTH_CHECK, post(health_check))
+        .route(qdrant::LIST_COLLECTIONS, post(list_collections))
+        .route(qdrant::GET_COLLECTION, post(get_collection))
         .fallback(unimplemented)
         .with_state(tiers)
 }
@@ -138,6 +147,81 @@ async fn health_check(request: Request) -> Response {
         }))
     });
     let mut grpc = Grpc::new(ProstCodec::<HealthCheckReply, HealthCheckRequest>::default());
+    grpc.unary(service, request).await.into_response()
+}
+
+async fn list_collections(request: Request) -> Response {
+    let service = tower::service_fn(|_: tonic::Request<ListCollectionsRequest>| async {
+        Ok::<_, Status>(tonic::Response::new(ListCollectionsResponse {
+            collections: vec![CollectionDescription {
+                name: COLLECTION.into(),
+            }],
+            time: 0.0,
+        }))
+    });
+    let mut grpc =
+        Grpc::new(ProstCodec::<ListCollectionsResponse, ListCollectionsRequest>::default());
+    grpc.unary(service, request).await.into_response()
+}
+
+/// Any collection's information: the corpus, its size, its vectors' size (the
+/// simulator searches its one corpus by any name).
+async fn get_collection(State(tiers): State<Arc<Tiers>>, request: Request) -> Response {
+    let service = tower::service_fn(move |_: tonic::Request<GetCollectionInfoRequest>| {
+        let tiers = tiers.clone();
+        async move {
+            let points = tiers.config.corpus_size as u64;
+            let vectors = VectorsConfig {
+                params: Some(VectorParams {
+                    size: tiers.dim() as u64,
+                    distance: qdrant::DISTANCE_COSINE,
+                }),
+            };
+            let info = CollectionInfo {
+                status: qdrant::STATUS_GREEN,
+                optimizer_status: Some(OptimizerStatus {
+                    ok: true,
+                    error: String::new(),
+                }),
+                segments_count: 1,
+                config: Some(CollectionConfig {
+                    params: Some(CollectionParams {
+                        shard_number: 1,
+                        on_disk_payload: false,
+                        vectors_config: Some(vectors),
+                        replication_factor: Some(1),
+                    }),
+                    // Qdrant's defaults.
+                    hnsw_config: Some(HnswConfigDiff {
+                        m: Some(16),
+                        ef_construct: Some(100),
+                        full_scan_threshold: Some(10_000),
+                    }),
+                    optimizer_config: Some(OptimizersConfigDiff {
+                        deleted_threshold: Some(0.2),
+                        vacuum_min_vector_number: Some(1_000),
+                        default_segment_number: Some(0),
+                        indexing_threshold: Some(10_000),
+                        flush_interval_sec: Some(5),
+                    }),
+                    wal_config: Some(WalConfigDiff {
+                        wal_capacity_mb: Some(32),
+                        wal_segments_ahead: Some(0),
+                    }),
+                }),
+                points_count: Some(points),
+                indexed_vectors_count: Some(points),
+            };
+            Ok::<_, Status>(tonic::Response::new(GetCollectionInfoResponse {
+                result: Some(info),
+                time: 0.0,
+            }))
+        }
+    });
+    let mut grpc = Grpc::new(ProstCodec::<
+        GetCollectionInfoResponse,
+        GetCollectionInfoRequest,
+    >::default());
     grpc.unary(service, request).await.into_response()
 }
 

@@ -403,7 +403,8 @@ async fn endpoints(State(state): State<Arc<SimState>>) -> Response {
             "embedding_dim": state.profile.embedding_dim,
             "max_model_len": state.profile.max_model_len,
             "apis": {
-                "openai": ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models"],
+                "openai": ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings", "/v1/models"],
+                "anthropic": ["/v1/messages"],
                 "tgi": ["/generate", "/generate_stream", "/", "/info"],
                 "ollama": ["/api/chat", "/api/generate", "/api/tags", "/api/version"],
                 "kserve": [
@@ -420,7 +421,7 @@ async fn endpoints(State(state): State<Arc<SimState>>) -> Response {
             "qdrant_grpc_port": state.qdrant_grpc_port.get(),
             "kserve_grpc_port": state.kserve_grpc_port.get(),
             "grpc": {
-                "qdrant": [redline_base::grpc::qdrant::SEARCH, redline_base::grpc::qdrant::QUERY, redline_base::grpc::qdrant::HEALTH_CHECK],
+                "qdrant": [redline_base::grpc::qdrant::SEARCH, redline_base::grpc::qdrant::QUERY, redline_base::grpc::qdrant::LIST_COLLECTIONS, redline_base::grpc::qdrant::GET_COLLECTION, redline_base::grpc::qdrant::HEALTH_CHECK],
                 "kserve": [redline_base::grpc::kserve::MODEL_STREAM_INFER, redline_base::grpc::kserve::MODEL_INFER, redline_base::grpc::kserve::SERVER_LIVE, redline_base::grpc::kserve::SERVER_READY, redline_base::grpc::kserve::MODEL_READY, redline_base::grpc::kserve::SERVER_METADATA, redline_base::grpc::kserve::MODEL_METADATA],
             },
             "ground_truth": ["/redline/truth", "/redline/tiers", "/redline/mcp", "/metrics"],

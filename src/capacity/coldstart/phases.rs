@@ -96,6 +96,7 @@ pub async fn probe(
         input_tokens: 12,
         traceparent: None,
         prefix: None,
+        previous_response_id: None,
     };
     let mut record = Record::unsent(0, 0, Phase::Measure, clock.now_us());
     crate::client::openai::call(http, &target, &payload, clock, &mut record).await;

@@ -194,6 +194,7 @@ pub(super) async fn chat(
         input_tokens,
         traceparent: Some(slot.traceparent.clone()),
         prefix: None,
+        previous_response_id: None,
     };
     let call = openai::call(
         session.runtime.client(&step.service),

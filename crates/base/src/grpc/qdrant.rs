@@ -1,6 +1,6 @@
 //! Qdrant's gRPC messages (package `qdrant`), the fields redline sends and reads,
-//! written from the published protos (`points.proto`, `qdrant_common.proto`,
-//! `json_with_int.proto`). Tags are the protos'; a field not listed here is skipped
+//! written from the published protos (`points.proto`, `collections.proto`,
+//! `qdrant_common.proto`, `json_with_int.proto`). Tags are the protos'; a field not listed here is skipped
 //! on decode, as protobuf allows, so a client's filters or search params cost nothing.
 
 use std::collections::HashMap;
@@ -11,6 +11,10 @@ pub const SEARCH: &str = "/qdrant.Points/Search";
 pub const QUERY: &str = "/qdrant.Points/Query";
 /// `qdrant.Qdrant/HealthCheck`.
 pub const HEALTH_CHECK: &str = "/qdrant.Qdrant/HealthCheck";
+/// `qdrant.Collections/List`: what a client asks first (`get_collections`).
+pub const LIST_COLLECTIONS: &str = "/qdrant.Collections/List";
+/// `qdrant.Collections/Get`.
+pub const GET_COLLECTION: &str = "/qdrant.Collections/Get";
 /// The field of `SearchResponse` and `QueryResponse` that holds the points.
 pub const RESULT_FIELD: u32 = 1;
 
@@ -224,4 +228,137 @@ impl QueryPoints {
         let nearest = self.query.as_ref()?.nearest.as_ref()?;
         nearest.dense.as_ref().map(|d| d.data.as_slice())
     }
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListCollectionsRequest {}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CollectionDescription {
+    #[prost(string, tag = "1")]
+    pub name: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListCollectionsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub collections: Vec<CollectionDescription>,
+    #[prost(double, tag = "2")]
+    pub time: f64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetCollectionInfoRequest {
+    #[prost(string, tag = "1")]
+    pub collection_name: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetCollectionInfoResponse {
+    #[prost(message, optional, tag = "1")]
+    pub result: Option<CollectionInfo>,
+    #[prost(double, tag = "2")]
+    pub time: f64,
+}
+
+/// `CollectionStatus.Green`: every point indexed.
+pub const STATUS_GREEN: i32 = 1;
+/// `Distance.Cosine`.
+pub const DISTANCE_COSINE: i32 = 1;
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CollectionInfo {
+    #[prost(int32, tag = "1")]
+    pub status: i32,
+    #[prost(message, optional, tag = "2")]
+    pub optimizer_status: Option<OptimizerStatus>,
+    #[prost(uint64, tag = "4")]
+    pub segments_count: u64,
+    #[prost(message, optional, tag = "7")]
+    pub config: Option<CollectionConfig>,
+    #[prost(uint64, optional, tag = "9")]
+    pub points_count: Option<u64>,
+    #[prost(uint64, optional, tag = "10")]
+    pub indexed_vectors_count: Option<u64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OptimizerStatus {
+    #[prost(bool, tag = "1")]
+    pub ok: bool,
+    #[prost(string, tag = "2")]
+    pub error: String,
+}
+
+/// A collection's configuration: its parameters, and the HNSW, optimizer and WAL
+/// settings a client requires to be there.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CollectionConfig {
+    #[prost(message, optional, tag = "1")]
+    pub params: Option<CollectionParams>,
+    #[prost(message, optional, tag = "2")]
+    pub hnsw_config: Option<HnswConfigDiff>,
+    #[prost(message, optional, tag = "3")]
+    pub optimizer_config: Option<OptimizersConfigDiff>,
+    #[prost(message, optional, tag = "4")]
+    pub wal_config: Option<WalConfigDiff>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct HnswConfigDiff {
+    #[prost(uint64, optional, tag = "1")]
+    pub m: Option<u64>,
+    #[prost(uint64, optional, tag = "2")]
+    pub ef_construct: Option<u64>,
+    #[prost(uint64, optional, tag = "3")]
+    pub full_scan_threshold: Option<u64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OptimizersConfigDiff {
+    #[prost(double, optional, tag = "1")]
+    pub deleted_threshold: Option<f64>,
+    #[prost(uint64, optional, tag = "2")]
+    pub vacuum_min_vector_number: Option<u64>,
+    #[prost(uint64, optional, tag = "3")]
+    pub default_segment_number: Option<u64>,
+    #[prost(uint64, optional, tag = "6")]
+    pub indexing_threshold: Option<u64>,
+    #[prost(uint64, optional, tag = "7")]
+    pub flush_interval_sec: Option<u64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WalConfigDiff {
+    #[prost(uint64, optional, tag = "1")]
+    pub wal_capacity_mb: Option<u64>,
+    #[prost(uint64, optional, tag = "2")]
+    pub wal_segments_ahead: Option<u64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CollectionParams {
+    #[prost(uint32, tag = "3")]
+    pub shard_number: u32,
+    #[prost(bool, tag = "4")]
+    pub on_disk_payload: bool,
+    #[prost(message, optional, tag = "5")]
+    pub vectors_config: Option<VectorsConfig>,
+    #[prost(uint32, optional, tag = "6")]
+    pub replication_factor: Option<u32>,
+}
+
+/// `VectorsConfig`'s `params` arm: one unnamed dense vector.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct VectorsConfig {
+    #[prost(message, optional, tag = "1")]
+    pub params: Option<VectorParams>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct VectorParams {
+    #[prost(uint64, tag = "1")]
+    pub size: u64,
+    #[prost(int32, tag = "2")]
+    pub distance: i32,
 }
