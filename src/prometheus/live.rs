@@ -708,8 +708,11 @@ mod dashboard {
         let mut r = Record::unsent(0, 0, Phase::Measure, 0);
         r.sent_us = Some(1);
         r.first_token_us = Some(10);
+        r.first_reasoning_us = Some(10);
+        r.first_answer_us = Some(15);
         r.last_byte_us = Some(20);
         r.output_tokens = Some(2);
+        r.reasoning_tokens = Some(1);
         r.itl_us = vec![5];
         r.faults = vec![InjectedFault {
             rule: "r".into(),
