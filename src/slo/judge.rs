@@ -26,6 +26,7 @@ pub(super) fn judge(
         Metric::TimeToFirstAnswer => j.latency(&d.time_to_first_answer),
         Metric::TimeToFirstReasoning => j.latency(&d.time_to_first_reasoning),
         Metric::ReasoningTime => j.latency(&d.reasoning),
+        Metric::ReasoningTokens => j.percentile(&d.reasoning_tokens, 1.0, ValueUnit::Tokens),
         Metric::Itl => j.latency(&d.itl),
         Metric::Tpot => j.latency(&d.tpot),
         Metric::E2e => j.latency(&d.e2e),
@@ -208,24 +209,31 @@ impl Judging<'_> {
         )
     }
 
+    /// A latency SLO: the histogram is in µs, the threshold in ms.
     fn latency(&self, h: &Histogram<u64>) -> Verdict {
+        self.percentile(h, 1e3, ValueUnit::Ms)
+    }
+
+    /// A percentile SLO over a histogram holding `scale` of its values per unit of
+    /// the threshold (1,000 µs a ms; a token a token).
+    fn percentile(&self, h: &Histogram<u64>, scale: f64, unit: ValueUnit) -> Verdict {
         let (slo, c) = (self.slo, self.confidence);
         let n = h.len();
         if n == 0 {
-            return self.no_data(ValueUnit::Ms, "no measured samples of this metric");
+            return self.no_data(unit, "no measured samples of this metric");
         }
-        let q = slo.quantile.expect("latency SLOs have a percentile");
-        let threshold_us = (slo.threshold * 1e3).round() as u64;
+        let q = slo.quantile.expect("percentile SLOs have a percentile");
+        let threshold = (slo.threshold * scale).round() as u64;
         // Samples on the wrong side of the threshold: above it for `<=`, at or above
         // it for `<`.
-        let at_or_below = |us: u64| h.count_between(0, us);
+        let at_or_below = |value: u64| h.count_between(0, value);
         let bad = match slo.op {
-            Op::Le => n - at_or_below(threshold_us),
-            _ => n - at_or_below(threshold_us.saturating_sub(1)),
+            Op::Le => n - at_or_below(threshold),
+            _ => n - at_or_below(threshold.saturating_sub(1)),
         };
-        let observed = h.value_at_quantile(q) as f64 / 1e3;
+        let observed = h.value_at_quantile(q) as f64 / scale;
         let bound = stats::upper_rank(n, q, c)
-            .map(|k| h.value_at_quantile(k as f64 / n as f64) as f64 / 1e3);
+            .map(|k| h.value_at_quantile(k as f64 / n as f64) as f64 / scale);
         let (outcome, further) = decided(bad, n, 1.0 - q, true, c);
         // Without an upper bound a pass cannot be proven; a breach still can be, from
         // the samples over the threshold, and the note says which.
@@ -240,15 +248,7 @@ impl Judging<'_> {
                 c * 100.0
             ),
         });
-        self.verdict(
-            outcome,
-            Some(observed),
-            bound,
-            ValueUnit::Ms,
-            n,
-            further,
-            note,
-        )
+        self.verdict(outcome, Some(observed), bound, unit, n, further, note)
     }
 
     /// Failures the SLO counts: of its kind when it names one, else all.

@@ -239,7 +239,7 @@ fn slo_of(entry: &SloEntry, limit: &Limit, path: &str, problems: &mut Problems) 
         }
     };
     let direction_ok = match kind {
-        Kind::Latency | Kind::BadShare => op.upper(),
+        Kind::Latency | Kind::BadShare | Kind::Tokens => op.upper(),
         Kind::GoodShare | Kind::Throughput => !op.upper(),
     };
     if !direction_ok {
@@ -309,6 +309,8 @@ fn parse_expression(text: &str, kind: Kind) -> Result<(Op, f64), String> {
         }
         (Kind::Throughput, "tok/s" | "") => number,
         (Kind::Throughput, _) => return Err(format!("`{text}`: throughput is in tok/s")),
+        (Kind::Tokens, "tokens" | "tok" | "") => number,
+        (Kind::Tokens, _) => return Err(format!("`{text}`: a count of tokens")),
     };
     if matches!(kind, Kind::GoodShare | Kind::BadShare) && !(0.0..=1.0).contains(&value) {
         return Err(format!("`{text}` is not a share between 0% and 100%"));
@@ -659,6 +661,47 @@ mod tests {
                 .outcome,
             Judgement::Fail
         );
+    }
+
+    /// The phases of a model that reasons are judged per percentile, the times in ms
+    /// and the reasoning in tokens.
+    #[test]
+    fn reasoning_is_judged_by_its_times_and_its_tokens() {
+        let s = set(
+            "time_to_first_answer: { p90: \"<= 400ms\" }\nreasoning_time: { p50: \"<= 250ms\" }\nreasoning_tokens: { p95: \"<= 100 tokens\" }\n",
+        );
+        let mut agg = Aggregator::default();
+        // 500 requests: 40 ms to the first (reasoning) token, 200 ms of thought, then
+        // the answer; 50 reasoning tokens each, and every tenth thinks 150.
+        for i in 0..500 {
+            let mut r = ok(i, 40);
+            r.first_reasoning_us = Some(40_000);
+            r.first_answer_us = Some(240_000);
+            r.last_byte_us = Some(300_000);
+            r.output_tokens = Some(200);
+            r.reasoning_tokens = Some(if i % 10 == 0 { 150 } else { 50 });
+            agg.add(&r);
+        }
+        let v = s.evaluate(&agg, None);
+        let by = |name: &str| v.iter().find(|v| v.slo == name).unwrap().clone();
+        let answer = by("time_to_first_answer.p90");
+        assert_eq!(answer.outcome, Judgement::Pass);
+        // HDR keeps three significant digits.
+        assert!(
+            (answer.observed.unwrap() - 240.0).abs() < 0.25,
+            "{:?}",
+            answer.observed
+        );
+        assert_eq!(by("reasoning_time.p50").outcome, Judgement::Pass);
+        // A tenth over 100 tokens: the p95 is certain to break it.
+        let tokens = by("reasoning_tokens.p95");
+        assert_eq!(
+            (tokens.outcome, tokens.unit),
+            (Judgement::Fail, ValueUnit::Tokens)
+        );
+        assert_eq!(tokens.observed, Some(150.0));
+        let unit = parse_expression("<= 2 s", Kind::Tokens).unwrap_err();
+        assert!(unit.contains("a count of tokens"), "{unit}");
     }
 
     /// 13 samples cannot bound a p99, but 13 of 13 over the threshold prove a breach:

@@ -22,6 +22,9 @@ pub enum ValueUnit {
     Share,
     #[serde(rename = "tok/s")]
     TokensPerSecond,
+    /// Tokens (a per-request count).
+    #[serde(rename = "tokens")]
+    Tokens,
     /// Whatever a Prometheus query's values are in: the query says, not redline.
     #[serde(rename = "")]
     OfQuery,
@@ -36,6 +39,7 @@ impl ValueUnit {
             ValueUnit::Percent => "%",
             ValueUnit::Share => "share",
             ValueUnit::TokensPerSecond => "tok/s",
+            ValueUnit::Tokens => "tokens",
             ValueUnit::OfQuery => "",
         }
     }
@@ -77,6 +81,7 @@ mod tests {
             ValueUnit::Percent,
             ValueUnit::Share,
             ValueUnit::TokensPerSecond,
+            ValueUnit::Tokens,
             ValueUnit::OfQuery,
         ];
         for unit in all {

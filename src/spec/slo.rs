@@ -26,6 +26,8 @@ pub enum Kind {
     BadShare,
     /// Output tokens per second.
     Throughput,
+    /// A per-request token count: judged per percentile.
+    Tokens,
 }
 
 impl Kind {
@@ -36,6 +38,7 @@ impl Kind {
             Kind::GoodShare => "write e.g. `\">= 99.9%\"`",
             Kind::BadShare => "write e.g. `\"<= 0.1%\"`",
             Kind::Throughput => "write e.g. `\">= 900 tok/s\"`",
+            Kind::Tokens => "write e.g. `p95: \"<= 2000 tokens\"`",
         }
     }
 }
@@ -50,6 +53,7 @@ pub enum Metric {
     TimeToFirstAnswer,
     TimeToFirstReasoning,
     ReasoningTime,
+    ReasoningTokens,
     Itl,
     Tpot,
     E2e,
@@ -66,13 +70,14 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in the order the docs list them.
-    pub const ALL: [Metric; 18] = [
+    pub const ALL: [Metric; 19] = [
         Metric::Ttft,
         Metric::TtftFromIntended,
         Metric::TimeToSecondToken,
         Metric::TimeToFirstAnswer,
         Metric::TimeToFirstReasoning,
         Metric::ReasoningTime,
+        Metric::ReasoningTokens,
         Metric::Itl,
         Metric::Tpot,
         Metric::E2e,
@@ -96,6 +101,7 @@ impl Metric {
             Metric::TimeToFirstAnswer => "time_to_first_answer",
             Metric::TimeToFirstReasoning => "time_to_first_reasoning",
             Metric::ReasoningTime => "reasoning_time",
+            Metric::ReasoningTokens => "reasoning_tokens",
             Metric::Itl => "itl",
             Metric::Tpot => "tpot",
             Metric::E2e => "e2e",
@@ -128,6 +134,7 @@ impl Metric {
             | Metric::E2e
             | Metric::E2eFromIntended => Kind::Latency,
             Metric::ErrorRate => Kind::BadShare,
+            Metric::ReasoningTokens => Kind::Tokens,
             Metric::OutputThroughput => Kind::Throughput,
             Metric::PassRate
             | Metric::Availability
@@ -159,6 +166,9 @@ impl Metric {
             }
             Metric::ReasoningTime => {
                 "How long a request reasoned: its first reasoning token to its first answer token."
+            }
+            Metric::ReasoningTokens => {
+                "Reasoning tokens per request, of requests that reasoned (the server's count, else the reasoning text counted)."
             }
             Metric::Itl => "Inter-token latency: every gap between two tokens of a stream.",
             Metric::Tpot => "Time per output token after the first: (e2e - ttft) / (tokens - 1).",
@@ -318,7 +328,7 @@ impl SloThresholds {
             }
         };
         let limits = match metric.kind() {
-            Kind::Latency => self.percentiles(metric, path, value)?,
+            Kind::Latency | Kind::Tokens => self.percentiles(metric, path, value)?,
             kind => match value.as_str() {
                 Some(text) => vec![Limit {
                     percentile: None,
@@ -511,8 +521,8 @@ impl schemars::JsonSchema for SloThresholds {
 /// A metric's entry in the schema: percentiles for a latency, else one expression.
 fn metric_schema(metric: Metric) -> serde_json::Value {
     match metric.kind() {
-        Kind::Latency => serde_json::json!({
-            "description": format!("{} By percentile: `{{ p99: \"<= 350ms\" }}`.", metric.about()),
+        Kind::Latency | Kind::Tokens => serde_json::json!({
+            "description": format!("{} By percentile: {}.", metric.about(), metric.kind().example().trim_start_matches("write e.g. ")),
             "type": "object",
             "patternProperties": { "^p[0-9]+(\\.[0-9]+)?$": { "type": "string" } },
             "additionalProperties": false,
