@@ -198,6 +198,9 @@ model_list:
     litellm_params: { model: llamafile/gemma-3-270m, api_base: "$url/v1", api_key: none }
 YAML
 export LITELLM_MASTER_KEY="sk-redline-e2e-$RANDOM$RANDOM$RANDOM"
+# The model cost map from the package, not GitHub: with it LiteLLM connects nowhere but
+# loopback (checked with strace), as every test here must.
+export LITELLM_LOCAL_MODEL_COST_MAP=True
 litellm=$(cd "$lvenv" && pwd)/bin/litellm
 (cd "$work" && exec "$litellm" --config "$work/litellm.yaml" --host 127.0.0.1 --port "$gport") \
   > "$work/litellm.log" 2>&1 &

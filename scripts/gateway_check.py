@@ -47,7 +47,8 @@ with claude.messages.stream(model=MODEL, max_tokens=MAX, temperature=0,
     message = stream.get_final_message()
 sdk["anthropic"] = (text, message.usage.output_tokens)
 for api, (text, tokens) in sdk.items():
-    check(text.strip() and tokens and 0 < tokens <= MAX, f"{api}: the SDK read an answer: {text!r}, {tokens}")
+    # The gateway's own count: LiteLLM's Responses bridge says 18 for a 16-token cap.
+    check(text.strip() and tokens and tokens > 0, f"{api}: the SDK read an answer: {text!r}, {tokens}")
 
 # --- redline, the same prompt ---------------------------------------------------------
 prompts = os.path.join(work, "gateway-prompts.jsonl")
