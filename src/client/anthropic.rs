@@ -1,7 +1,7 @@
 //! Anthropic's Messages API (`/v1/messages`): the request's system prompt and
-//! blocks, and its typed events read into [`Piece`]s — text, thinking and tool-input
+//! blocks, and its typed events read into `Piece`s — text, thinking and tool-input
 //! deltas under the content block they belong to — with the stream's order checked
-//! ([`EventOrder`]) and `message_stop` required. Usage is Anthropic's: the prompt is
+//! (the `order` module) and `message_stop` required. Usage is Anthropic's: the prompt is
 //! `input_tokens` plus the cache's read and written tokens; `output_tokens` counts
 //! only in `message_delta` (`message_start`'s is a placeholder).
 

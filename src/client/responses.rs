@@ -1,7 +1,7 @@
 //! OpenAI's Responses API (`/v1/responses`): the request's input items, and its typed
-//! events read into [`Piece`]s — output text, reasoning text and summaries, function
+//! events read into `Piece`s — output text, reasoning text and summaries, function
 //! call arguments under the call's output item — with the stream's order checked
-//! ([`EventOrder`]) and its end (`response.completed`, `response.incomplete`,
+//! (the `order` module) and its end (`response.completed`, `response.incomplete`,
 //! `response.failed`) required.
 
 use std::borrow::Cow;
