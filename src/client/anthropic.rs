@@ -265,13 +265,7 @@ pub(super) fn whole(data: &[u8]) -> Result<Piece<'_>, DecodeError> {
             _ => {}
         }
     }
-    let mut piece = Piece {
-        answer: (!answer.is_empty()).then_some(Cow::Owned(answer)),
-        reasoning: (!reasoning.is_empty()).then_some(Cow::Owned(reasoning)),
-        tool_calls: calls,
-        done: true,
-        ..Piece::default()
-    };
+    let mut piece = Piece::whole(answer, reasoning, calls);
     if let Some(stop) = whole["stop_reason"].as_str() {
         piece.finish_reason = Some(Cow::Borrowed(finish_reason(stop)));
     }

@@ -623,7 +623,8 @@ impl Reader<'_> {
         if self.record.reasoning_tokens.is_none() && !self.thought.is_empty() {
             // Anthropic's usage, and chat servers without `completion_tokens_details`,
             // count thinking only within the output.
-            let (counted, _) = counting.count(self.thought.clone()).await;
+            let (counted, thought) = counting.count(std::mem::take(&mut self.thought)).await;
+            self.thought = thought;
             self.record.reasoning_tokens = counted.map(|n| n as u32);
         }
         if self.record.outcome == Outcome::Ok && wanted {

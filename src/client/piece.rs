@@ -45,6 +45,25 @@ pub(super) struct Piece<'a> {
     pub response_id: Option<String>,
 }
 
+impl Piece<'_> {
+    /// A whole answer assembled from its parts (the typed APIs' items and blocks):
+    /// empty texts are none.
+    pub(super) fn whole(
+        answer: String,
+        reasoning: String,
+        tool_calls: Vec<Value>,
+    ) -> Piece<'static> {
+        let text = |s: String| (!s.is_empty()).then_some(Cow::Owned(s));
+        Piece {
+            answer: text(answer),
+            reasoning: text(reasoning),
+            tool_calls,
+            done: true,
+            ..Piece::default()
+        }
+    }
+}
+
 /// Why an answer's bytes are not what the API sends.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum DecodeError {

@@ -256,12 +256,7 @@ pub(super) fn whole(data: &[u8]) -> Result<Piece<'_>, DecodeError> {
         }
     }
     let called = !calls.is_empty();
-    let mut piece = Piece {
-        answer: (!answer.is_empty()).then_some(Cow::Owned(answer)),
-        reasoning: (!reasoning.is_empty()).then_some(Cow::Owned(reasoning)),
-        tool_calls: calls,
-        ..Piece::default()
-    };
+    let mut piece = Piece::whole(answer, reasoning, calls);
     finished(&mut piece, response, called);
     Ok(piece)
 }

@@ -469,26 +469,24 @@ impl LiveMetrics {
                 .get_or_create(&vec![("outcome", outcome.to_owned())])
                 .inc();
         }
-        if r.outcome != Outcome::Ok {
-            return;
+        if r.outcome == Outcome::Ok {
+            self.observe_answer(r, step);
         }
+    }
+
+    /// A successful request's times, by its step, and its tokens.
+    fn observe_answer(&self, r: &Record, step: String) {
         let labels = vec![("step", step)];
-        if let Some(ttft) = r.ttft_us() {
-            self.ttft.get_or_create(&labels).observe(ttft as f64 / 1e6);
-        }
         for (histogram, us) in [
+            (&self.ttft, r.ttft_us()),
             (&self.first_answer, r.time_to_first_answer_us()),
             (&self.first_reasoning, r.time_to_first_reasoning_us()),
             (&self.reasoning, r.reasoning_us()),
+            (&self.duration, r.e2e_us()),
         ] {
             if let Some(us) = us {
                 histogram.get_or_create(&labels).observe(us as f64 / 1e6);
             }
-        }
-        if let Some(e2e) = r.e2e_us() {
-            self.duration
-                .get_or_create(&labels)
-                .observe(e2e as f64 / 1e6);
         }
         for gap in &r.itl_us {
             self.itl.observe(f64::from(*gap) / 1e6);

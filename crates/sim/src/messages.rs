@@ -103,16 +103,11 @@ pub(super) async fn create(
             "anthropic-version: header is required",
         ));
     }
-    let request: MessagesRequest = match openai::parse(&body) {
-        Ok(request) => request,
-        Err(error) => return anthropic_error(error),
-    };
-    let (chat, cacheable) = match chat_request(request, state.profile()) {
-        Ok(read) => read,
-        Err(error) => return anthropic_error(error),
-    };
-    let plan = match openai::plan_chat(chat, &state.context()) {
-        Ok(plan) => plan,
+    let planned = openai::parse(&body)
+        .and_then(|request| chat_request(request, state.profile()))
+        .and_then(|(chat, cacheable)| Ok((openai::plan_chat(chat, &state.context())?, cacheable)));
+    let (plan, cacheable) = match planned {
+        Ok(planned) => planned,
         Err(error) => return anthropic_error(error),
     };
     let n = state.nonce.fetch_add(1, Ordering::Relaxed);

@@ -72,14 +72,15 @@ pub(super) async fn create(State(state): State<Arc<SimState>>, body: Bytes) -> R
         Ok(request) => request,
         Err(error) => return error_response(error),
     };
-    let previous = request.previous_response_id.clone();
-    let store = request.store.unwrap_or(true);
-    let (chat, conversation) = match chat_request(request, &state) {
-        Ok(read) => read,
-        Err(error) => return error_response(error),
-    };
-    let plan = match openai::plan_chat(chat, &state.context()) {
-        Ok(plan) => plan,
+    let (previous, store) = (
+        request.previous_response_id.clone(),
+        request.store.unwrap_or(true),
+    );
+    let planned = chat_request(request, &state).and_then(|(chat, conversation)| {
+        Ok((openai::plan_chat(chat, &state.context())?, conversation))
+    });
+    let (plan, conversation) = match planned {
+        Ok(planned) => planned,
         Err(error) => return error_response(error),
     };
     let n = state.nonce.fetch_add(1, Ordering::Relaxed);
