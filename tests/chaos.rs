@@ -596,6 +596,10 @@ async fn resets_and_hangs_are_typed_failures() {
             (Outcome::Timeout, FailStage::FirstByte),
             "{e:?}"
         );
+        // It ends where it was given up, a timeout after its send, not at the send.
+        let waited = r.failed_us.unwrap() - r.sent_us.unwrap();
+        assert!((300_000..3_000_000).contains(&waited), "{waited} µs");
+        assert_eq!((r.last_byte_us, r.done_us()), (None, r.failed_us.unwrap()));
     }
 }
 

@@ -41,6 +41,7 @@ impl Record {
             first_answer_us,
             second_token_us,
             last_byte_us,
+            failed_us,
             status,
             content_events,
             itl_mean_us,
@@ -89,6 +90,7 @@ impl Record {
             (b"first_answer_us", first_answer_us),
             (b"second_token_us", second_token_us),
             (b"last_byte_us", last_byte_us),
+            (b"failed_us", failed_us),
         ] {
             line.some_number_at(key, *mark);
         }
@@ -249,6 +251,7 @@ mod tests {
             &mut record.first_answer_us,
             &mut record.second_token_us,
             &mut record.last_byte_us,
+            &mut record.failed_us,
             &mut record.itl_mean_us,
         ]
         .into_iter()

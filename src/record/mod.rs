@@ -493,6 +493,12 @@ pub struct Record {
     pub second_token_us: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_byte_us: Option<u64>,
+    /// When a request that failed before its last byte was given up: the reset, the
+    /// refusal, the timeout, the cancel. Without it such a request would seem to end
+    /// at its send, before the restart that broke its connection or a whole timeout
+    /// early.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_us: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     /// Content-bearing events received.
@@ -632,6 +638,7 @@ impl Record {
             first_answer_us: None,
             second_token_us: None,
             last_byte_us: None,
+            failed_us: None,
             status: None,
             content_events: 0,
             itl_mean_us: None,
@@ -667,6 +674,14 @@ impl Record {
             message: message.into(),
             origin: None,
         });
+    }
+
+    /// Notes `now_us` as when it was given up, if it failed before its last byte
+    /// ([`Record::failed_us`]).
+    pub fn note_given_up(&mut self, now_us: u64) {
+        if self.outcome != Outcome::Ok && self.last_byte_us.is_none() && self.failed_us.is_none() {
+            self.failed_us = Some(now_us);
+        }
     }
 
     /// Names where its failure began (see [`Failure::origin`]), once the faults the
@@ -735,9 +750,11 @@ impl Record {
         Some(self.last_byte_us?.saturating_sub(self.sent_us?))
     }
 
-    /// When the request ended: its last byte, else its send, else its intended start.
+    /// When the request ended: its last byte, else when it was given up, else its
+    /// send, else its intended start.
     pub fn done_us(&self) -> u64 {
         self.last_byte_us
+            .or(self.failed_us)
             .or(self.sent_us)
             .unwrap_or(self.intended_us)
     }

@@ -212,6 +212,33 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_request_sent_before_a_restart_and_broken_by_it_is_the_restart_s() {
+        let step = DisruptionStep {
+            step: 1,
+            kind: "restart".into(),
+            target: "llm[0]".into(),
+            replica: Some(0),
+            started_s: 60.005,
+            down_s: Some(60.006),
+            ended_s: Some(61.5),
+            error: None,
+        };
+        // Sent 5 ms before the restart began, on a connection the stop then closed:
+        // no byte came back, and it was given up at 60.007 s.
+        let mut broken = Record::unsent(0, 0, crate::record::Phase::Measure, 60_000_000);
+        broken.sent_us = Some(60_000_700);
+        broken.fail(
+            Outcome::Error,
+            crate::record::FailStage::Send,
+            "reset",
+            "closed",
+        );
+        broken.note_given_up(60_007_000);
+        let a = measure(&[broken], vec![step]);
+        assert_eq!((a.steps[0].failed, a.unattributed_failures), (1, 0));
+    }
+
     /// As a run measures them: through its tally sink, as the records arrive.
     fn measure(records: &[Record], steps: Vec<DisruptionStep>) -> Availability {
         use crate::runner::sinks::{AvailabilityTally, Findings, RecordSink};

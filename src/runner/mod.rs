@@ -609,6 +609,7 @@ async fn execute(
         }
     };
     drop(_permits);
+    record.note_given_up(shared.clock.now_us());
     let ended = Ended {
         outcome: record.outcome,
         done_us: record.done_us(),

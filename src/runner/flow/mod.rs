@@ -267,7 +267,8 @@ impl Session<'_> {
 
     /// Records the request's end; the previous record goes to the recorder.
     fn finish(&mut self, slot: Slot) {
-        let record = slot.record;
+        let mut record = slot.record;
+        record.note_given_up(self.shared.clock.now_us());
         self.run
             .requests
             .push((record.intended_us, record.outcome, record.done_us()));
