@@ -26,6 +26,7 @@ mod mcp_stdio;
 mod media;
 mod merge;
 mod native_apis;
+mod realtime;
 mod report;
 mod run;
 mod schema;

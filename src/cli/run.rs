@@ -528,6 +528,7 @@ pub(super) fn shorthand_spec(args: &RunArgs, tls: Option<&TlsSpec>) -> Result<Sp
                 image: None,
                 audio: None,
                 speech: None,
+                realtime: None,
                 mcp,
                 mix: Vec::new(),
                 service: None,

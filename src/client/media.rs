@@ -46,6 +46,8 @@ pub enum MediaRequest {
         response_format: String,
         speed: Option<f64>,
     },
+    /// A Realtime session over WebSocket ([`super::realtime`]).
+    Realtime(super::realtime::RealtimeRequest),
 }
 
 /// Sample rate of OpenAI's raw `pcm` speech: 24 kHz, 16-bit, mono.
@@ -57,6 +59,7 @@ impl MediaRequest {
             MediaRequest::Image { .. } => MediaKind::Image,
             MediaRequest::Transcription { .. } => MediaKind::Transcription,
             MediaRequest::Speech { .. } => MediaKind::Speech,
+            MediaRequest::Realtime(_) => MediaKind::Realtime,
         }
     }
 
@@ -66,6 +69,7 @@ impl MediaRequest {
             MediaRequest::Image { .. } => "/v1/images/generations",
             MediaRequest::Transcription { .. } => "/v1/audio/transcriptions",
             MediaRequest::Speech { .. } => "/v1/audio/speech",
+            MediaRequest::Realtime(_) => "/v1/realtime",
         }
     }
 }
@@ -166,6 +170,9 @@ impl MediaTarget {
             (MediaRequest::Transcription { .. }, MediaInput::Text(_)) => {
                 unreachable!("a transcription's input is a clip")
             }
+            (MediaRequest::Realtime(_), _) => {
+                unreachable!("a Realtime session is no HTTP request: client::realtime sends it")
+            }
         }
     }
 }
@@ -207,16 +214,10 @@ pub async fn call(
     let deadline = sent + target.timeouts.total;
     let first_deadline = deadline.min(sent + target.timeouts.first_token);
     let request = target.request(&input, traceparent);
-    let mut mark = MediaMark {
-        kind: target.request.kind(),
-        audio_s: match input {
-            MediaInput::Clip(clip) => Some(clip.seconds),
-            MediaInput::Text(_) => None,
-        },
-        images: None,
-        bytes: 0,
-        words: None,
-    };
+    let mut mark = MediaMark::new(target.request.kind());
+    if let MediaInput::Clip(clip) = input {
+        mark.audio_s = Some(clip.seconds);
+    }
     let timeout = "no response headers before the deadline";
     let Some(response) =
         super::send_until(http, request, first_deadline, timeout, clock, record).await
@@ -401,6 +402,9 @@ fn check_answer(
             });
             Ok(())
         }
+        MediaRequest::Realtime(_) => {
+            unreachable!("a Realtime session is no HTTP request: client::realtime reads it")
+        }
     }
 }
 
@@ -479,16 +483,6 @@ mod tests {
     use super::*;
     use crate::workload::media::generated_clips;
 
-    fn mark(kind: MediaKind) -> MediaMark {
-        MediaMark {
-            kind,
-            audio_s: None,
-            images: None,
-            bytes: 0,
-            words: None,
-        }
-    }
-
     fn image_request(b64: bool) -> MediaRequest {
         MediaRequest::Image {
             size: "64x32".into(),
@@ -509,7 +503,7 @@ mod tests {
         writer.finish().unwrap();
         let encoded = base64::engine::general_purpose::STANDARD.encode(&png);
         let good = json!({"data": [{"b64_json": encoded}]}).to_string();
-        let mut m = mark(MediaKind::Image);
+        let mut m = MediaMark::new(MediaKind::Image);
         assert_eq!(
             check_answer(&image_request(true), good.as_bytes(), &mut m),
             Ok(())
@@ -522,15 +516,23 @@ mod tests {
             n: 1,
             b64: true,
         };
-        let error = check_answer(&wrong, good.as_bytes(), &mut mark(MediaKind::Image));
+        let error = check_answer(
+            &wrong,
+            good.as_bytes(),
+            &mut MediaMark::new(MediaKind::Image),
+        );
         assert_eq!(error.unwrap_err().0, "image_size");
         let empty = br#"{"created": 1, "data": []}"#;
-        let error = check_answer(&image_request(true), empty, &mut mark(MediaKind::Image));
+        let error = check_answer(
+            &image_request(true),
+            empty,
+            &mut MediaMark::new(MediaKind::Image),
+        );
         assert_eq!(error.unwrap_err().0, "no_image");
         let error = check_answer(
             &image_request(false),
             b"<html>",
-            &mut mark(MediaKind::Image),
+            &mut MediaMark::new(MediaKind::Image),
         );
         assert_eq!(error.unwrap_err().0, "invalid_json");
     }
@@ -564,10 +566,10 @@ mod tests {
             response_format: "wav".into(),
             speed: None,
         };
-        let mut m = mark(MediaKind::Speech);
+        let mut m = MediaMark::new(MediaKind::Speech);
         assert_eq!(check_answer(&speech, &clip.wav, &mut m), Ok(()));
         assert!((m.audio_s.unwrap() - 1.25).abs() < 1e-9);
-        let error = check_answer(&speech, b"{}", &mut mark(MediaKind::Speech));
+        let error = check_answer(&speech, b"{}", &mut MediaMark::new(MediaKind::Speech));
         assert_eq!(error.unwrap_err().0, "invalid_audio");
     }
 

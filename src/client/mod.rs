@@ -14,6 +14,7 @@ pub mod ndjson;
 pub mod openai;
 pub mod order;
 pub mod piece;
+pub mod realtime;
 pub mod responses;
 pub mod search;
 pub mod sse;
@@ -28,6 +29,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use crate::record::{FailStage, InjectedFault, Outcome, Record};
+use hyper::Uri;
 use tls::{Alpn, Connector, TlsSettings};
 
 /// A keep-alive pool of connections, plain or TLS, and what its last failed connection
@@ -42,6 +44,14 @@ pub struct HttpClient {
 }
 
 impl HttpClient {
+    /// A new connection of its own to `uri`'s origin, with this client's TLS settings
+    /// and the times it took: for a protocol that takes the connection over (a
+    /// WebSocket).
+    pub async fn connect(&self, uri: Uri) -> Result<tls::Conn, tls::ConnectError> {
+        use tower_service::Service;
+        self.connector.clone().call(uri).await
+    }
+
     /// Whether [`for_one_at_a_time`](Self::for_one_at_a_time) gives a connection of its
     /// own (HTTP/1.1) rather than the shared pool.
     pub fn sends_on_lanes(&self) -> bool {

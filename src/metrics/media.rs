@@ -17,13 +17,17 @@ pub const RTFX_SCALE: f64 = 1e3;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KindTally {
     pub counts: Counts,
-    /// Send to last byte of successful requests, microseconds.
+    /// Send (a Realtime session: input done) to last byte of successful requests,
+    /// microseconds.
     #[serde(with = "super::file::hdr")]
     pub latency: Histogram<u64>,
     /// Send to the first byte of the answer's body, microseconds (speech: the first
-    /// audio).
+    /// audio; a Realtime session: input done to the first audio).
     #[serde(with = "super::file::hdr")]
     pub first_byte: Histogram<u64>,
+    /// A Realtime session: input done to the input transcript's first delta.
+    #[serde(with = "super::file::hdr")]
+    pub first_transcript: Histogram<u64>,
     /// Audio seconds per request second × [`RTFX_SCALE`], of successful requests that
     /// carried or returned audio.
     #[serde(with = "super::file::hdr")]
@@ -42,6 +46,7 @@ impl Default for KindTally {
             counts: Counts::default(),
             latency: histogram(),
             first_byte: histogram(),
+            first_transcript: histogram(),
             rtfx: histogram(),
             images: 0,
             bytes: 0,
@@ -73,11 +78,17 @@ impl MediaTally {
         if r.outcome != Outcome::Ok {
             return;
         }
-        if let Some(e2e) = r.e2e_us() {
-            let _ = tally.latency.record(e2e.max(1));
-        }
-        if let (Some(sent), Some(first)) = (r.sent_us, r.first_byte_us) {
-            let _ = tally.first_byte.record(first.saturating_sub(sent).max(1));
+        for (histogram, us) in [
+            (&mut tally.latency, media.latency_us(r)),
+            (&mut tally.first_byte, media.time_to_first_audio_us(r)),
+            (
+                &mut tally.first_transcript,
+                media.time_to_first_transcript_us(),
+            ),
+        ] {
+            if let Some(us) = us {
+                let _ = histogram.record(us.max(1));
+            }
         }
         if let Some(rtfx) = media.realtime_factor(r) {
             let _ = tally
@@ -97,6 +108,7 @@ impl MediaTally {
             for (mine, their) in [
                 (&mut ours.latency, &theirs.latency),
                 (&mut ours.first_byte, &theirs.first_byte),
+                (&mut ours.first_transcript, &theirs.first_transcript),
                 (&mut ours.rtfx, &theirs.rtfx),
             ] {
                 mine.add(their).expect("the histograms share their bounds");

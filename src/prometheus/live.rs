@@ -142,13 +142,13 @@ impl MediaMetrics {
             requests: registered(
                 r,
                 "media_requests",
-                "Image, transcription and speech requests ended, by kind and outcome",
+                "Image, transcription, speech and Realtime requests ended, by kind and outcome",
                 Family::<Labels, Counter>::default(),
             ),
             duration: registered(
                 r,
                 "media_request_duration_seconds",
-                "Send to last byte of successful media requests, by kind",
+                "Send (a Realtime session: input done) to last byte of successful media requests, by kind",
                 Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             ),
             rtfx: registered(
@@ -347,7 +347,7 @@ impl LiveMetrics {
             return;
         }
         let labels = vec![("media", kind)];
-        if let Some(e2e) = r.e2e_us() {
+        if let Some(e2e) = media.latency_us(r) {
             self.media
                 .duration
                 .get_or_create(&labels)
@@ -555,11 +555,10 @@ mod tests {
         clip.sent_us = Some(0);
         clip.last_byte_us = Some(250_000);
         clip.media = Some(crate::record::MediaMark {
-            kind: crate::record::MediaKind::Transcription,
             audio_s: Some(10.0),
-            images: None,
             bytes: 120,
             words: Some(25),
+            ..crate::record::MediaMark::new(crate::record::MediaKind::Transcription)
         });
         metrics.observe(&clip);
         let services = ["llm".to_owned(), "sdxl".to_owned()];

@@ -211,11 +211,14 @@ mod tests {
             recall: Some(0.9),
         });
         record.media = Some(MediaMark {
-            kind: MediaKind::Transcription,
             audio_s: Some(12.25),
-            images: None,
             bytes: 392_044,
             words: Some(31),
+            audio_in_s: Some(3.5),
+            input_done_us: Some(4_000_000),
+            first_transcript_us: Some(4_050_000),
+            first_audio_us: Some(4_080_000),
+            ..MediaMark::new(MediaKind::Realtime)
         });
         record.mcp = Some(McpMark {
             method: "tools/call".into(),

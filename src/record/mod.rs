@@ -256,6 +256,19 @@ pub struct MediaMark {
     /// Words of the transcript.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub words: Option<u32>,
+    /// Realtime: seconds of audio sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_in_s: Option<f64>,
+    /// Realtime: when the input was done and the response asked for (the buffer
+    /// committed, `response.create` sent), run microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_done_us: Option<u64>,
+    /// Realtime: the input transcript's first delta.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_transcript_us: Option<u64>,
+    /// Realtime: the answer's first audio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_audio_us: Option<u64>,
 }
 
 /// The kinds of media request (docs/metrics.md, "Media").
@@ -280,6 +293,8 @@ pub enum MediaKind {
     Transcription,
     /// `POST /v1/audio/speech`.
     Speech,
+    /// A Realtime session over WebSocket (`/v1/realtime`).
+    Realtime,
 }
 
 impl MediaKind {
@@ -288,16 +303,60 @@ impl MediaKind {
             MediaKind::Image => "image",
             MediaKind::Transcription => "transcription",
             MediaKind::Speech => "speech",
+            MediaKind::Realtime => "realtime",
         }
     }
 }
 
 impl MediaMark {
-    /// Audio seconds per second of the request, send to last byte: a transcription's
-    /// RTFx, or how many times faster than real time speech was made.
+    /// Nothing sent or received yet.
+    pub fn new(kind: MediaKind) -> MediaMark {
+        MediaMark {
+            kind,
+            audio_s: None,
+            images: None,
+            bytes: 0,
+            words: None,
+            audio_in_s: None,
+            input_done_us: None,
+            first_transcript_us: None,
+            first_audio_us: None,
+        }
+    }
+
+    /// When the request's answer was asked for: a Realtime session's input done, else
+    /// the send.
+    pub fn asked_us(&self, record: &Record) -> Option<u64> {
+        self.input_done_us.or(record.sent_us)
+    }
+
+    /// Send (a Realtime session: input done) to the last byte.
+    pub fn latency_us(&self, record: &Record) -> Option<u64> {
+        Some(record.last_byte_us?.saturating_sub(self.asked_us(record)?))
+    }
+
+    /// Audio seconds per second of the request: a transcription's RTFx, or how many
+    /// times faster than real time speech was made, over [`latency_us`](Self::latency_us).
     pub fn realtime_factor(&self, record: &Record) -> Option<f64> {
-        let (audio_s, e2e) = (self.audio_s?, record.e2e_us()?);
-        (e2e > 0).then(|| audio_s / (e2e as f64 / 1e6))
+        let (audio_s, latency) = (self.audio_s?, self.latency_us(record)?);
+        (latency > 0).then(|| audio_s / (latency as f64 / 1e6))
+    }
+
+    /// Asked to the first audio (speech: the first byte).
+    pub fn time_to_first_audio_us(&self, record: &Record) -> Option<u64> {
+        let first = match self.kind {
+            MediaKind::Realtime => self.first_audio_us?,
+            _ => record.first_byte_us?,
+        };
+        Some(first.saturating_sub(self.asked_us(record)?))
+    }
+
+    /// Realtime: input done to the transcript's first delta.
+    pub fn time_to_first_transcript_us(&self) -> Option<u64> {
+        Some(
+            self.first_transcript_us?
+                .saturating_sub(self.input_done_us?),
+        )
     }
 }
 

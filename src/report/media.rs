@@ -17,10 +17,15 @@ pub struct MediaSummary {
     pub requests: u64,
     pub ok: u64,
     pub failed: u64,
-    /// Send to last byte of successful requests.
+    /// Send to last byte of successful requests (a Realtime session: from the input
+    /// done, the commit and `response.create`, to `response.done`).
     pub latency_ms: Dist,
-    /// Send to the first byte of the answer (speech: time to first audio).
+    /// Send to the first byte of the answer (speech: time to first audio; a Realtime
+    /// session: input done to the first audio delta).
     pub first_byte_ms: Dist,
+    /// A Realtime session: input done to the input transcript's first delta.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_transcript_ms: Option<Dist>,
     /// Seconds of audio per second of request (transcription: the clip sent; speech:
     /// the clip received), per request: higher is faster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,11 +62,14 @@ pub(super) fn media_summary(tally: &MediaTally, window_s: f64) -> Vec<MediaSumma
                 failed: t.counts.failed(),
                 latency_ms: Dist::of(&t.latency, 1e3),
                 first_byte_ms: Dist::of(&t.first_byte, 1e3),
+                first_transcript_ms: (!t.first_transcript.is_empty())
+                    .then(|| Dist::of(&t.first_transcript, 1e3)),
                 rtfx: (!t.rtfx.is_empty()).then(|| Dist::of(&t.rtfx, RTFX_SCALE)),
                 images: image.then_some(t.images),
                 images_per_s: (image && window_s > 0.0).then(|| t.images as f64 / window_s),
                 audio_seconds: audio.then_some(t.audio_seconds),
-                words: (*kind == MediaKind::Transcription).then_some(t.words),
+                words: matches!(kind, MediaKind::Transcription | MediaKind::Realtime)
+                    .then_some(t.words),
                 bytes: t.bytes,
                 errors: t.failures.clone(),
             }
@@ -111,6 +119,9 @@ pub(super) fn render_media(media: &[MediaSummary], line: &mut impl FnMut(String)
         }
         if let Some(w) = m.words {
             what.push(format!("{w} words"));
+        }
+        if let Some(t) = &m.first_transcript_ms {
+            what.push(format!("first transcript p50 {:.2} ms", t.p50));
         }
         what.push(format!("{:.1} MB", m.bytes as f64 / 1e6));
         line(format!("      {}", what.join(" · ")));

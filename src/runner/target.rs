@@ -12,8 +12,9 @@ use super::services::BAGGAGE;
 use super::wiring::Servers;
 use crate::client::http::HttpTarget;
 use crate::client::mcp::{McpTarget, McpTransport};
-use crate::client::media::{self, MediaInput, MediaTarget};
+use crate::client::media::{self, MediaInput, MediaRequest, MediaTarget};
 use crate::client::openai::LlmTarget;
+use crate::client::realtime::{self, RealtimeInput};
 use crate::client::{HttpClient, RunClock};
 use crate::record::Record;
 use crate::scenario::media::MediaSource;
@@ -253,7 +254,23 @@ pub(super) async fn send_media(
     clock: RunClock,
     record: &mut Record,
 ) {
+    if let MediaRequest::Realtime(request) = &target.request {
+        let payload;
+        let said = match input {
+            MediaSource::Pcm(clips) => {
+                RealtimeInput::Pcm(&clips[(seq % clips.len() as u64) as usize])
+            }
+            MediaSource::Prompts(prompts) => {
+                payload = prompts.payload(seed, seq);
+                RealtimeInput::Text(payload.prompt.user_text())
+            }
+            MediaSource::Clips(_) => unreachable!("a Realtime workload's clips are PCM"),
+        };
+        realtime::session(http, target, request, said, traceparent, clock, record).await;
+        return;
+    }
     match input {
+        MediaSource::Pcm(_) => unreachable!("only a Realtime workload speaks PCM"),
         MediaSource::Prompts(prompts) => {
             let payload = prompts.payload(seed, seq);
             let text = payload.prompt.user_text();

@@ -806,6 +806,7 @@ pub fn api_name(api: ApiKind) -> &'static str {
         ApiKind::Images => "images",
         ApiKind::Transcriptions => "transcriptions",
         ApiKind::Speech => "speech",
+        ApiKind::Realtime => "realtime",
         ApiKind::Mcp => "mcp",
     }
 }

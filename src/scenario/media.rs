@@ -5,10 +5,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::client::media::MediaRequest;
-use crate::spec::media::{AudioSpec, ImageSpec, SpeechSpec};
+use crate::client::realtime::RealtimeRequest;
+use crate::spec::media::{AudioSpec, ImageSpec, RealtimeSpec, SpeechSpec};
 use crate::spec::{ApiKind, PayloadTemplate, Problems};
 use crate::workload::PromptSource;
-use crate::workload::media::{Clip, clips_from_dir, generated_clips};
+use crate::workload::media::{Clip, PcmClip, clips_from_dir, generated_clips};
 
 /// What each media request sends.
 #[derive(Debug, Clone)]
@@ -24,13 +25,15 @@ pub enum MediaSource {
     Prompts(PromptSource),
     /// Clips to transcribe, request `i` sending clip `i mod len`.
     Clips(Arc<Vec<Clip>>),
+    /// Clips a Realtime session speaks, likewise.
+    Pcm(Arc<Vec<PcmClip>>),
 }
 
 /// Whether a service of this API takes media requests.
 pub fn is_media(api: ApiKind) -> bool {
     matches!(
         api,
-        ApiKind::Images | ApiKind::Transcriptions | ApiKind::Speech
+        ApiKind::Images | ApiKind::Transcriptions | ApiKind::Speech | ApiKind::Realtime
     )
 }
 
@@ -44,10 +47,13 @@ pub fn check_unused_sections(
         ("image", template.image.is_some(), ApiKind::Images),
         ("audio", template.audio.is_some(), ApiKind::Transcriptions),
         ("speech", template.speech.is_some(), ApiKind::Speech),
+        ("realtime", template.realtime.is_some(), ApiKind::Realtime),
         ("mcp", template.mcp.is_some(), ApiKind::Mcp),
     ];
     for (name, given, owner) in sections {
-        if given && !apis.contains(&owner) {
+        // A Realtime session speaks the clips of `audio` too.
+        let also = (name == "audio").then_some(ApiKind::Realtime);
+        if given && !apis.contains(&owner) && !also.is_some_and(|a| apis.contains(&a)) {
             let owner = crate::scenario::flow::api_name(owner);
             problems.add(
                 &format!("spec.payloadTemplate.{name}"),
@@ -71,6 +77,9 @@ pub fn media_workload(
     seed: u64,
     problems: &mut Problems,
 ) -> Option<MediaWorkload> {
+    if api == ApiKind::Realtime {
+        return realtime_workload(template, prompts, spec_dir, seed, problems);
+    }
     let needs_prompts = api != ApiKind::Transcriptions;
     match (needs_prompts, template.prompts.is_some()) {
         (true, false) => {
@@ -122,6 +131,77 @@ pub fn media_workload(
         request,
         input: MediaSource::Prompts(prompts?),
     })
+}
+
+/// A Realtime session's request, and what it says: the clips of `audio`, spoken,
+/// else the prompts, typed.
+fn realtime_workload(
+    template: &PayloadTemplate,
+    prompts: Option<PromptSource>,
+    spec_dir: &Path,
+    seed: u64,
+    problems: &mut Problems,
+) -> Option<MediaWorkload> {
+    let spec = template.realtime.clone().unwrap_or_default();
+    let request = realtime_request(&spec, template.audio.is_some(), problems);
+    let input = match (&template.audio, prompts) {
+        (Some(_), Some(_)) if template.mix.is_empty() => {
+            problems.add(
+                "spec.payloadTemplate",
+                "an `api: realtime` session speaks `audio` or types `prompts`, not both".into(),
+                Some("remove one of `audio` and `prompts`".into()),
+            );
+            return None;
+        }
+        (Some(audio), _) => {
+            let clips = clips(audio, spec_dir, seed, problems)?;
+            let spoken: Result<Vec<PcmClip>, _> = clips.iter().map(PcmClip::of).collect();
+            let spoken = spoken
+                .map_err(|e| problems.add("spec.payloadTemplate.audio", e.to_string(), None))
+                .ok()?;
+            MediaSource::Pcm(Arc::new(spoken))
+        }
+        (None, Some(prompts)) => MediaSource::Prompts(prompts),
+        (None, None) => {
+            problems.add(
+                "spec.payloadTemplate",
+                "an `api: realtime` session needs something to say".into(),
+                Some("add `audio: { clips: { count: 8, seconds: { min: 2, max: 6 } } }` to speak, or `prompts` to type".into()),
+            );
+            return None;
+        }
+    };
+    Some(MediaWorkload {
+        request: request?,
+        input,
+    })
+}
+
+fn realtime_request(
+    spec: &RealtimeSpec,
+    spoken: bool,
+    problems: &mut Problems,
+) -> Option<MediaRequest> {
+    let output = one_of(
+        &spec.output,
+        &["audio", "text"],
+        "realtime.output",
+        problems,
+    )?;
+    if !(10..=5_000).contains(&spec.chunk_ms) {
+        problems.add(
+            "spec.payloadTemplate.realtime.chunk_ms",
+            format!("must be 10 to 5000 ms, got {}", spec.chunk_ms),
+            None,
+        );
+        return None;
+    }
+    Some(MediaRequest::Realtime(RealtimeRequest {
+        audio_out: output == "audio",
+        transcribe: spec.transcribe && spoken,
+        chunk: std::time::Duration::from_millis(u64::from(spec.chunk_ms)),
+        max_output_tokens: spec.max_output_tokens,
+    }))
 }
 
 fn image_request(spec: ImageSpec, problems: &mut Problems) -> Option<MediaRequest> {

@@ -32,6 +32,7 @@ fn mixable(api: ApiKind) -> bool {
             | ApiKind::Images
             | ApiKind::Transcriptions
             | ApiKind::Speech
+            | ApiKind::Realtime
             | ApiKind::Mcp
     )
 }

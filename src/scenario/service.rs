@@ -38,6 +38,7 @@ pub(super) fn service_from_spec(
             | ApiKind::Images
             | ApiKind::Transcriptions
             | ApiKind::Speech
+            | ApiKind::Realtime
     );
     if s.model.is_none() && s.url != "embedded" && needs_model {
         problems.add(

@@ -112,6 +112,47 @@ impl Default for SpeechSpec {
     }
 }
 
+/// A Realtime session (`api: realtime`): it speaks a clip of `payloadTemplate.audio`
+/// into the input buffer at real time, or types a prompt of `payloadTemplate.prompts`,
+/// and asks for one response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RealtimeSpec {
+    /// The answer's modality: `audio` (default: speech and its transcript) or `text`.
+    #[serde(default = "audio")]
+    pub output: String,
+    /// Ask for the spoken input's transcript (default true; audio input only).
+    #[serde(default = "yes")]
+    pub transcribe: bool,
+    /// Milliseconds of audio per `input_audio_buffer.append`, one sent every this long
+    /// (default 100).
+    #[serde(default = "hundred")]
+    pub chunk_ms: u32,
+    /// The answer's limit, sent as `max_output_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+}
+
+impl Default for RealtimeSpec {
+    fn default() -> Self {
+        RealtimeSpec {
+            output: audio(),
+            transcribe: true,
+            chunk_ms: hundred(),
+            max_output_tokens: None,
+        }
+    }
+}
+
+fn audio() -> String {
+    "audio".into()
+}
+fn yes() -> bool {
+    true
+}
+fn hundred() -> u32 {
+    100
+}
 fn default_size() -> String {
     "1024x1024".into()
 }

@@ -291,6 +291,10 @@ pub enum ApiKind {
     Transcriptions,
     /// `/v1/audio/speech`: `payloadTemplate.speech` gives the voice.
     Speech,
+    /// OpenAI's Realtime API over WebSocket (`/v1/realtime`): one request is one
+    /// session; `payloadTemplate.realtime` says what it asks for, `audio` gives the
+    /// clips it speaks (else `prompts` the text it types).
+    Realtime,
     /// A Model Context Protocol server over Streamable HTTP (`url` is the endpoint,
     /// e.g. `http://host:port/mcp`): `payloadTemplate.mcp` gives the calls.
     Mcp,
@@ -315,6 +319,9 @@ pub struct PayloadTemplate {
     /// Speech requests (`api: speech`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speech: Option<media::SpeechSpec>,
+    /// Realtime sessions (`api: realtime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub realtime: Option<media::RealtimeSpec>,
     /// MCP calls (`api: mcp`): the operations and their weights.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<mcp::McpSpec>,

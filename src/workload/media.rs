@@ -119,9 +119,94 @@ fn tone(samples: u32, pitch: f64) -> Vec<u8> {
     out.into_inner()
 }
 
+/// A clip as a Realtime session speaks it: PCM16, 24 kHz, mono, little-endian.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PcmClip {
+    pub name: String,
+    pub pcm: Bytes,
+    pub seconds: f64,
+}
+
+/// The Realtime API's input rate.
+pub const PCM_RATE: u32 = 24_000;
+
+impl PcmClip {
+    /// `clip` at 24 kHz mono: its channels averaged, resampled linearly when its rate
+    /// differs. Read once per run, before the first session.
+    pub fn of(clip: &Clip) -> Result<PcmClip, ClipError> {
+        let not_wav = |reason: String| ClipError::NotWav {
+            file: clip.name.clone(),
+            reason,
+        };
+        let reader = hound::WavReader::new(Cursor::new(&clip.wav[..]))
+            .map_err(|e| not_wav(e.to_string()))?;
+        let spec = reader.spec();
+        if spec.sample_format != hound::SampleFormat::Int || spec.bits_per_sample != 16 {
+            return Err(not_wav(
+                "a Realtime session sends 16-bit PCM: convert it first".into(),
+            ));
+        }
+        let channels = usize::from(spec.channels.max(1));
+        let samples: Vec<i16> = reader
+            .into_samples::<i16>()
+            .collect::<Result<_, _>>()
+            .map_err(|e| not_wav(e.to_string()))?;
+        let mono: Vec<f64> = samples
+            .chunks(channels)
+            .map(|frame| frame.iter().map(|s| f64::from(*s)).sum::<f64>() / frame.len() as f64)
+            .collect();
+        let resampled = resample(&mono, spec.sample_rate, PCM_RATE);
+        let pcm: Vec<u8> = resampled
+            .iter()
+            .flat_map(|s| (s.round().clamp(-32768.0, 32767.0) as i16).to_le_bytes())
+            .collect();
+        Ok(PcmClip {
+            name: clip.name.clone(),
+            seconds: resampled.len() as f64 / f64::from(PCM_RATE),
+            pcm: pcm.into(),
+        })
+    }
+}
+
+/// `samples` at rate `from` as samples at rate `to`, by linear interpolation.
+fn resample(samples: &[f64], from: u32, to: u32) -> Vec<f64> {
+    if from == to || samples.is_empty() {
+        return samples.to_vec();
+    }
+    let n = (samples.len() as u64 * u64::from(to) / u64::from(from)) as usize;
+    let step = f64::from(from) / f64::from(to);
+    (0..n)
+        .map(|i| {
+            let at = i as f64 * step;
+            let k = at.floor() as usize;
+            let (a, b) = (
+                samples[k.min(samples.len() - 1)],
+                samples[(k + 1).min(samples.len() - 1)],
+            );
+            a + (b - a) * (at - k as f64)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_16_khz_clip_is_spoken_at_24_khz_with_its_length_kept() {
+        let clip = &generated_clips(1, 2.0, 2.0, 7)[0];
+        let pcm = PcmClip::of(clip).unwrap();
+        assert_eq!(pcm.pcm.len(), 2 * 48_000, "two seconds at 24 kHz, 16-bit");
+        assert!((pcm.seconds - clip.seconds).abs() < 1e-9);
+        // The tone survives: the samples are not all silence, nor clipped.
+        let peak = pcm
+            .pcm
+            .chunks(2)
+            .map(|b| i16::from_le_bytes([b[0], b[1]]).unsigned_abs())
+            .max()
+            .unwrap();
+        assert!((5_000..=6_001).contains(&peak), "{peak}");
+    }
 
     #[test]
     fn generated_clips_have_their_stated_lengths_and_are_reproducible() {

@@ -35,6 +35,7 @@ pub mod grpc;
 pub mod native;
 pub mod kserve_grpc;
 pub mod media;
+pub mod realtime;
 pub mod server;
 
 pub use profile::Profile;

@@ -230,6 +230,20 @@ enum Transcript {
 /// Words per `transcript.text.delta` event.
 const WORDS_PER_DELTA: usize = 4;
 
+/// A transcript in the pieces it streams in, [`WORDS_PER_DELTA`] words each, every
+/// piece after the first led by its space.
+pub(super) fn transcript_deltas(text: &str) -> Vec<String> {
+    let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
+    words
+        .chunks(WORDS_PER_DELTA)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let lead = if i == 0 { "" } else { " " };
+            format!("{lead}{}", chunk.join(" "))
+        })
+        .collect()
+}
+
 /// The transcript as OpenAI streams it: `transcript.text.delta` events, the first at
 /// `first`, the rest spread evenly until `done`, then `transcript.text.done` with the
 /// whole text, at `done`.
@@ -239,15 +253,7 @@ fn transcript_events(
     first: Instant,
     done: Instant,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> {
-    let words: Vec<&str> = text.split(' ').filter(|w| !w.is_empty()).collect();
-    let deltas: Vec<String> = words
-        .chunks(WORDS_PER_DELTA)
-        .enumerate()
-        .map(|(i, chunk)| {
-            let lead = if i == 0 { "" } else { " " };
-            format!("{lead}{}", chunk.join(" "))
-        })
-        .collect();
+    let deltas = transcript_deltas(&text);
     let every = done.saturating_duration_since(first) / deltas.len().max(1) as u32;
     let mut events: Vec<(Instant, Value)> = deltas
         .into_iter()
@@ -337,7 +343,7 @@ fn transcribe(state: &SimState, form: &TranscriptionForm) -> Result<(f64, Transc
 }
 
 /// `words` of the simulator's vocabulary, seeded.
-fn transcript(seed: u64, words: u32) -> String {
+pub(super) fn transcript(seed: u64, words: u32) -> String {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let picked: Vec<&str> = (0..words)
         .map(|_| WORDS[rng.random_range(0..WORDS.len())])

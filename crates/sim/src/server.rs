@@ -67,6 +67,7 @@ pub fn app(state: Arc<SimState>) -> Router {
         .route("/v1/images/generations", post(media::images))
         .route("/v1/audio/transcriptions", post(media::transcriptions))
         .route("/v1/audio/speech", post(media::speech))
+        .route("/v1/realtime", get(super::realtime::connect))
         .route("/redline/images/{size}/{file}", get(media::image_file))
         .route("/v1/models", get(models))
         .route("/", post(native::tgi_compat))

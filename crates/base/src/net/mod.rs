@@ -59,7 +59,7 @@ pub async fn accept_loop<S, B>(
         let service = service();
         let Some(tls) = &tls else {
             let connection = builder
-                .serve_connection(TokioIo::new(tcp), service)
+                .serve_connection_with_upgrades(TokioIo::new(tcp), service)
                 .into_owned();
             let connection = connections.watch(connection);
             tokio::spawn(async move {
@@ -79,7 +79,7 @@ pub async fn accept_loop<S, B>(
                 return; // a failed handshake is the client's to report
             };
             let connection = builder
-                .serve_connection(TokioIo::new(stream), service)
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
                 .into_owned();
             let _ = watcher.watch(connection).await;
         });
