@@ -27,6 +27,8 @@ pub(super) fn judge(
         Metric::TimeToFirstReasoning => j.latency(&d.time_to_first_reasoning),
         Metric::ReasoningTime => j.latency(&d.reasoning),
         Metric::ReasoningTokens => j.percentile(&d.reasoning_tokens, 1.0, ValueUnit::Tokens),
+        // Kept in ten-thousandths of the request's E2E.
+        Metric::ReasoningShare => j.percentile(&d.reasoning_share, 1e4, ValueUnit::Share),
         Metric::Itl => j.latency(&d.itl),
         Metric::Tpot => j.latency(&d.tpot),
         Metric::E2e => j.latency(&d.e2e),

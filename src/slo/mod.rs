@@ -239,7 +239,7 @@ fn slo_of(entry: &SloEntry, limit: &Limit, path: &str, problems: &mut Problems) 
         }
     };
     let direction_ok = match kind {
-        Kind::Latency | Kind::BadShare | Kind::Tokens => op.upper(),
+        Kind::Latency | Kind::BadShare | Kind::Tokens | Kind::RequestShare => op.upper(),
         Kind::GoodShare | Kind::Throughput => !op.upper(),
     };
     if !direction_ok {
@@ -302,9 +302,9 @@ fn parse_expression(text: &str, kind: Kind) -> Result<(Op, f64), String> {
         (Kind::Latency, "ms") => number,
         (Kind::Latency, "s") => number * 1e3,
         (Kind::Latency, _) => return Err(format!("`{text}` needs a unit: us, ms or s")),
-        (Kind::GoodShare | Kind::BadShare, "%") => number / 100.0,
-        (Kind::GoodShare | Kind::BadShare, "") => number,
-        (Kind::GoodShare | Kind::BadShare, _) => {
+        (Kind::GoodShare | Kind::BadShare | Kind::RequestShare, "%") => number / 100.0,
+        (Kind::GoodShare | Kind::BadShare | Kind::RequestShare, "") => number,
+        (Kind::GoodShare | Kind::BadShare | Kind::RequestShare, _) => {
             return Err(format!("`{text}`: a share is a percentage or a fraction"));
         }
         (Kind::Throughput, "tok/s" | "") => number,
@@ -312,7 +312,8 @@ fn parse_expression(text: &str, kind: Kind) -> Result<(Op, f64), String> {
         (Kind::Tokens, "tokens" | "tok" | "") => number,
         (Kind::Tokens, _) => return Err(format!("`{text}`: a count of tokens")),
     };
-    if matches!(kind, Kind::GoodShare | Kind::BadShare) && !(0.0..=1.0).contains(&value) {
+    let share = matches!(kind, Kind::GoodShare | Kind::BadShare | Kind::RequestShare);
+    if share && !(0.0..=1.0).contains(&value) {
         return Err(format!("`{text}` is not a share between 0% and 100%"));
     }
     Ok((op, value))
@@ -668,7 +669,7 @@ mod tests {
     #[test]
     fn reasoning_is_judged_by_its_times_and_its_tokens() {
         let s = set(
-            "time_to_first_answer: { p90: \"<= 400ms\" }\nreasoning_time: { p50: \"<= 250ms\" }\nreasoning_tokens: { p95: \"<= 100 tokens\" }\n",
+            "time_to_first_answer: { p90: \"<= 400ms\" }\nreasoning_time: { p50: \"<= 250ms\" }\nreasoning_tokens: { p95: \"<= 100 tokens\" }\nreasoning_share: { p50: \"<= 70%\", p90: \"<= 60%\" }\n",
         );
         let mut agg = Aggregator::default();
         // 500 requests: 40 ms to the first (reasoning) token, 200 ms of thought, then
@@ -700,6 +701,17 @@ mod tests {
             (Judgement::Fail, ValueUnit::Tokens)
         );
         assert_eq!(tokens.observed, Some(150.0));
+        // 200 ms of a 300 ms request's E2E is two thirds of it, every time.
+        let half = by("reasoning_share.p50");
+        assert_eq!(
+            (half.outcome, half.unit),
+            (Judgement::Pass, ValueUnit::Share)
+        );
+        assert!(
+            (half.observed.unwrap() - 2.0 / 3.0).abs() < 1e-3,
+            "{half:?}"
+        );
+        assert_eq!(by("reasoning_share.p90").outcome, Judgement::Fail);
         let unit = parse_expression("<= 2 s", Kind::Tokens).unwrap_err();
         assert!(unit.contains("a count of tokens"), "{unit}");
     }

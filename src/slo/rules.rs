@@ -141,7 +141,7 @@ fn sli_of(slo: &Slo, names: MetricNames) -> Result<Sli, String> {
 /// The share of events an SLO lets be bad.
 fn budget(slo: &Slo) -> f64 {
     match slo.metric.kind() {
-        Kind::Latency | Kind::Tokens => 1.0 - slo.quantile.unwrap_or(0.99),
+        Kind::Latency | Kind::Tokens | Kind::RequestShare => 1.0 - slo.quantile.unwrap_or(0.99),
         Kind::GoodShare => 1.0 - slo.threshold,
         Kind::BadShare | Kind::Throughput => slo.threshold,
     }

@@ -28,6 +28,8 @@ pub enum Kind {
     Throughput,
     /// A per-request token count: judged per percentile.
     Tokens,
+    /// A per-request share (of its own E2E): judged per percentile.
+    RequestShare,
 }
 
 impl Kind {
@@ -39,6 +41,7 @@ impl Kind {
             Kind::BadShare => "write e.g. `\"<= 0.1%\"`",
             Kind::Throughput => "write e.g. `\">= 900 tok/s\"`",
             Kind::Tokens => "write e.g. `p95: \"<= 2000 tokens\"`",
+            Kind::RequestShare => "write e.g. `p90: \"<= 60%\"`",
         }
     }
 }
@@ -54,6 +57,7 @@ pub enum Metric {
     TimeToFirstReasoning,
     ReasoningTime,
     ReasoningTokens,
+    ReasoningShare,
     Itl,
     Tpot,
     E2e,
@@ -70,7 +74,7 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric, in the order the docs list them.
-    pub const ALL: [Metric; 19] = [
+    pub const ALL: [Metric; 20] = [
         Metric::Ttft,
         Metric::TtftFromIntended,
         Metric::TimeToSecondToken,
@@ -78,6 +82,7 @@ impl Metric {
         Metric::TimeToFirstReasoning,
         Metric::ReasoningTime,
         Metric::ReasoningTokens,
+        Metric::ReasoningShare,
         Metric::Itl,
         Metric::Tpot,
         Metric::E2e,
@@ -102,6 +107,7 @@ impl Metric {
             Metric::TimeToFirstReasoning => "time_to_first_reasoning",
             Metric::ReasoningTime => "reasoning_time",
             Metric::ReasoningTokens => "reasoning_tokens",
+            Metric::ReasoningShare => "reasoning_share",
             Metric::Itl => "itl",
             Metric::Tpot => "tpot",
             Metric::E2e => "e2e",
@@ -135,6 +141,7 @@ impl Metric {
             | Metric::E2eFromIntended => Kind::Latency,
             Metric::ErrorRate => Kind::BadShare,
             Metric::ReasoningTokens => Kind::Tokens,
+            Metric::ReasoningShare => Kind::RequestShare,
             Metric::OutputThroughput => Kind::Throughput,
             Metric::PassRate
             | Metric::Availability
@@ -169,6 +176,9 @@ impl Metric {
             }
             Metric::ReasoningTokens => {
                 "Reasoning tokens per request, of requests that reasoned (the server's count, else the reasoning text counted)."
+            }
+            Metric::ReasoningShare => {
+                "The share of a request's E2E spent reasoning (first reasoning token to first answer token), of requests that reasoned."
             }
             Metric::Itl => "Inter-token latency: every gap between two tokens of a stream.",
             Metric::Tpot => "Time per output token after the first: (e2e - ttft) / (tokens - 1).",
@@ -328,7 +338,9 @@ impl SloThresholds {
             }
         };
         let limits = match metric.kind() {
-            Kind::Latency | Kind::Tokens => self.percentiles(metric, path, value)?,
+            Kind::Latency | Kind::Tokens | Kind::RequestShare => {
+                self.percentiles(metric, path, value)?
+            }
             kind => match value.as_str() {
                 Some(text) => vec![Limit {
                     percentile: None,
@@ -521,7 +533,7 @@ impl schemars::JsonSchema for SloThresholds {
 /// A metric's entry in the schema: percentiles for a latency, else one expression.
 fn metric_schema(metric: Metric) -> serde_json::Value {
     match metric.kind() {
-        Kind::Latency | Kind::Tokens => serde_json::json!({
+        Kind::Latency | Kind::Tokens | Kind::RequestShare => serde_json::json!({
             "description": format!("{} By percentile: {}.", metric.about(), metric.kind().example().trim_start_matches("write e.g. ")),
             "type": "object",
             "patternProperties": { "^p[0-9]+(\\.[0-9]+)?$": { "type": "string" } },
