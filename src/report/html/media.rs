@@ -14,19 +14,20 @@ pub fn media(summary: &Summary, marks: &Marks) -> Option<String> {
     }
     let mut body = String::new();
     if !summary.media.is_empty() {
-        body.push_str(r#"<table><tr><th>kind</th><th class="n">requests</th><th class="n">failed</th><th class="n">p50 ms</th><th class="n">p99 ms</th><th class="n">first byte p50 ms</th><th class="n">RTFx p50</th><th class="n">RTFx p99</th><th class="n">images/s</th><th class="n">audio s</th><th>errors</th></tr>"#);
+        body.push_str(r#"<table><tr><th>kind</th><th class="n">requests</th><th class="n">failed</th><th class="n">p50 ms</th><th class="n">p99 ms</th><th class="n">first byte p50 ms</th><th class="n">first transcript p50 ms</th><th class="n">RTFx p50</th><th class="n">RTFx p99</th><th class="n">images/s</th><th class="n">audio s</th><th>errors</th></tr>"#);
         for m in &summary.media {
             let errors: Vec<String> = m.errors.iter().map(|(k, n)| format!("{k}: {n}")).collect();
             let opt = |v: Option<f64>| v.map_or("–".to_owned(), num);
             let _ = write!(
                 body,
-                r#"<tr><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td>{}</td></tr>"#,
+                r#"<tr><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td>{}</td></tr>"#,
                 m.kind.name(),
                 m.requests,
                 m.failed,
                 num(m.latency_ms.p50),
                 num(m.latency_ms.p99),
                 num(m.first_byte_ms.p50),
+                opt(m.first_transcript_ms.map(|t| t.p50)),
                 opt(m.rtfx.map(|r| r.p50)),
                 opt(m.rtfx.map(|r| r.p99)),
                 opt(m.images_per_s),
