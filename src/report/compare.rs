@@ -20,7 +20,7 @@ use rand_chacha::ChaCha8Rng;
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use super::Summary;
-use crate::record::{Outcome, Phase, Record};
+use crate::record::{MediaKind, Outcome, Phase, Record};
 
 /// The smallest relative difference called by default: below it, "within noise"
 /// however narrow the interval (runs of one spec drifted by up to 4 % here).
@@ -34,13 +34,15 @@ pub const TAIL_SAMPLES: f64 = 10.0;
 pub const RESAMPLES: usize = 1000;
 
 /// The metrics compared, each a per-request sample in ms.
-pub const METRICS: [&str; 6] = [
+pub const METRICS: [&str; 8] = [
     "ttft",
     "itl",
     "tpot",
     "e2e",
     "time_to_first_answer",
     "reasoning_time",
+    "time_to_first_audio",
+    "time_to_first_transcript",
 ];
 
 /// The percentiles compared.
@@ -78,10 +80,15 @@ pub fn load(dir: &Path) -> Result<Run> {
 /// A request's TTFT, mean inter-token gap, TPOT, E2E, and for a request that
 /// reasoned its time to first answer and reasoning time, ms (the gaps of one request
 /// are not independent, so a request counts once; without reasoning the first answer
-/// is the first token, already compared).
+/// is the first token, already compared); for speech and Realtime sessions the time
+/// to first audio, and a Realtime session's time to first transcript.
 fn per_request(r: &Record) -> [Option<f64>; METRICS.len()] {
     let ms = |us: Option<u64>| us.map(|us| us as f64 / 1e3);
     let reasoned = r.reasoning_us().is_some();
+    let spoken = r
+        .media
+        .as_ref()
+        .filter(|m| matches!(m.kind, MediaKind::Speech | MediaKind::Realtime));
     [
         ms(r.ttft_us()),
         ms(r.itl_mean_us),
@@ -89,6 +96,8 @@ fn per_request(r: &Record) -> [Option<f64>; METRICS.len()] {
         ms(r.e2e_us()),
         ms(r.time_to_first_answer_us().filter(|_| reasoned)),
         ms(r.reasoning_us()),
+        ms(spoken.and_then(|m| m.time_to_first_audio_us(r))),
+        ms(spoken.and_then(|m| m.time_to_first_transcript_us())),
     ]
 }
 
@@ -312,11 +321,21 @@ pub fn render_terminal(base: &Run, others: &[(Run, Vec<MetricComparison>)]) -> S
             failed(&base.summary),
             failed(&run.summary),
         ));
-        out.push_str("  metric      base ms   this ms    change   95% interval of Δ (ms)   Mann–Whitney p   verdict\n");
+        // As wide as the longest `metric.stat`, so the columns line up.
+        let width = comparisons
+            .iter()
+            .flat_map(|c| c.stats.iter().map(|d| d.metric.len() + 1 + d.stat.len()))
+            .max()
+            .unwrap_or(0)
+            .max(10);
+        out.push_str(&format!(
+            "  {:<width$}  base ms   this ms    change   95% interval of Δ (ms)   Mann–Whitney p   verdict\n",
+            "metric"
+        ));
         for c in comparisons {
             for d in &c.stats {
                 out.push_str(&format!(
-                    "  {:<10} {:>8.2}  {:>8.2}  {:>+7.1}%   [{:>+8.2}, {:>+8.2}]         {:>8}   {}\n",
+                    "  {:<width$} {:>8.2}  {:>8.2}  {:>+7.1}%   [{:>+8.2}, {:>+8.2}]         {:>8}   {}\n",
                     format!("{}.{}", d.metric, d.stat),
                     d.base,
                     d.other,
