@@ -47,7 +47,19 @@ pub enum MediaRequest {
         speed: Option<f64>,
     },
     /// A Realtime session over WebSocket ([`super::realtime`]).
-    Realtime(super::realtime::RealtimeRequest),
+    Realtime(RealtimeRequest),
+}
+
+/// What every Realtime session of a run asks for (sent by [`super::realtime`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RealtimeRequest {
+    /// Ask for spoken answers (`output_modalities: ["audio"]`), else text.
+    pub audio_out: bool,
+    /// Ask for the input audio's transcript.
+    pub transcribe: bool,
+    /// Audio sent per `input_audio_buffer.append`, one every this long.
+    pub chunk: std::time::Duration,
+    pub max_output_tokens: Option<u32>,
 }
 
 /// Sample rate of OpenAI's raw `pcm` speech: 24 kHz, 16-bit, mono.

@@ -25,22 +25,10 @@ use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-use super::media::{MediaTarget, PCM_RATE};
+use super::media::{MediaTarget, PCM_RATE, RealtimeRequest};
 use super::{HttpClient, RunClock};
 use crate::record::{FailStage, MediaMark, Outcome, Record, ServerTruth, TokenSource};
 use crate::workload::media::PcmClip;
-
-/// What every session of a run asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RealtimeRequest {
-    /// Ask for spoken answers (`output_modalities: ["audio"]`), else text.
-    pub audio_out: bool,
-    /// Ask for the input audio's transcript.
-    pub transcribe: bool,
-    /// Audio sent per `input_audio_buffer.append`, one every this long.
-    pub chunk: Duration,
-    pub max_output_tokens: Option<u32>,
-}
 
 /// What one session says: a text, or a clip spoken into the input buffer.
 pub enum RealtimeInput<'a> {

@@ -4,8 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::client::media::MediaRequest;
-use crate::client::realtime::RealtimeRequest;
+use crate::client::media::{MediaRequest, RealtimeRequest};
 use crate::spec::media::{AudioSpec, ImageSpec, RealtimeSpec, SpeechSpec};
 use crate::spec::{ApiKind, PayloadTemplate, Problems};
 use crate::workload::PromptSource;
