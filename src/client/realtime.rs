@@ -193,8 +193,11 @@ impl Session<'_> {
         if let Some(n) = self.request.max_output_tokens {
             response["response"]["max_output_tokens"] = json!(n);
         }
+        // Typed input is done when the response is asked for (spoken input: at its
+        // commit). Stamped before the send, as `sent_us` is: a send that returns late
+        // on a busy machine must not shorten the times measured from it.
+        self.mark.input_done_us.get_or_insert(self.clock.now_us());
         self.send(socket, response).await?;
-        self.mark.input_done_us = Some(self.clock.now_us());
         // The first token's timeout until the answer starts, then the gap's.
         let first_by = self
             .deadline
@@ -254,6 +257,7 @@ impl Session<'_> {
         }
         let spoken = started + self.request.chunk * pcm.len().div_ceil(per_chunk.max(2)) as u32;
         tokio::time::sleep_until(spoken).await;
+        self.mark.input_done_us = Some(self.clock.now_us());
         self.send(socket, json!({"type": "input_audio_buffer.commit"}))
             .await
     }
