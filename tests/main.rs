@@ -18,6 +18,7 @@ mod collect;
 mod durability;
 mod explain;
 mod flows;
+mod graded;
 mod grpc;
 mod heal;
 mod layers;

@@ -267,7 +267,7 @@ fn slo_mistakes_name_the_field_and_the_choices() {
         errors(&text),
         "5 problems in the spec:\n\
          test.yaml:16:5: spec.sloThresholds.ttf: unknown metric `ttf`\n  \
-         fix: did you mean `ttft`? Choose from: ttft, ttft_from_intended, time_to_second_token, time_to_first_answer, time_to_first_reasoning, reasoning_time, reasoning_tokens, reasoning_share, itl, tpot, e2e, e2e_from_intended, pass_rate, availability, error_rate, goodput, output_throughput, kv_cache_hit_rate, tool_success, recall_at_k\n\
+         fix: did you mean `ttft`? Choose from: ttft, ttft_from_intended, time_to_second_token, time_to_first_answer, time_to_first_reasoning, reasoning_time, reasoning_tokens, reasoning_share, itl, tpot, e2e, e2e_from_intended, pass_rate, availability, error_rate, goodput, output_throughput, kv_cache_hit_rate, tool_success, recall_at_k, accuracy, unparsed\n\
          test.yaml:17:13: spec.sloThresholds.tpot.p100: `p100` is not a percentile between p0 and p100 (exclusive) with an expression\n  \
          fix: write e.g. `p99: \"<= 350ms\"` or `p99.9: \"< 1s\"`\n\
          test.yaml:18:12: spec.sloThresholds.e2e.p99: `<= 3 parsecs` needs a unit: us, ms or s\n  \

@@ -586,6 +586,7 @@ fn shorthand_prompts(args: &RunArgs) -> Result<PromptsSpec> {
                 max_input_tokens: None,
                 skip_invalid: false,
                 output_tokens: Some(LengthSpec::Fixed(args.output_tokens)),
+                grader: None,
             }),
             synthetic: None,
             file: None,

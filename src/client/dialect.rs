@@ -633,6 +633,7 @@ mod tests {
             traceparent: None,
             prefix: None,
             previous_response_id: None,
+            grade: None,
         }
     }
 

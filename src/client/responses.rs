@@ -374,6 +374,7 @@ mod tests {
             traceparent: None,
             prefix: None,
             previous_response_id: Some("resp_1".into()),
+            grade: None,
         };
         let body = body("m", true, &payload);
         assert_eq!(body["previous_response_id"], "resp_1");

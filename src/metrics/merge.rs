@@ -47,6 +47,7 @@ impl Aggregator {
         self.flow.merge(&other.flow);
         self.media.merge(&other.media);
         self.mcp.merge(&other.mcp);
+        self.quality.merge(&other.quality);
     }
 
     /// A prefix both parts sent was first sent by whichever finished it first; the

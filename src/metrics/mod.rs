@@ -8,6 +8,7 @@ pub mod flow;
 pub mod mcp;
 pub mod media;
 pub mod merge;
+pub mod quality;
 
 use std::collections::BTreeMap;
 
@@ -442,6 +443,9 @@ pub struct Aggregator {
     /// MCP calls, by operation, and their sessions.
     #[serde(default)]
     pub mcp: mcp::McpTally,
+    /// Graded answers (graded datasets).
+    #[serde(default)]
+    pub quality: quality::QualityTally,
 }
 
 /// The first successful request that sent a shared prefix: what a merge needs to
@@ -531,6 +535,7 @@ impl Aggregator {
         self.flow.add(r);
         self.media.add(r);
         self.mcp.add(r);
+        self.quality.add(r);
         let good = self.goodput_slo.is_some_and(|slo| slo.met_by(r));
         let repeated_prefix = match (r.outcome, r.prefix) {
             (Outcome::Ok, Some(prefix)) => self.first_or_repeat(r, prefix),

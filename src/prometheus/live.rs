@@ -53,6 +53,8 @@ pub struct LiveMetrics {
     sessions: Family<Labels, Counter>,
     faults: Family<Labels, Counter>,
     errors: Family<Labels, Counter>,
+    /// Graded answers, by verdict.
+    graded: Family<Labels, Counter>,
     send_lag: Histogram,
     /// Seconds since the run started, at the latest record.
     elapsed: Gauge<f64, AtomicU64>,
@@ -294,6 +296,12 @@ impl LiveMetrics {
                 "Failed requests by the stage they failed in, their kind, and where the failure began (origin: chaos:RULE, a flow step's service, target, client)",
                 Family::<Labels, Counter>::default(),
             ),
+            graded: registered(
+                r,
+                "graded_answers",
+                "Graded answers of a dataset with a grader, by verdict: correct, wrong, unparsed",
+                Family::<Labels, Counter>::default(),
+            ),
             send_lag: registered(
                 r,
                 "send_lag_seconds",
@@ -432,6 +440,16 @@ impl LiveMetrics {
             .inc();
         self.observe_media(r, outcome);
         self.observe_mcp(r, outcome);
+        if let Some(grade) = &r.grade {
+            let verdict = match grade.verdict {
+                crate::record::GradeVerdict::Correct => "correct",
+                crate::record::GradeVerdict::Wrong => "wrong",
+                crate::record::GradeVerdict::Unparsed => "unparsed",
+            };
+            self.graded
+                .get_or_create(&vec![("verdict", verdict.to_owned())])
+                .inc();
+        }
         if let Some(error) = &r.error {
             let stage = serde_json::to_value(error.stage)
                 .ok()

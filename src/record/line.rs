@@ -30,6 +30,7 @@ impl Record {
             media,
             mcp,
             session_end,
+            grade,
             intended_us,
             sent_us,
             connect_us,
@@ -78,6 +79,7 @@ impl Record {
         line.some_value_at(b"media", media)?;
         line.some_value_at(b"mcp", mcp)?;
         line.some_value_at(b"session_end", session_end)?;
+        line.some_value_at(b"grade", grade)?;
         line.number_at(b"intended_us", *intended_us);
         for (key, mark) in [
             (&b"sent_us"[..], sent_us),
@@ -242,6 +244,10 @@ mod tests {
             }),
             requests: 4,
             e2e_us: 99,
+        });
+        record.grade = Some(crate::record::Grade {
+            verdict: crate::record::GradeVerdict::Wrong,
+            note: Some("the last number 41 is not 42 ± 0".into()),
         });
         for (i, mark) in [
             &mut record.sent_us,

@@ -259,8 +259,8 @@ pub struct MediaMark {
     /// Realtime: seconds of audio sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio_in_s: Option<f64>,
-    /// Realtime: when the input was done and the response asked for (the buffer
-    /// committed, `response.create` sent), run microseconds.
+    /// Realtime: when the input was done (the spoken input's commit, or the typed
+    /// input's `response.create`, as it was sent), run microseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_done_us: Option<u64>,
     /// Realtime: the input transcript's first delta.
@@ -358,6 +358,26 @@ impl MediaMark {
                 .saturating_sub(self.input_done_us?),
         )
     }
+}
+
+/// How a graded request's answer was judged (docs/metrics.md, "Graded answers").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GradeVerdict {
+    Correct,
+    /// Read, and not the expected answer.
+    Wrong,
+    /// Not readable as an answer of its kind: no number, no choice letter, not JSON.
+    Unparsed,
+}
+
+/// A graded request's verdict, and why when it is not correct (never the answer's
+/// text: records carry no prompt or answer).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Grade {
+    pub verdict: GradeVerdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Where a request sits in a flow (a RAG or agent session).
@@ -525,6 +545,9 @@ pub struct Record {
     /// On a flow session's last record: how the session ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_end: Option<SessionEnd>,
+    /// For a graded dataset's requests that were answered: the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grade: Option<Grade>,
     /// When the schedule meant it to start.
     pub intended_us: u64,
     /// When it was handed to the connection (absent if never sent).
@@ -686,6 +709,7 @@ impl Record {
             media: None,
             mcp: None,
             session_end: None,
+            grade: None,
             intended_us,
             sent_us: None,
             connect_us: None,

@@ -115,6 +115,9 @@ pub struct Summary {
     /// (absent when no measured request reasoned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<Reasoning>,
+    /// Graded answers (a dataset with a `grader`): absent when none was graded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<Quality>,
     /// Per second of the run, by completion time.
     pub timeseries: Vec<TimePoint>,
     /// How the run was started: redline's version, the command line and the spec,
@@ -220,6 +223,22 @@ pub struct Reasoning {
     pub answer_tokens: Dist,
     /// Reasoning's share of each request's E2E, percent.
     pub share_of_e2e_pct: Dist,
+}
+
+/// Graded answers of the measured phase (docs/metrics.md, "Graded answers").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Quality {
+    /// Answered requests graded (failed requests are not: they are errors).
+    pub graded: u64,
+    pub correct: u64,
+    pub wrong: u64,
+    pub unparsed: u64,
+    /// correct ÷ graded.
+    pub accuracy: f64,
+    /// Its exact (Clopper–Pearson) two-sided 95 % interval.
+    pub accuracy_interval: [f64; 2],
+    /// unparsed ÷ graded.
+    pub unparsed_rate: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -571,6 +590,24 @@ fn reasoning_of(d: &crate::metrics::Distributions) -> Option<Reasoning> {
     })
 }
 
+fn quality_of(q: &crate::metrics::quality::QualityTally) -> Option<Quality> {
+    use crate::slo::stats::{lower_bound, upper_bound};
+    let n = q.graded();
+    (n > 0).then(|| Quality {
+        graded: n,
+        correct: q.correct,
+        wrong: q.wrong,
+        unparsed: q.unparsed,
+        accuracy: q.correct as f64 / n as f64,
+        // Each side at 97.5 %: together the 95 % interval.
+        accuracy_interval: [
+            lower_bound(q.correct, n, 0.975),
+            upper_bound(q.correct, n, 0.975),
+        ],
+        unparsed_rate: q.unparsed as f64 / n as f64,
+    })
+}
+
 /// The prompt tokens a prefix cache could have served, and those the server did.
 fn prefix_cache_of(agg: &Aggregator) -> Option<PrefixCache> {
     (agg.prefix_prompt_tokens > 0).then(|| PrefixCache {
@@ -657,6 +694,7 @@ pub fn summarize(agg: &Aggregator, info: RunInfo) -> Summary {
         turns: turns_of(agg),
         prefix_cache: prefix_cache_of(agg),
         reasoning: reasoning_of(&agg.dist),
+        quality: quality_of(&agg.quality),
         timeseries: agg
             .windows
             .iter()

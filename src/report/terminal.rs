@@ -425,6 +425,18 @@ pub(super) fn render_tokens_and_server(s: &Summary, line: &mut impl FnMut(String
             r.share_of_e2e_pct.p90
         ));
     }
+    if let Some(q) = &s.quality {
+        line(format!(
+            "  graded: {} answers · accuracy {:.1}% (95% interval {:.1}–{:.1}%) · {} wrong · {} unparsed ({:.1}%)",
+            q.graded,
+            q.accuracy * 100.0,
+            q.accuracy_interval[0] * 100.0,
+            q.accuracy_interval[1] * 100.0,
+            q.wrong,
+            q.unparsed,
+            q.unparsed_rate * 100.0
+        ));
+    }
     if s.server.cache_write_tokens > 0 {
         line(format!(
             "  prompt cache: {} prompt tokens read from the cache, {} written to it",

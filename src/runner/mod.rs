@@ -552,9 +552,13 @@ async fn execute(
                 });
                 record.traceparent = Some(traceparent.clone());
                 record.prefix = payload.prefix;
-                openai::call(http, target, &payload, shared.clock, &mut record)
-                    .await
-                    .map(|answer| (answer.text, answer.response_id))
+                let answer = openai::call(http, target, &payload, shared.clock, &mut record).await;
+                if let (Some(task), Some(answer), Outcome::Ok) =
+                    (&payload.grade, &answer, record.outcome)
+                {
+                    record.grade = Some(task.grade(&answer.text));
+                }
+                answer.map(|answer| (answer.text, answer.response_id))
             }
             Target::Http(target) => {
                 let traceparent = request_traceparent(shared.trace_key, shared.scenario.seed, seq);
@@ -729,6 +733,7 @@ async fn run_session(
             traceparent: Some(traceparent(&trace_id, rng.random())),
             prefix: None,
             previous_response_id: continues.take(),
+            grade: user.grade.clone(),
         });
         admitted.record.session = Some(SessionMark {
             id,

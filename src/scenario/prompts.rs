@@ -292,6 +292,7 @@ pub(super) fn file_source(
         skip_invalid: false,
         tokenizer,
         default_max_tokens: None,
+        grader: None,
     };
     crate::workload::dataset::load(path, DatasetOrder::Sequential, &options)
         .map(PromptSource::Dataset)
@@ -338,8 +339,25 @@ pub(super) fn dataset_source(
         ),
         None => None,
     };
+    let grader = match &d.grader {
+        None => None,
+        Some(_) if format != DatasetFormat::Jsonl => {
+            problems.add(
+                "spec.payloadTemplate.prompts.dataset.grader",
+                "grades JSONL datasets, whose lines carry their `expected` answers".into(),
+                Some("write the dataset as JSONL: {\"prompt\": …, \"expected\": …}".into()),
+            );
+            return None;
+        }
+        Some(spec) => Some(std::sync::Arc::new(
+            crate::workload::grade::Grader::from_spec(spec)
+                .map_err(|e| problems.add("spec.payloadTemplate.prompts.dataset.grader", e, None))
+                .ok()?,
+        )),
+    };
     let options = crate::workload::dataset::Options {
         default_max_tokens,
+        grader,
         format,
         prompt_column: d.prompt_column.clone().unwrap_or_else(|| "prompt".into()),
         max_tokens_column: d.max_tokens_column.clone(),

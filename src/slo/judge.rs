@@ -66,6 +66,18 @@ pub(super) fn judge(
             }),
         },
         Metric::RecallAtK => j.recall(agg),
+        Metric::Accuracy | Metric::Unparsed if agg.quality.graded() == 0 => j.no_data(
+            ValueUnit::Percent,
+            "not measured: no graded answers (a dataset with a `grader`)",
+        ),
+        Metric::Accuracy => j.bounded_share(Share {
+            bad: agg.quality.wrong + agg.quality.unparsed,
+            n: agg.quality.graded(),
+        }),
+        Metric::Unparsed => j.bounded_share(Share {
+            bad: agg.quality.unparsed,
+            n: agg.quality.graded(),
+        }),
     }
 }
 

@@ -474,6 +474,38 @@ pub struct DatasetSpec {
     /// generates until its context is full).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<LengthSpec>,
+    /// Grade each answer against its line's `expected` (JSONL datasets): correct,
+    /// wrong or unparsed, with accuracy in the summary and as an SLO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grader: Option<GraderSpec>,
+}
+
+/// How a graded dataset's answers are judged (docs/metrics.md, "Graded answers").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum GraderSpec {
+    /// The answer is the `expected` text, trimmed, its whitespace collapsed.
+    Exact {
+        #[serde(default)]
+        case_sensitive: bool,
+        /// Drop ASCII punctuation from both before comparing.
+        #[serde(default)]
+        ignore_punctuation: bool,
+    },
+    /// The answer contains a match of the `expected` pattern.
+    Regex,
+    /// The last number in the answer is within `tolerance` of the `expected` one.
+    Numeric {
+        #[serde(default)]
+        tolerance: f64,
+    },
+    /// The letter the answer settles on (as lm-eval extracts it) is the `expected` one.
+    Choice,
+    /// The answer is JSON valid against `schema` (or each line's own `schema`).
+    JsonSchema {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        schema: Option<serde_json::Value>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

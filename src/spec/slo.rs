@@ -70,11 +70,13 @@ pub enum Metric {
     KvCacheHitRate,
     ToolSuccess,
     RecallAtK,
+    Accuracy,
+    Unparsed,
 }
 
 impl Metric {
     /// Every metric, in the order the docs list them.
-    pub const ALL: [Metric; 20] = [
+    pub const ALL: [Metric; 22] = [
         Metric::Ttft,
         Metric::TtftFromIntended,
         Metric::TimeToSecondToken,
@@ -95,6 +97,8 @@ impl Metric {
         Metric::KvCacheHitRate,
         Metric::ToolSuccess,
         Metric::RecallAtK,
+        Metric::Accuracy,
+        Metric::Unparsed,
     ];
 
     /// The name a spec writes.
@@ -120,6 +124,8 @@ impl Metric {
             Metric::KvCacheHitRate => "kv_cache_hit_rate",
             Metric::ToolSuccess => "tool_success",
             Metric::RecallAtK => "recall_at_k",
+            Metric::Accuracy => "accuracy",
+            Metric::Unparsed => "unparsed",
         }
     }
 
@@ -139,7 +145,7 @@ impl Metric {
             | Metric::Tpot
             | Metric::E2e
             | Metric::E2eFromIntended => Kind::Latency,
-            Metric::ErrorRate => Kind::BadShare,
+            Metric::ErrorRate | Metric::Unparsed => Kind::BadShare,
             Metric::ReasoningTokens => Kind::Tokens,
             Metric::ReasoningShare => Kind::RequestShare,
             Metric::OutputThroughput => Kind::Throughput,
@@ -148,7 +154,8 @@ impl Metric {
             | Metric::Goodput
             | Metric::KvCacheHitRate
             | Metric::ToolSuccess
-            | Metric::RecallAtK => Kind::GoodShare,
+            | Metric::RecallAtK
+            | Metric::Accuracy => Kind::GoodShare,
         }
     }
 
@@ -198,6 +205,12 @@ impl Metric {
             Metric::KvCacheHitRate => "Share of prompt tokens served from the prefix cache.",
             Metric::ToolSuccess => "Share of a flow's tool calls that succeeded.",
             Metric::RecallAtK => "Recall@k of a flow's retrieval against its relevant ids.",
+            Metric::Accuracy => {
+                "Share of graded answers that were correct (wrong and unparsed ones are not)."
+            }
+            Metric::Unparsed => {
+                "Share of graded answers that could not be read as an answer (no number, no choice, not JSON)."
+            }
         }
     }
 }

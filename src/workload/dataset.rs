@@ -7,6 +7,7 @@
 //! pass) or random (with replacement), seeded.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -16,6 +17,7 @@ use serde_json::Value;
 use crate::seed::mix_seed;
 use crate::spec::{DatasetFormat, DatasetOrder};
 use crate::tokenizer::LocalTokenizer;
+use crate::workload::grade::{GradeTask, Grader};
 use crate::workload::payload::{Payload, PromptBody};
 
 /// How to read a dataset.
@@ -32,6 +34,8 @@ pub struct Options {
     pub tokenizer: LocalTokenizer,
     /// The answer budget of records that carry no `max_tokens` of their own.
     pub default_max_tokens: Option<crate::workload::Length>,
+    /// Grade each answer against its line's `expected` (JSONL only).
+    pub grader: Option<Arc<Grader>>,
 }
 
 /// What was read, for the report.
@@ -103,6 +107,7 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 struct Entry {
     prompt: PromptBody,
     max_tokens: Option<u32>,
+    grade: Option<GradeTask>,
 }
 
 /// Reads a dataset.
@@ -127,7 +132,7 @@ pub fn parse(
         entries: Vec::new(),
     };
     match options.format {
-        DatasetFormat::Jsonl => read_jsonl(text, &mut records)?,
+        DatasetFormat::Jsonl => read_jsonl(text, &mut records, options.grader.as_ref())?,
         DatasetFormat::Sharegpt => read_sharegpt(text, &mut records, &options.tokenizer)?,
         DatasetFormat::Csv => read_csv(text, &mut records, options)?,
     }
@@ -189,10 +194,14 @@ impl Records<'_> {
     }
 }
 
-fn read_jsonl(text: &str, records: &mut Records) -> Result<(), String> {
+fn read_jsonl(
+    text: &str,
+    records: &mut Records,
+    grader: Option<&Arc<Grader>>,
+) -> Result<(), String> {
     for (n, line) in text.lines().enumerate() {
         if !line.trim().is_empty() {
-            records.take(n + 1, jsonl_entry(line))?;
+            records.take(n + 1, jsonl_entry(line, grader))?;
         }
     }
     Ok(())
@@ -277,6 +286,7 @@ fn csv_entry(
     Ok(Entry {
         prompt: PromptBody::Text(prompt),
         max_tokens,
+        grade: None,
     })
 }
 
@@ -304,6 +314,7 @@ fn within_length(entries: Vec<Entry>, options: &Options) -> (Vec<Payload>, u64) 
                 traceparent: None,
                 prefix: None,
                 previous_response_id: None,
+                grade: entry.grade,
             });
         } else {
             outside += 1;
@@ -312,8 +323,15 @@ fn within_length(entries: Vec<Entry>, options: &Options) -> (Vec<Payload>, u64) 
     (kept, outside)
 }
 
-fn jsonl_entry(line: &str) -> Result<Entry, String> {
+fn jsonl_entry(line: &str, grader: Option<&Arc<Grader>>) -> Result<Entry, String> {
     let value: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    let grade = match grader {
+        None => None,
+        Some(grader) => Some(GradeTask {
+            grader: grader.clone(),
+            expected: Arc::new(grader.expected(&value)?),
+        }),
+    };
     let max_tokens = match value.get("max_tokens") {
         None | Some(Value::Null) => None,
         Some(v) => Some(
@@ -334,7 +352,11 @@ fn jsonl_entry(line: &str) -> Result<Entry, String> {
             );
         }
     };
-    Ok(Entry { prompt, max_tokens })
+    Ok(Entry {
+        prompt,
+        max_tokens,
+        grade,
+    })
 }
 
 fn sharegpt_entry(conversation: &Value, tokenizer: &LocalTokenizer) -> Result<Entry, String> {
@@ -359,6 +381,7 @@ fn sharegpt_entry(conversation: &Value, tokenizer: &LocalTokenizer) -> Result<En
     Ok(Entry {
         prompt: PromptBody::Text(prompt.to_owned()),
         max_tokens,
+        grade: None,
     })
 }
 
@@ -376,6 +399,7 @@ mod tests {
             skip_invalid: false,
             tokenizer: LocalTokenizer::Sim,
             default_max_tokens: None,
+            grader: None,
         }
     }
 

@@ -10,6 +10,7 @@
 //! - [`datagen`] — synthetic corpora and prompts from templates
 
 pub mod datagen;
+pub mod grade;
 pub mod dataset;
 pub mod mcp;
 pub mod media;
@@ -191,6 +192,7 @@ impl PromptSource {
                     traceparent: None,
                     prefix,
                     previous_response_id: None,
+                    grade: None,
                 }
             }
             PromptSource::Dataset(dataset) => dataset.payload(seed, index),
@@ -208,6 +210,7 @@ impl PromptSource {
                     traceparent: None,
                     prefix: None,
                     previous_response_id: None,
+                    grade: None,
                 }
             }
         }

@@ -161,6 +161,7 @@ fn payload(entry: &TraceRequest, block_tokens: u32, seed: u64, index: u64) -> Pa
         traceparent: None,
         prefix: None,
         previous_response_id: None,
+        grade: None,
     }
 }
 

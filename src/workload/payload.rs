@@ -42,4 +42,6 @@ pub struct Payload {
     /// OpenAI's Responses API: the stored answer this turn continues (sessions whose
     /// history the server keeps).
     pub previous_response_id: Option<String>,
+    /// A graded dataset's line: how to grade the answer.
+    pub grade: Option<crate::workload::grade::GradeTask>,
 }

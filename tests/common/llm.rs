@@ -49,6 +49,7 @@ pub async fn call_once(target: &LlmTarget, prompt: &str, http2: bool) -> Record 
         traceparent: None,
         prefix: None,
         previous_response_id: None,
+        grade: None,
     };
     let http = http_client(&target.timeouts, http2);
     let mut record = Record::unsent(0, 0, Phase::Measure, 0);

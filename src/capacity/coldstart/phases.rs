@@ -97,6 +97,7 @@ pub async fn probe(
         traceparent: None,
         prefix: None,
         previous_response_id: None,
+        grade: None,
     };
     let mut record = Record::unsent(0, 0, Phase::Measure, clock.now_us());
     crate::client::openai::call(http, &target, &payload, clock, &mut record).await;

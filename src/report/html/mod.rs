@@ -53,6 +53,7 @@ pub fn render(summary: &Summary, digest: &Digest) -> String {
         sections::sweep(summary),
         sections::sessions(summary),
         sections::reasoning(summary),
+        sections::quality(summary),
         flows::flow(summary, digest),
         media::media(summary, &sections::marks(summary, digest)),
         mcp::mcp(summary),

@@ -678,6 +678,28 @@ pub fn reasoning(summary: &Summary) -> Option<String> {
     Some(section("reasoning", &heading, &table))
 }
 
+/// Graded answers: correct, wrong, unparsed, and the accuracy with its interval.
+pub fn quality(summary: &Summary) -> Option<String> {
+    let q = summary.quality.as_ref()?;
+    let pct = |x: f64| num(x * 100.0);
+    let mut table = String::from(
+        r#"<table><tr><th>graded</th><th class="n">correct</th><th class="n">wrong</th><th class="n">unparsed</th><th class="n">accuracy %</th><th class="n">95% interval %</th><th class="n">unparsed %</th></tr>"#,
+    );
+    let _ = write!(
+        table,
+        r#"<tr data-metric="accuracy"><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{} – {}</td><td class="n">{}</td></tr></table>"#,
+        q.graded,
+        q.correct,
+        q.wrong,
+        q.unparsed,
+        pct(q.accuracy),
+        pct(q.accuracy_interval[0]),
+        pct(q.accuracy_interval[1]),
+        pct(q.unparsed_rate)
+    );
+    Some(section("quality", "Graded answers", &table))
+}
+
 pub fn errors(summary: &Summary) -> Option<String> {
     if summary.errors.is_empty() {
         return None;

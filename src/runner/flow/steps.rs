@@ -195,6 +195,7 @@ pub(super) async fn chat(
         traceparent: Some(slot.traceparent.clone()),
         prefix: None,
         previous_response_id: None,
+        grade: None,
     };
     let call = openai::call(
         session.runtime.client(&step.service),
