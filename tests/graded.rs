@@ -49,7 +49,7 @@ async fn server() -> String {
 
 fn spec(url: &str, dataset: &std::path::Path) -> String {
     format!(
-        "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: {{ name: graded }}\nspec:\n  services:\n    llm: {{ url: \"{url}\", model: m }}\n  payloadTemplate:\n    stream: false\n    prompts: {{ dataset: {{ file: {}, grader: {{ type: numeric, tolerance: 0.001 }}, output_tokens: 8 }} }}\n  load:\n    - {{ concurrency: 4, requests: 40 }}\n---\napiVersion: redline.dev/v1alpha1\nkind: ScaleSpec\nspec:\n  sloThresholds:\n    accuracy: \">= 30%\"\n    unparsed: \"<= 1%\"\n",
+        "apiVersion: redline.dev/v1alpha1\nkind: InferenceSpec\nmetadata: {{ name: graded }}\nspec:\n  services:\n    llm: {{ url: \"{url}\", model: m }}\n  payloadTemplate:\n    stream: false\n    prompts: {{ dataset: {{ file: {}, grader: {{ type: numeric, tolerance: 0.001 }}, output_tokens: 8 }} }}\n  goodput: {{ e2e: 10s, correct: true }}\n  load:\n    - {{ concurrency: 4, requests: 40 }}\n    - {{ concurrency: 2, requests: 20 }}\n---\napiVersion: redline.dev/v1alpha1\nkind: ScaleSpec\nspec:\n  sloThresholds:\n    accuracy: \">= 30%\"\n    unparsed: \"<= 1%\"\n",
         dataset.display()
     )
 }
@@ -92,7 +92,7 @@ async fn graded_answers_are_counted_as_the_server_answered() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(records.len(), 40);
+    assert_eq!(records.len(), 60);
     for r in &records {
         assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.error);
         // Sequential order: request n sends line n mod 4.
@@ -106,7 +106,23 @@ async fn graded_answers_are_counted_as_the_server_answered() {
     let q = &summary["quality"];
     assert_eq!(
         [&q["graded"], &q["correct"], &q["wrong"], &q["unparsed"]],
-        [40, 20, 10, 10]
+        [60, 30, 15, 15]
+    );
+    // Each stage's own counts: the first sent lines 0–39, the second 40–59.
+    for (stage, graded, correct) in [(0, 40, 20), (1, 20, 10)] {
+        let q = &summary["stages"][stage]["quality"];
+        assert_eq!(
+            [&q["graded"], &q["correct"]],
+            [graded, correct],
+            "stage {stage}"
+        );
+    }
+    // Fast and wrong is not good: only the correct half counts.
+    assert_eq!(
+        summary["goodput"]["ratio"].as_f64(),
+        Some(0.5),
+        "{}",
+        summary["goodput"]
     );
     assert_eq!(
         (q["accuracy"].as_f64(), q["unparsed_rate"].as_f64()),
@@ -118,7 +134,7 @@ async fn graded_answers_are_counted_as_the_server_answered() {
         let all = summary["verdicts"].as_array().unwrap();
         all.iter().find(|v| v["slo"] == name).unwrap()["outcome"].clone()
     };
-    assert_eq!(verdict("accuracy"), "pass", "50% of 40, bounded above 30%");
+    assert_eq!(verdict("accuracy"), "pass", "50% of 60, bounded above 30%");
     assert_eq!(verdict("unparsed"), "fail", "a quarter unparsed");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -136,6 +152,13 @@ fn a_line_its_grader_cannot_use_is_named_with_its_line() {
     let error = scenario_of(&spec("http://127.0.0.1:9", &dataset)).unwrap_err();
     assert!(
         error.contains("qa.jsonl:2: needs an \"expected\" number for the numeric grader"),
+        "{error}"
+    );
+    let ungraded = spec("http://127.0.0.1:9", &dataset)
+        .replace(", grader: { type: numeric, tolerance: 0.001 }", "");
+    let error = scenario_of(&ungraded).unwrap_err();
+    assert!(
+        error.contains("spec.goodput.correct: needs graded answers"),
         "{error}"
     );
     let unknown = spec("http://127.0.0.1:9", &dataset).replace("type: numeric", "type: nearly");

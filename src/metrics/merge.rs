@@ -154,6 +154,7 @@ impl StageStats {
         add(&mut self.e2e, &o.e2e);
         add(&mut self.e2e_intended, &o.e2e_intended);
         add(&mut self.send_lag, &o.send_lag);
+        self.quality.merge(&o.quality);
     }
 }
 

@@ -198,6 +198,9 @@ pub struct RequestSlo {
     pub ttft_ms: Option<f64>,
     pub tpot_ms: Option<f64>,
     pub e2e_ms: Option<f64>,
+    /// The answer must also be graded correct (a dataset with a `grader`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub correct: bool,
 }
 
 impl RequestSlo {
@@ -214,6 +217,10 @@ impl RequestSlo {
             && within(self.ttft_ms, r.ttft_intended_us().map(|v| v as f64), false)
             && within(self.tpot_ms, r.tpot_us(), true)
             && within(self.e2e_ms, r.e2e_intended_us().map(|v| v as f64), false)
+            && (!self.correct
+                || r.grade
+                    .as_ref()
+                    .is_some_and(|g| g.verdict == crate::record::GradeVerdict::Correct))
     }
 }
 
@@ -240,6 +247,9 @@ pub struct StageStats {
     pub e2e_intended: Histogram<u64>,
     #[serde(with = "file::hdr")]
     pub send_lag: Histogram<u64>,
+    /// Graded answers: how right the answers were at this stage's load.
+    #[serde(default)]
+    pub quality: quality::QualityTally,
 }
 
 impl Default for StageStats {
@@ -257,6 +267,7 @@ impl Default for StageStats {
             e2e: histogram(),
             e2e_intended: histogram(),
             send_lag: histogram(),
+            quality: quality::QualityTally::default(),
         }
     }
 }
@@ -265,6 +276,7 @@ impl StageStats {
     fn add(&mut self, r: &Record, done_us: u64, good: bool) {
         self.counts.bump(r.outcome);
         self.good += u64::from(good);
+        self.quality.count(r);
         self.first_intended_us = self.first_intended_us.min(r.intended_us);
         self.last_done_us = self.last_done_us.max(done_us);
         let record = |h: &mut Histogram<u64>, v: Option<u64>| {

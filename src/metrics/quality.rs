@@ -13,8 +13,16 @@ pub struct QualityTally {
 }
 
 impl QualityTally {
+    /// A measured record's grade.
     pub fn add(&mut self, r: &Record) {
-        let (Phase::Measure, Some(grade)) = (r.phase, &r.grade) else {
+        if r.phase == Phase::Measure {
+            self.count(r);
+        }
+    }
+
+    /// A record's grade, whatever its phase (a sweep point is judged whole).
+    pub fn count(&mut self, r: &Record) {
+        let Some(grade) = &r.grade else {
             return;
         };
         *match grade.verdict {

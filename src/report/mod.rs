@@ -291,6 +291,9 @@ pub struct StageSummary {
     pub e2e_ms: Dist,
     pub e2e_from_intended_ms: Dist,
     pub send_lag_ms: Dist,
+    /// Graded answers at this stage's load (a dataset with a `grader`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<Quality>,
 }
 
 /// Where a sweep's knee is: the highest rate the service sustained.
@@ -493,6 +496,7 @@ fn stage_summary(stage: &ExecutedStage, stats: Option<&StageStats>, goodput: boo
         e2e_ms: ms(&st.e2e),
         e2e_from_intended_ms: ms(&st.e2e_intended),
         send_lag_ms: ms(&st.send_lag),
+        quality: quality_of(&st.quality),
     }
 }
 
@@ -825,6 +829,7 @@ mod tests {
             e2e_ms: Dist::default(),
             e2e_from_intended_ms: Dist::default(),
             send_lag_ms: Dist::default(),
+            quality: None,
         }
     }
 

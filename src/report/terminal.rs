@@ -87,8 +87,9 @@ pub(super) fn render_offered(stage: &StageSummary, line: &mut impl FnMut(String)
 /// The per-stage table, and a sweep's knee.
 pub(super) fn render_stages(s: &Summary, line: &mut impl FnMut(String)) {
     line(String::new());
+    let graded = s.stages.iter().any(|st| st.quality.is_some());
     line(format!(
-        "  {:<7}{:<13}{:>10}{:>10}{:>8}{:>8}{:>11}{:>11}{:>10}{:>10}{}",
+        "  {:<7}{:<13}{:>10}{:>10}{:>8}{:>8}{:>11}{:>11}{:>10}{:>10}{}{}",
         "stage",
         "",
         "offered/s",
@@ -99,7 +100,8 @@ pub(super) fn render_stages(s: &Summary, line: &mut impl FnMut(String)) {
         "TTFT p99",
         "ITL p50",
         "E2E p99",
-        if s.goodput.is_some() { "    good" } else { "" }
+        if s.goodput.is_some() { "    good" } else { "" },
+        if graded { "  accuracy  unparsed" } else { "" }
     ));
     let knee = s.sweep.as_ref().and_then(|sw| sw.knee_stage);
     for (i, st) in s.stages.iter().enumerate() {
@@ -116,8 +118,17 @@ pub(super) fn render_stages(s: &Summary, line: &mut impl FnMut(String)) {
         let good = st
             .goodput_ratio
             .map_or(String::new(), |r| format!("{:>7.1}%", r * 100.0));
+        let answers = match (&st.quality, graded) {
+            (Some(q), _) => format!(
+                "{:>9.1}%{:>9.1}%",
+                q.accuracy * 100.0,
+                q.unparsed_rate * 100.0
+            ),
+            (None, true) => format!("{:>10}{:>10}", "-", "-"),
+            (None, false) => String::new(),
+        };
         line(format!(
-            "  {i:<7}{role:<13}{offered:>10}{:>10.2}{:>8}{:>8}{:>11.2}{:>11.2}{:>10.2}{:>10.2}{good}{marker}",
+            "  {i:<7}{role:<13}{offered:>10}{:>10.2}{:>8}{:>8}{:>11.2}{:>11.2}{:>10.2}{:>10.2}{good}{answers}{marker}",
             st.achieved_rate_per_s,
             st.requests.ok,
             st.requests.failed(),

@@ -542,13 +542,28 @@ fn goodput_from_spec(spec: &InferenceSpec, problems: &mut Problems) -> Option<Re
             ttft_ms: ms(g.ttft),
             tpot_ms: ms(g.tpot),
             e2e_ms: ms(g.e2e),
+            correct: g.correct,
         };
+        let graded = spec
+            .payload_template
+            .prompts
+            .as_ref()
+            .and_then(|p| p.dataset.as_ref())
+            .is_some_and(|d| d.grader.is_some());
+        if slo.correct && !graded {
+            problems.add(
+                "spec.goodput.correct",
+                "needs graded answers: no dataset here has a `grader`".into(),
+                Some("add `grader: { type: … }` to `prompts.dataset`, or drop `correct`".into()),
+            );
+            return None;
+        }
         if slo == RequestSlo::default() {
             problems.add(
                 "spec.goodput",
                 "sets no bound".into(),
                 Some(
-                    "give at least one of `ttft`, `tpot`, `e2e`, e.g. `goodput: { ttft: 500ms }`"
+                    "give at least one of `ttft`, `tpot`, `e2e`, `correct`, e.g. `goodput: { ttft: 500ms }`"
                         .into(),
                 ),
             );

@@ -671,6 +671,10 @@ pub struct GoodputSpec {
     /// Send → last byte at most this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2e: Option<Dur>,
+    /// The answer must also be graded correct: a request that was fast and wrong is
+    /// not good (a dataset with a `grader`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub correct: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -9,7 +9,7 @@ use super::digest::{Digest, Second};
 use super::parts::{section, window_key, wire_name};
 use super::svg::{self, Bar, Marks, Series, escape, num};
 use crate::metrics::Dist;
-use crate::report::Summary;
+use crate::report::{Quality, StageSummary, Summary};
 use crate::slo::Judgement;
 
 /// A figure with the exact value it shows, for tools and tests.
@@ -559,20 +559,27 @@ pub fn sweep(summary: &Summary) -> Option<String> {
         dashed: false,
     };
     let mut table = String::from(
-        r#"<table><tr><th class="n">offered /s</th><th class="n">achieved /s</th><th class="n">TTFT p99 ms</th><th class="n">output tok/s</th><th class="n">goodput /s</th></tr>"#,
+        r#"<table><tr><th class="n">offered /s</th><th class="n">achieved /s</th><th class="n">TTFT p99 ms</th><th class="n">output tok/s</th><th class="n">goodput /s</th><th class="n">accuracy %</th><th class="n">unparsed %</th></tr>"#,
     );
+    let pct = |q: Option<&Quality>, of: fn(&Quality) -> f64| {
+        q.map_or("–".into(), |q| num(of(q) * 100.0))
+    };
     for s in &points {
+        let q = s.quality.as_ref();
         let _ = write!(
             table,
-            r#"<tr><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>"#,
+            r#"<tr><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>"#,
             s.offered_rate_per_s.map_or("–".into(), num),
             num(s.achieved_rate_per_s),
             num(s.ttft_ms.p99),
             num(s.output_tokens_per_s),
             s.goodput_per_s.map_or("–".into(), num),
+            pct(q, |q| q.accuracy),
+            pct(q, |q| q.unparsed_rate),
         );
     }
     table.push_str("</table>");
+    let answers = answers_against_load(&points);
     let verdict = match sweep.knee_rate_per_s {
         Some(rate) => format!(
             r#"<p>Knee at <b data-metric="sweep.knee_rate_per_s" data-value="{rate}">{} /s</b> ({}).</p>"#,
@@ -589,7 +596,7 @@ pub fn sweep(summary: &Summary) -> Option<String> {
         "sweep",
         "Sweep",
         &format!(
-            "{verdict}{}{}{table}",
+            "{verdict}{}{}{table}{answers}",
             svg::lines(
                 "latency against achieved rate",
                 "achieved requests/s",
@@ -606,6 +613,38 @@ pub fn sweep(summary: &Summary) -> Option<String> {
             ),
         ),
     ))
+}
+
+/// Accuracy and the unparsed rate against the achieved rate, beside latency: where
+/// the answers break, not only where the latency does. Empty without graded answers.
+fn answers_against_load(points: &[&StageSummary]) -> String {
+    let graded: Vec<_> = points.iter().filter(|s| s.quality.is_some()).collect();
+    if graded.is_empty() {
+        return String::new();
+    }
+    let series = [("accuracy %", false), ("unparsed %", true)].map(|(name, unparsed)| Series {
+        name: name.into(),
+        points: graded
+            .iter()
+            .filter_map(|s| {
+                let q = s.quality.as_ref()?;
+                let share = if unparsed {
+                    q.unparsed_rate
+                } else {
+                    q.accuracy
+                };
+                Some((s.achieved_rate_per_s, share * 100.0))
+            })
+            .collect(),
+        dashed: unparsed,
+    });
+    svg::lines(
+        "graded answers against achieved rate",
+        "achieved requests/s",
+        "%",
+        &series,
+        &Marks::default(),
+    )
 }
 
 pub fn sessions(summary: &Summary) -> Option<String> {
