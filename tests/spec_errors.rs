@@ -251,7 +251,7 @@ fn a_sweep_finds_its_own_rates_and_goodput_needs_a_bound() {
         errors(&text),
         "2 problems in the spec:\n\
          test.yaml:9:3: spec.goodput: sets no bound\n  \
-         fix: give at least one of `ttft`, `tpot`, `e2e`, e.g. `goodput: { ttft: 500ms }`\n\
+         fix: give at least one of `ttft`, `tpot`, `e2e`, `correct`, e.g. `goodput: { ttft: 500ms }`\n\
          test.yaml:11:30: spec.load[0].rate: does not apply to a `sweep`, which finds its own rates\n  \
          fix: remove it, or make it a stage of its own\n"
     );
