@@ -1,13 +1,15 @@
 //! Prompt datasets (JSONL, ShareGPT, CSV) and Mooncake-style replay traces: a dataset
-//! whose first prompts can be built, or an error naming the line; never a panic.
+//! whose first prompts can be built, or an error naming the line; never a panic. With
+//! a grader, each line's expectation is read and the input itself graded as an answer.
 #![no_main]
 
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use redline::spec::{DatasetFormat, DatasetOrder};
+use redline::spec::{DatasetFormat, DatasetOrder, GraderSpec};
 use redline::tokenizer::LocalTokenizer;
+use redline::workload::grade::Grader;
 use redline::workload::{dataset, mooncake};
 
 fn tokenizer() -> LocalTokenizer {
@@ -46,6 +48,7 @@ fuzz_target!(|input: &[u8]| {
         skip_invalid: selector & 4 != 0,
         tokenizer: tokenizer(),
         default_max_tokens: None,
+        grader: grader(selector),
     };
     let order = if selector & 8 == 0 {
         DatasetOrder::Sequential
@@ -54,7 +57,26 @@ fuzz_target!(|input: &[u8]| {
     };
     if let Ok(data) = dataset::parse(path, text, order, &options) {
         for index in 0..3 {
-            let _ = data.payload(7, index);
+            // The input itself as the answer: grading never panics on any text.
+            if let Some(task) = data.payload(7, index).grade {
+                let _ = task.grade(text);
+            }
         }
     }
 });
+
+/// One grader in two of every four inputs, each kind in turn.
+fn grader(selector: u8) -> Option<Arc<Grader>> {
+    let spec = match selector >> 4 {
+        0..=7 => return None,
+        8..=9 => GraderSpec::Exact {
+            case_sensitive: false,
+            ignore_punctuation: true,
+        },
+        10..=11 => GraderSpec::Regex,
+        12 => GraderSpec::Numeric { tolerance: 0.5 },
+        13 => GraderSpec::Choice,
+        _ => GraderSpec::JsonSchema { schema: None },
+    };
+    Some(Arc::new(Grader::from_spec(&spec).expect("a valid grader")))
+}
