@@ -541,67 +541,7 @@ async fn execute(
         shared
             .target
             .pick(http, shared.scenario.seed, seq, shared.rates.as_deref());
-    let request = async {
-        match target {
-            Target::Mix(_) => unreachable!("a mix picks one of its targets"),
-            Target::Llm { target, prompts } => {
-                let mut payload =
-                    payload.unwrap_or_else(|| prompts.payload(shared.scenario.seed, seq));
-                let traceparent = payload.traceparent.get_or_insert_with(|| {
-                    request_traceparent(shared.trace_key, shared.scenario.seed, seq)
-                });
-                record.traceparent = Some(traceparent.clone());
-                record.prefix = payload.prefix;
-                let answer = openai::call(http, target, &payload, shared.clock, &mut record).await;
-                if let (Some(task), Some(answer), Outcome::Ok) =
-                    (&payload.grade, &answer, record.outcome)
-                {
-                    record.grade = Some(task.grade(&answer.text));
-                }
-                answer.map(|answer| (answer.text, answer.response_id))
-            }
-            Target::Http(target) => {
-                let traceparent = request_traceparent(shared.trace_key, shared.scenario.seed, seq);
-                record.traceparent = Some(traceparent.clone());
-                http::call(http, target, &traceparent, shared.clock, &mut record).await;
-                None
-            }
-            Target::Mcp { target, workload } => {
-                let traceparent = request_traceparent(shared.trace_key, shared.scenario.seed, seq);
-                record.traceparent = Some(traceparent.clone());
-                let seed = shared.scenario.seed;
-                let call = workload.call(seed, seq);
-                let end_session = workload.ends_session(seed, seq);
-                mcp::call(
-                    http,
-                    target,
-                    &call,
-                    end_session,
-                    &traceparent,
-                    shared.clock,
-                    &mut record,
-                )
-                .await;
-                None
-            }
-            Target::Media { target, input } => {
-                let traceparent = request_traceparent(shared.trace_key, shared.scenario.seed, seq);
-                record.traceparent = Some(traceparent.clone());
-                let (seed, clock) = (shared.scenario.seed, shared.clock);
-                target::send_media(
-                    http,
-                    target,
-                    input,
-                    (seed, seq),
-                    &traceparent,
-                    clock,
-                    &mut record,
-                )
-                .await;
-                None
-            }
-        }
-    };
+    let request = send_to(shared, http, target, seq, payload, &mut record);
     let answer = tokio::select! {
         // The request first, and no random choice of which to poll first: it is the
         // one that is ready.
@@ -625,6 +565,79 @@ async fn execute(
     };
     shared.emit(record);
     ended
+}
+
+/// Sends request `seq` to `target`, filling `record`: the text and Responses id of an
+/// LLM's answer (graded when its dataset line says how), none for other requests.
+async fn send_to(
+    shared: &Shared,
+    http: &HttpClient,
+    target: &Target,
+    seq: u64,
+    payload: Option<Payload>,
+    record: &mut Record,
+) -> Option<(String, Option<String>)> {
+    let (seed, clock) = (shared.scenario.seed, shared.clock);
+    match target {
+        Target::Mix(_) => unreachable!("a mix picks one of its targets"),
+        Target::Llm { target, prompts } => {
+            let mut payload = payload.unwrap_or_else(|| prompts.payload(seed, seq));
+            let traceparent = payload
+                .traceparent
+                .get_or_insert_with(|| request_traceparent(shared.trace_key, seed, seq));
+            record.traceparent = Some(traceparent.clone());
+            record.prefix = payload.prefix;
+            let answer = openai::call(http, target, &payload, clock, record).await;
+            if let (Some(task), Some(answer), Outcome::Ok) =
+                (&payload.grade, &answer, record.outcome)
+            {
+                record.grade = Some(task.grade(&answer.text));
+            }
+            answer.map(|answer| (answer.text, answer.response_id))
+        }
+        Target::Http(target) => {
+            let traceparent = traced(shared, seq, record);
+            http::call(http, target, &traceparent, clock, record).await;
+            None
+        }
+        Target::Mcp { target, workload } => {
+            let traceparent = traced(shared, seq, record);
+            let call = workload.call(seed, seq);
+            let end_session = workload.ends_session(seed, seq);
+            mcp::call(
+                http,
+                target,
+                &call,
+                end_session,
+                &traceparent,
+                clock,
+                record,
+            )
+            .await;
+            None
+        }
+        Target::Media { target, input } => {
+            let traceparent = traced(shared, seq, record);
+            target::send_media(
+                http,
+                target,
+                input,
+                (seed, seq),
+                &traceparent,
+                clock,
+                record,
+            )
+            .await;
+            None
+        }
+    }
+}
+
+/// Request `seq`'s own trace, noted in its record.
+fn traced(shared: &Shared, seq: u64, record: &mut Record) -> String {
+    let traceparent = request_traceparent(shared.trace_key, shared.scenario.seed, seq);
+    record.traceparent = Some(traceparent.clone());
+    traceparent
 }
 
 /// Starts one request as a task of its own (open loop: the schedule does not wait).
