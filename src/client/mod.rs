@@ -504,7 +504,13 @@ fn classify_chain(
         };
         return (FailStage::Connect, kind, message);
     }
+    // An HTTP/2 stream the server reset before this client read its head: h2 drops
+    // what was queued for the stream, the head too.
+    let reset_stream = chain(error)
+        .filter_map(|e| e.downcast_ref::<h2::Error>())
+        .any(|e| e.is_reset() && e.is_remote());
     let kind = match io_kind {
+        _ if reset_stream => "reset",
         Some(ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof) => "reset",
         _ if message.contains("closed") || message.contains("incomplete") => "reset",
         _ => "io",
