@@ -10,6 +10,7 @@ use libfuzzer_sys::fuzz_target;
 use redline::spec::{DatasetFormat, DatasetOrder, GraderSpec};
 use redline::tokenizer::LocalTokenizer;
 use redline::workload::grade::Grader;
+use redline::workload::tool_ast::MadeCall;
 use redline::workload::{dataset, mooncake};
 
 fn tokenizer() -> LocalTokenizer {
@@ -57,9 +58,14 @@ fuzz_target!(|input: &[u8]| {
     };
     if let Ok(data) = dataset::parse(path, text, order, &options) {
         for index in 0..3 {
-            // The input itself as the answer: grading never panics on any text.
+            // The input itself as the answer and as a call's arguments: grading never
+            // panics on any text.
             if let Some(task) = data.payload(7, index).grade {
-                let _ = task.grade(text);
+                let call = MadeCall {
+                    name: "f",
+                    arguments: text,
+                };
+                let _ = task.grade(text, &[call]);
             }
         }
     }
@@ -76,7 +82,8 @@ fn grader(selector: u8) -> Option<Arc<Grader>> {
         10..=11 => GraderSpec::Regex,
         12 => GraderSpec::Numeric { tolerance: 0.5 },
         13 => GraderSpec::Choice,
-        _ => GraderSpec::JsonSchema { schema: None },
+        14 => GraderSpec::JsonSchema { schema: None },
+        _ => GraderSpec::ToolAst,
     };
     Some(Arc::new(Grader::from_spec(&spec).expect("a valid grader")))
 }

@@ -148,6 +148,7 @@ impl LlmApi {
                 _ => super::anthropic::body(model, stream, &payload.prompt, max),
             };
             merge(&mut body, extra);
+            self.merge_line_fields(&mut body, payload);
             self.reshape_tools(&mut body);
             return body;
         }
@@ -194,7 +195,32 @@ impl LlmApi {
             body["stream_options"] = json!({"include_usage": true});
         }
         merge(&mut body, extra);
+        self.merge_line_fields(&mut body, payload);
         body
+    }
+
+    /// A dataset line's own fields over the spec's; the Responses API takes a
+    /// `response_format` as `text.format`, the schema's fields flattened into it.
+    fn merge_line_fields(self, body: &mut Value, payload: &Payload) {
+        let Some(fields) = &payload.fields else {
+            return;
+        };
+        merge(body, fields);
+        if self != LlmApi::Responses {
+            return;
+        }
+        let Some(mut format) = body
+            .as_object_mut()
+            .and_then(|b| b.remove("response_format"))
+        else {
+            return;
+        };
+        if let Some(Value::Object(schema)) =
+            format.as_object_mut().and_then(|f| f.remove("json_schema"))
+        {
+            merge(&mut format, &schema);
+        }
+        body["text"] = json!({"format": format});
     }
 
     /// Tools and tool choice written in chat's shape (a flow's, a spec's `body`) in
@@ -634,6 +660,7 @@ mod tests {
             prefix: None,
             previous_response_id: None,
             grade: None,
+            fields: None,
         }
     }
 
@@ -661,6 +688,32 @@ mod tests {
             kserve,
             json!({"text_input": "hi", "stream": true, "exclude_input_in_output": true, "return_finish_reason": true, "max_tokens": 7})
         );
+    }
+
+    #[test]
+    fn a_lines_tools_and_response_format_reach_each_api_in_its_shape() {
+        let tool = json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}});
+        let format = json!({"type": "json_schema", "json_schema": {"name": "x", "strict": true, "schema": {"type": "object"}}});
+        let mut p = payload("hi", None);
+        let fields = json!({"tools": [tool], "response_format": format});
+        p.fields = Some(std::sync::Arc::new(fields.as_object().unwrap().clone()));
+        let spec = json!({"tools": [], "temperature": 0})
+            .as_object()
+            .unwrap()
+            .clone();
+        let chat = LlmApi::Chat.body("m", true, true, &p, &spec);
+        assert_eq!(chat["tools"][0], tool, "the line's tools over the spec's");
+        assert_eq!(
+            (&chat["response_format"], &chat["temperature"]),
+            (&format, &json!(0))
+        );
+        let responses = LlmApi::Responses.body("m", true, true, &p, &spec);
+        assert_eq!(responses["tools"][0]["name"], "f");
+        assert_eq!(
+            responses["text"]["format"],
+            json!({"type": "json_schema", "name": "x", "strict": true, "schema": {"type": "object"}})
+        );
+        assert!(responses.get("response_format").is_none());
     }
 
     #[test]

@@ -375,6 +375,7 @@ mod tests {
             prefix: None,
             previous_response_id: Some("resp_1".into()),
             grade: None,
+            fields: None,
         };
         let body = body("m", true, &payload);
         assert_eq!(body["previous_response_id"], "resp_1");

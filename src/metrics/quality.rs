@@ -3,13 +3,16 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::{GradeVerdict, Phase, Record};
+use crate::record::{GradeBucket, GradeVerdict, Phase, Record};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct QualityTally {
     pub correct: u64,
     pub wrong: u64,
     pub unparsed: u64,
+    /// Graded tool calls that were not correct, by [`GradeBucket::ALL`]'s order.
+    #[serde(default)]
+    pub buckets: [u64; GradeBucket::ALL.len()],
 }
 
 impl QualityTally {
@@ -30,12 +33,26 @@ impl QualityTally {
             GradeVerdict::Wrong => &mut self.wrong,
             GradeVerdict::Unparsed => &mut self.unparsed,
         } += 1;
+        if let Some(bucket) = grade.bucket {
+            self.buckets[bucket as usize] += 1;
+        }
+    }
+
+    /// The buckets that hold any answer, by name.
+    pub fn bucket_counts(&self) -> impl Iterator<Item = (GradeBucket, u64)> + '_ {
+        GradeBucket::ALL
+            .into_iter()
+            .zip(self.buckets)
+            .filter(|(_, n)| *n > 0)
     }
 
     pub fn merge(&mut self, other: &QualityTally) {
         self.correct += other.correct;
         self.wrong += other.wrong;
         self.unparsed += other.unparsed;
+        for (mine, theirs) in self.buckets.iter_mut().zip(other.buckets) {
+            *mine += theirs;
+        }
     }
 
     /// Answers graded.

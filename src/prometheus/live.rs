@@ -299,7 +299,7 @@ impl LiveMetrics {
             graded: registered(
                 r,
                 "graded_answers",
-                "Graded answers of a dataset with a grader, by verdict: correct, wrong, unparsed",
+                "Graded answers of a dataset with a grader, by verdict (correct, wrong, unparsed) and, for tool calls, the bucket of the miss (wrong_tool, missing_param, …; empty otherwise)",
                 Family::<Labels, Counter>::default(),
             ),
             send_lag: registered(
@@ -446,8 +446,12 @@ impl LiveMetrics {
                 crate::record::GradeVerdict::Wrong => "wrong",
                 crate::record::GradeVerdict::Unparsed => "unparsed",
             };
+            let bucket = grade.bucket.map_or("", |b| b.name());
             self.graded
-                .get_or_create(&vec![("verdict", verdict.to_owned())])
+                .get_or_create(&vec![
+                    ("verdict", verdict.to_owned()),
+                    ("bucket", bucket.to_owned()),
+                ])
                 .inc();
         }
         if let Some(error) = &r.error {

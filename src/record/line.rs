@@ -247,6 +247,7 @@ mod tests {
         });
         record.grade = Some(crate::record::Grade {
             verdict: crate::record::GradeVerdict::Wrong,
+            bucket: Some(crate::record::GradeBucket::ParamValue),
             note: Some("the last number 41 is not 42 ± 0".into()),
         });
         for (i, mark) in [

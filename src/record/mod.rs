@@ -376,8 +376,60 @@ pub enum GradeVerdict {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Grade {
     pub verdict: GradeVerdict,
+    /// A graded tool call's failure, by kind (`tool_ast`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<GradeBucket>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// Why a graded tool call was not correct, in the BFCL AST checker's terms.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum GradeBucket {
+    /// More or fewer calls than expected (a call missing where one was due).
+    WrongCount,
+    WrongTool,
+    /// A required parameter, or an expected one with no default, not given.
+    MissingParam,
+    /// A parameter the tool or the expected call does not have.
+    UnexpectedParam,
+    ParamType,
+    /// A value none of the possible answers allows.
+    ParamValue,
+    /// A call where none was due (BFCL's irrelevance).
+    ShouldNotHaveCalled,
+    /// No call, or arguments that are not a JSON object.
+    Unparsed,
+}
+
+impl GradeBucket {
+    pub const ALL: [GradeBucket; 8] = [
+        GradeBucket::WrongCount,
+        GradeBucket::WrongTool,
+        GradeBucket::MissingParam,
+        GradeBucket::UnexpectedParam,
+        GradeBucket::ParamType,
+        GradeBucket::ParamValue,
+        GradeBucket::ShouldNotHaveCalled,
+        GradeBucket::Unparsed,
+    ];
+
+    /// The bucket's name, as records write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GradeBucket::WrongCount => "wrong_count",
+            GradeBucket::WrongTool => "wrong_tool",
+            GradeBucket::MissingParam => "missing_param",
+            GradeBucket::UnexpectedParam => "unexpected_param",
+            GradeBucket::ParamType => "param_type",
+            GradeBucket::ParamValue => "param_value",
+            GradeBucket::ShouldNotHaveCalled => "should_not_have_called",
+            GradeBucket::Unparsed => "unparsed",
+        }
+    }
 }
 
 /// Where a request sits in a flow (a RAG or agent session).

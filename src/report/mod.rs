@@ -20,6 +20,7 @@ pub use drift::{render_drift_change, render_drift_summary};
 pub use terminal::{render_header, render_terminal};
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 pub use chain::{
     FallbackCount, FaultRuleSummary, FaultsSummary, FlowSummary, RecallSummary, SessionCounts,
@@ -239,6 +240,10 @@ pub struct Quality {
     pub accuracy_interval: [f64; 2],
     /// unparsed ÷ graded.
     pub unparsed_rate: f64,
+    /// Graded tool calls that were not correct, by why (`wrong_tool`,
+    /// `missing_param`, …); only the buckets that hold any.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub buckets: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -609,6 +614,10 @@ fn quality_of(q: &crate::metrics::quality::QualityTally) -> Option<Quality> {
             upper_bound(q.correct, n, 0.975),
         ],
         unparsed_rate: q.unparsed as f64 / n as f64,
+        buckets: q
+            .bucket_counts()
+            .map(|(bucket, count)| (bucket.name().to_owned(), count))
+            .collect(),
     })
 }
 

@@ -74,6 +74,7 @@ use crate::spec::TraceIds;
 use crate::trace::context::{new_trace_id, request_traceparent, traceparent};
 use crate::workload::PromptSource;
 use crate::workload::payload::{Payload, PromptBody};
+use crate::workload::tool_ast::MadeCall;
 use hyper::header::{AUTHORIZATION, HeaderValue};
 
 /// What to do once a run's services are up: print its header, say.
@@ -591,7 +592,15 @@ async fn send_to(
             if let (Some(task), Some(answer), Outcome::Ok) =
                 (&payload.grade, &answer, record.outcome)
             {
-                record.grade = Some(task.grade(&answer.text));
+                let calls: Vec<MadeCall> = answer
+                    .tool_calls
+                    .iter()
+                    .map(|c| MadeCall {
+                        name: &c.name,
+                        arguments: &c.arguments,
+                    })
+                    .collect();
+                record.grade = Some(task.grade(&answer.text, &calls));
             }
             answer.map(|answer| (answer.text, answer.response_id))
         }
@@ -747,6 +756,7 @@ async fn run_session(
             prefix: None,
             previous_response_id: continues.take(),
             grade: user.grade.clone(),
+            fields: user.fields.clone(),
         });
         admitted.record.session = Some(SessionMark {
             id,

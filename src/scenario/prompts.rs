@@ -2,6 +2,8 @@
 //! (synthetic, a file, a dataset, learned templates) and plain HTTP requests.
 
 use super::*;
+use crate::spec::GraderSpec;
+use crate::workload::grade::Grader;
 
 /// What each request sends, checked against the service's API (a mix's: each of its
 /// services').
@@ -309,6 +311,7 @@ pub(super) fn dataset_source(
     let format = d
         .format
         .unwrap_or_else(|| match d.file.extension().and_then(|e| e.to_str()) {
+            _ if d.file.to_str().is_some_and(|f| f.contains("BFCL_")) => DatasetFormat::Bfcl,
             Some("json") => DatasetFormat::Sharegpt,
             Some("csv") => DatasetFormat::Csv,
             _ => DatasetFormat::Jsonl,
@@ -340,7 +343,19 @@ pub(super) fn dataset_source(
         None => None,
     };
     let grader = match &d.grader {
+        None if format == DatasetFormat::Bfcl => Some(std::sync::Arc::new(Grader::ToolAst)),
         None => None,
+        Some(GraderSpec::ToolAst) if format == DatasetFormat::Bfcl => {
+            Some(std::sync::Arc::new(Grader::ToolAst))
+        }
+        Some(_) if format == DatasetFormat::Bfcl => {
+            problems.add(
+                "spec.payloadTemplate.prompts.dataset.grader",
+                "a BFCL dataset is graded by its possible answers".into(),
+                Some("leave `grader` out, or write `grader: { type: tool_ast }`".into()),
+            );
+            return None;
+        }
         Some(_) if format != DatasetFormat::Jsonl => {
             problems.add(
                 "spec.payloadTemplate.prompts.dataset.grader",
@@ -366,7 +381,13 @@ pub(super) fn dataset_source(
         skip_invalid: d.skip_invalid,
         tokenizer,
     };
-    crate::workload::dataset::load(path, d.order, &options)
+    let path = match format {
+        DatasetFormat::Bfcl => crate::workload::bfcl::locate(&d.file, path)
+            .map_err(|e| problems.add("spec.payloadTemplate.prompts.dataset.file", e, None))
+            .ok()?,
+        _ => path.to_owned(),
+    };
+    crate::workload::dataset::load(&path, d.order, &options)
         .map(PromptSource::Dataset)
         .map_err(|e| problems.add("spec.payloadTemplate.prompts.dataset.file", e, None))
         .ok()

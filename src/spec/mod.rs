@@ -506,6 +506,9 @@ pub enum GraderSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         schema: Option<serde_json::Value>,
     },
+    /// The answer's tool calls, by BFCL's AST rule, against the line's `tools` and
+    /// its `expected` calls (BFCL's `ground_truth` shape; `[]`: no call is due).
+    ToolAst,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -514,6 +517,10 @@ pub enum DatasetFormat {
     Jsonl,
     Sharegpt,
     Csv,
+    /// A BFCL question file (`BFCL_v4_<category>.json`, its possible answers in
+    /// `possible_answer/` beside it), or a category's name to read it from the
+    /// installed `bfcl-eval`; graded by `tool_ast`.
+    Bfcl,
 }
 
 #[derive(

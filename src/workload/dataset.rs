@@ -12,7 +12,7 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::seed::mix_seed;
 use crate::spec::{DatasetFormat, DatasetOrder};
@@ -108,6 +108,7 @@ struct Entry {
     prompt: PromptBody,
     max_tokens: Option<u32>,
     grade: Option<GradeTask>,
+    fields: Option<Arc<Map<String, Value>>>,
 }
 
 /// Reads a dataset.
@@ -135,6 +136,12 @@ pub fn parse(
         DatasetFormat::Jsonl => read_jsonl(text, &mut records, options.grader.as_ref())?,
         DatasetFormat::Sharegpt => read_sharegpt(text, &mut records, &options.tokenizer)?,
         DatasetFormat::Csv => read_csv(text, &mut records, options)?,
+        DatasetFormat::Bfcl => {
+            for (line, question) in super::bfcl::lines(path, text)? {
+                let entry = question.and_then(|q| entry_of(&q, options.grader.as_ref()));
+                records.take(line, entry)?;
+            }
+        }
     }
     let (kept, outside) = within_length(std::mem::take(&mut records.entries), options);
     if kept.is_empty() {
@@ -287,6 +294,7 @@ fn csv_entry(
         prompt: PromptBody::Text(prompt),
         max_tokens,
         grade: None,
+        fields: None,
     })
 }
 
@@ -315,6 +323,7 @@ fn within_length(entries: Vec<Entry>, options: &Options) -> (Vec<Payload>, u64) 
                 prefix: None,
                 previous_response_id: None,
                 grade: entry.grade,
+                fields: entry.fields,
             });
         } else {
             outside += 1;
@@ -325,11 +334,15 @@ fn within_length(entries: Vec<Entry>, options: &Options) -> (Vec<Payload>, u64) 
 
 fn jsonl_entry(line: &str, grader: Option<&Arc<Grader>>) -> Result<Entry, String> {
     let value: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    entry_of(&value, grader)
+}
+
+fn entry_of(value: &Value, grader: Option<&Arc<Grader>>) -> Result<Entry, String> {
     let grade = match grader {
         None => None,
         Some(grader) => Some(GradeTask {
             grader: grader.clone(),
-            expected: Arc::new(grader.expected(&value)?),
+            expected: Arc::new(grader.expected(value)?),
         }),
     };
     let max_tokens = match value.get("max_tokens") {
@@ -356,7 +369,31 @@ fn jsonl_entry(line: &str, grader: Option<&Arc<Grader>>) -> Result<Entry, String
         prompt,
         max_tokens,
         grade,
+        fields: request_fields(value)?,
     })
+}
+
+/// The request fields a line may carry of its own: the tools it offers, the choice
+/// of tool and the structured output it asks for.
+const LINE_FIELDS: [&str; 3] = ["tools", "tool_choice", "response_format"];
+
+fn request_fields(line: &Value) -> Result<Option<Arc<Map<String, Value>>>, String> {
+    let mut fields = Map::new();
+    for name in LINE_FIELDS {
+        match line.get(name) {
+            None | Some(Value::Null) => {}
+            Some(tools) if name == "tools" && !tools.is_array() => {
+                return Err("\"tools\" must be a list of tools".into());
+            }
+            Some(format) if name == "response_format" && !format.is_object() => {
+                return Err("\"response_format\" must be an object".into());
+            }
+            Some(value) => {
+                fields.insert(name.to_owned(), value.clone());
+            }
+        }
+    }
+    Ok((!fields.is_empty()).then(|| Arc::new(fields)))
 }
 
 fn sharegpt_entry(conversation: &Value, tokenizer: &LocalTokenizer) -> Result<Entry, String> {
@@ -382,6 +419,7 @@ fn sharegpt_entry(conversation: &Value, tokenizer: &LocalTokenizer) -> Result<En
         prompt: PromptBody::Text(prompt.to_owned()),
         max_tokens,
         grade: None,
+        fields: None,
     })
 }
 

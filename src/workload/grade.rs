@@ -13,8 +13,9 @@ use std::sync::{Arc, LazyLock};
 use regex::Regex;
 use serde_json::Value;
 
-use crate::record::{Grade, GradeVerdict};
+use crate::record::{Grade, GradeBucket, GradeVerdict};
 use crate::spec::GraderSpec;
+use crate::workload::tool_ast::{self, ExpectedCalls, MadeCall, ToolSchema, tool_schemas};
 
 /// The most of an answer a grader reads: past it the answer is unparsed.
 pub const MAX_GRADED_BYTES: usize = 1 << 20;
@@ -39,6 +40,8 @@ pub enum Grader {
     JsonSchema {
         schema: Option<Arc<jsonschema::Validator>>,
     },
+    /// The answer's tool calls by BFCL's AST rule ([`tool_ast`]).
+    ToolAst,
 }
 
 /// What a line expects: its answer, and for `json_schema` its own schema.
@@ -48,6 +51,9 @@ pub struct Expected {
     /// A pattern (`regex`), compiled when the dataset was read.
     pub pattern: Option<Regex>,
     pub schema: Option<Arc<jsonschema::Validator>>,
+    /// `tool_ast`: the calls expected, and the tools the line offers.
+    pub calls: Option<ExpectedCalls>,
+    pub tools: Vec<ToolSchema>,
 }
 
 /// One request's grading: the run's grader and its line's expectation.
@@ -87,6 +93,7 @@ impl Grader {
             GraderSpec::JsonSchema { schema } => Grader::JsonSchema {
                 schema: schema.as_ref().map(compile_schema).transpose()?,
             },
+            GraderSpec::ToolAst => Grader::ToolAst,
         })
     }
 
@@ -98,6 +105,8 @@ impl Grader {
             answer,
             pattern: None,
             schema,
+            calls: None,
+            tools: Vec::new(),
         };
         let text = expected.answer.as_str();
         match self {
@@ -116,6 +125,10 @@ impl Grader {
             }
             Grader::Choice if choice_letter(&expected.answer).is_none() => {
                 return Err("needs an \"expected\" letter (A to Z) for the choice grader".into());
+            }
+            Grader::ToolAst => {
+                expected.calls = Some(ExpectedCalls::from_line(&expected.answer)?);
+                expected.tools = line.get("tools").map(tool_schemas).unwrap_or_default();
             }
             Grader::JsonSchema { schema: None } if expected.schema.is_none() => {
                 return Err(
@@ -152,8 +165,8 @@ fn choice_letter(value: &Value) -> Option<char> {
 }
 
 impl GradeTask {
-    /// Grades `answer` (the text of a successful request).
-    pub fn grade(&self, answer: &str) -> Grade {
+    /// Grades a successful request's answer: its text, and the tool calls it made.
+    pub fn grade(&self, answer: &str, calls: &[MadeCall<'_>]) -> Grade {
         if answer.len() > MAX_GRADED_BYTES {
             let why = format!("over {MAX_GRADED_BYTES} bytes: not graded");
             return unparsed(why);
@@ -199,6 +212,13 @@ impl GradeTask {
                 let schema = expected.schema.as_ref().or(schema.as_ref());
                 grade_json(answer, schema.expect("checked when the line was read"))
             }
+            Grader::ToolAst => {
+                let want = expected
+                    .calls
+                    .as_ref()
+                    .expect("checked when the line was read");
+                grade_calls(want, &expected.tools, calls)
+            }
         }
     }
 }
@@ -207,10 +227,12 @@ fn verdict(correct: bool, why: &str) -> Grade {
     match correct {
         true => Grade {
             verdict: GradeVerdict::Correct,
+            bucket: None,
             note: None,
         },
         false => Grade {
             verdict: GradeVerdict::Wrong,
+            bucket: None,
             note: Some(why.to_owned()),
         },
     }
@@ -219,7 +241,32 @@ fn verdict(correct: bool, why: &str) -> Grade {
 fn unparsed(why: String) -> Grade {
     Grade {
         verdict: GradeVerdict::Unparsed,
+        bucket: None,
         note: Some(why),
+    }
+}
+
+/// Tool calls: correct, or wrong (unparsed when no call could be read) with the
+/// bucket of the miss. A huge answer's arguments are unparsed without being read.
+fn grade_calls(want: &ExpectedCalls, tools: &[ToolSchema], calls: &[MadeCall<'_>]) -> Grade {
+    let size: usize = calls.iter().map(|c| c.arguments.len()).sum();
+    let checked = match size > MAX_GRADED_BYTES {
+        true => Err((
+            GradeBucket::Unparsed,
+            format!("arguments over {MAX_GRADED_BYTES} bytes: not graded"),
+        )),
+        false => tool_ast::check(want, tools, calls),
+    };
+    match checked {
+        Ok(()) => verdict(true, ""),
+        Err((bucket, why)) => Grade {
+            verdict: match bucket {
+                GradeBucket::Unparsed => GradeVerdict::Unparsed,
+                _ => GradeVerdict::Wrong,
+            },
+            bucket: Some(bucket),
+            note: Some(why),
+        },
     }
 }
 
@@ -307,7 +354,7 @@ mod tests {
     }
 
     fn verdicts(task: &GradeTask, answers: &[&str]) -> Vec<GradeVerdict> {
-        answers.iter().map(|a| task.grade(a).verdict).collect()
+        answers.iter().map(|a| task.grade(a, &[]).verdict).collect()
     }
 
     use GradeVerdict::{Correct, Unparsed, Wrong};
@@ -331,7 +378,7 @@ mod tests {
             [Correct, Correct, Wrong, Unparsed]
         );
         assert_eq!(
-            t.grade("-3").note.unwrap(),
+            t.grade("-3", &[]).note.unwrap(),
             "the last number -3 is not 1234.5 ± 0.01"
         );
     }
@@ -394,7 +441,7 @@ mod tests {
             [Correct, Correct, Wrong, Wrong, Unparsed]
         );
         assert!(
-            t.grade(r#"{"days": 0, "city": "x"}"#)
+            t.grade(r#"{"days": 0, "city": "x"}"#, &[])
                 .note
                 .unwrap()
                 .contains("/days")
@@ -435,7 +482,7 @@ mod tests {
     fn a_huge_answer_is_unparsed_at_once() {
         let t = task(Grader::Numeric { tolerance: 0.0 }, json!({"expected": 1}));
         let huge = "9".repeat(10 << 20);
-        let grade = t.grade(&huge);
+        let grade = t.grade(&huge, &[]);
         assert_eq!(grade.verdict, Unparsed);
         assert!(grade.note.unwrap().contains("not graded"));
     }

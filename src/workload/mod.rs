@@ -7,10 +7,14 @@
 //! - [`mooncake`] — timestamped request traces (Mooncake's format), replayed as load
 //! - [`media`] — audio clips to transcribe, read or generated
 //! - [`mcp`] — MCP calls: the operation mix and its argument templates
+//! - [`grade`], [`tool_ast`] — graded answers: the graders, and BFCL's tool-call rule
+//! - [`bfcl`] — BFCL's published questions and possible answers as a graded dataset
 //! - [`datagen`] — synthetic corpora and prompts from templates
 
+pub mod bfcl;
 pub mod datagen;
 pub mod grade;
+pub mod tool_ast;
 pub mod dataset;
 pub mod mcp;
 pub mod media;
@@ -193,6 +197,7 @@ impl PromptSource {
                     prefix,
                     previous_response_id: None,
                     grade: None,
+                    fields: None,
                 }
             }
             PromptSource::Dataset(dataset) => dataset.payload(seed, index),
@@ -211,6 +216,7 @@ impl PromptSource {
                     prefix: None,
                     previous_response_id: None,
                     grade: None,
+                    fields: None,
                 }
             }
         }

@@ -162,6 +162,7 @@ fn payload(entry: &TraceRequest, block_tokens: u32, seed: u64, index: u64) -> Pa
         prefix: None,
         previous_response_id: None,
         grade: None,
+        fields: None,
     }
 }
 

@@ -44,4 +44,7 @@ pub struct Payload {
     pub previous_response_id: Option<String>,
     /// A graded dataset's line: how to grade the answer.
     pub grade: Option<crate::workload::grade::GradeTask>,
+    /// A dataset line's own request fields (`tools`, `tool_choice`,
+    /// `response_format`), merged over the spec's `body`.
+    pub fields: Option<std::sync::Arc<serde_json::Map<String, serde_json::Value>>>,
 }

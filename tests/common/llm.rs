@@ -50,6 +50,7 @@ pub async fn call_once(target: &LlmTarget, prompt: &str, http2: bool) -> Record 
         prefix: None,
         previous_response_id: None,
         grade: None,
+        fields: None,
     };
     let http = http_client(&target.timeouts, http2);
     let mut record = Record::unsent(0, 0, Phase::Measure, 0);

@@ -98,6 +98,7 @@ pub async fn probe(
         prefix: None,
         previous_response_id: None,
         grade: None,
+        fields: None,
     };
     let mut record = Record::unsent(0, 0, Phase::Measure, clock.now_us());
     crate::client::openai::call(http, &target, &payload, clock, &mut record).await;

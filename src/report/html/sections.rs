@@ -736,6 +736,17 @@ pub fn quality(summary: &Summary) -> Option<String> {
         pct(q.accuracy_interval[1]),
         pct(q.unparsed_rate)
     );
+    if !q.buckets.is_empty() {
+        table.push_str(r#"<table><tr><th>tool calls not correct, by why</th><th class="n">answers</th></tr>"#);
+        for (bucket, count) in &q.buckets {
+            let _ = write!(
+                table,
+                r#"<tr data-bucket="{bucket}"><td>{}</td><td class="n">{count}</td></tr>"#,
+                bucket.replace('_', " ")
+            );
+        }
+        table.push_str("</table>");
+    }
     Some(section("quality", "Graded answers", &table))
 }
 

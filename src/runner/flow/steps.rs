@@ -196,6 +196,7 @@ pub(super) async fn chat(
         prefix: None,
         previous_response_id: None,
         grade: None,
+        fields: None,
     };
     let call = openai::call(
         session.runtime.client(&step.service),
