@@ -13,6 +13,8 @@
 #   - chat streaming in a closed loop, an open loop above capacity, a two-point sweep,
 #     an SLO gate and the default gate, each with every request accounted and the
 #     documented exit code;
+#   - graded answers: structured output through the server's grammar, graded against
+#     each line's schema, and BFCL-format tool-call questions, with their accuracy;
 #   - Ctrl-C in a closed loop ends within drain_timeout (exit 130);
 #   - OpenAI's Responses API and Anthropic's Messages API through a gateway (LiteLLM's
 #     proxy, target/venv-litellm) in front of it, redline beside the official SDKs;
@@ -279,6 +281,59 @@ if cut:
     print("heal with Gemma 3 270M: the model's answer ran past max_tokens; ended model_failed, as it must")
 plans = [(l["action"], l["arguments"]) for l in lines if l["event"] == "plan"]
 print(f"heal with Gemma 3 270M: {len(plans)} planned step(s) {plans}, ended {ending['reason']}; asked by {protocols}")
+PY
+
+# --- graded answers from the real model ------------------------------------------------
+# Structured output through the server's grammar: each line sends its schema as
+# `response_format: {type: json_object, schema}` (llama-cpp-python refuses `json_schema`
+# and turns the schema into a grammar) and is graded by full validation against it.
+# Tool calls on BFCL-format questions (examples/data/bfcl): with `--chat_format gemma`
+# the server has no function calling and answers a tools request in text, so every
+# answer is graded unparsed; the run must say so, with the interval, not fail.
+python3 - "$work" <<'PY'
+import json, sys
+schemas = [
+    {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city", "days"]},
+    {"type": "object", "properties": {"answer": {"type": "boolean"}}, "required": ["answer"]},
+    {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]},
+    {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "string"}}}, "required": ["items"]},
+]
+asks = ["The trip: Oslo for 3 days. Give city and days as JSON.", "Is water wet? Answer as JSON.",
+        "Ada is 36. Give name and age as JSON.", "List two fruits as JSON."]
+with open(f"{sys.argv[1]}/structured.jsonl", "w") as f:
+    for ask, schema in zip(asks, schemas):
+        fmt = {"type": "json_object", "schema": schema}
+        print(json.dumps({"prompt": ask, "schema": schema, "response_format": fmt}), file=f)
+PY
+graded_spec() { # NAME DATASET GRADER REQUESTS
+  cat <<YAML
+apiVersion: redline.dev/v1alpha1
+kind: InferenceSpec
+metadata: { name: $1 }
+spec:
+  services:
+    llm: { url: "$url", model: gemma-3-270m }
+  payloadTemplate:
+    prompts: { dataset: { file: "$2", output_tokens: 96$3 } }
+    body: { temperature: 0 }
+  load:
+    - { concurrency: 1, requests: $4 }
+YAML
+}
+graded_spec llamacpp-structured "$work/structured.jsonl" ", grader: { type: json_schema }" 8 > "$work/structured.yaml"
+graded_spec llamacpp-bfcl "$PWD/examples/data/bfcl/BFCL_v4_simple_python.json" "" 4 > "$work/bfcl.yaml"
+run structured 0 "$work/structured.yaml"
+run bfcl 0 "$work/bfcl.yaml"
+python3 - "$work" <<'PY' || fail "graded runs: not every answer graded"
+import json, sys
+for name, n in (("structured", 8), ("bfcl", 4)):
+    q = json.load(open(f"{sys.argv[1]}/{name}/summary.json"))["quality"]
+    assert q["graded"] == n, (name, q)
+    low, high = q["accuracy_interval"]
+    print(f"graded with Gemma 3 270M, {name}: {q['correct']}/{n} correct, accuracy {q['accuracy']:.0%} "
+          f"(95% interval {low:.0%}–{high:.0%}), {q['wrong']} wrong, {q['unparsed']} unparsed, buckets {q.get('buckets', {})}")
+q = json.load(open(f"{sys.argv[1]}/bfcl/summary.json"))["quality"]
+assert q["unparsed"] == 4 and q["buckets"] == {"unparsed": 4}, q  # text, not calls: see above
 PY
 
 # --- Ctrl-C in a closed loop keeps drain_timeout --------------------------------------
