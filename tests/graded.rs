@@ -136,6 +136,20 @@ async fn graded_answers_are_counted_as_the_server_answered() {
     };
     assert_eq!(verdict("accuracy"), "pass", "50% of 60, bounded above 30%");
     assert_eq!(verdict("unparsed"), "fail", "a quarter unparsed");
+    // `compare` sets the accuracy of two runs side by side: here the run and itself.
+    let run = out.to_str().unwrap().to_owned();
+    let args = ["compare", &run, &run, "--fail-on", "accuracy < -1pp"].map(str::to_owned);
+    let (code, stdout, stderr) = tokio::task::spawn_blocking(move || {
+        redline(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("accuracy: 30/60 → 30/60 correct, +0.0 points")
+            && stdout.contains("within noise"),
+        "{stdout}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 

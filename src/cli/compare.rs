@@ -52,6 +52,19 @@ pub(super) fn compare_runs(
             }
         }
     }
+    for (run, _) in &compared {
+        let Some(a) = compare::AccuracyComparison::of(&base.summary, &run.summary) else {
+            continue;
+        };
+        for rule in rules.iter().filter(|r| r.broken_by_accuracy(&a)) {
+            broken.push(format!(
+                "{}: {} ({:+.1} points, beyond noise)",
+                run.dir.display(),
+                rule.text,
+                a.change_pp
+            ));
+        }
+    }
     for line in &broken {
         outln!("  FAIL {line}");
     }

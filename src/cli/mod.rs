@@ -172,13 +172,15 @@ pub enum Command {
     /// Compare runs with the first (the baseline): each metric's percentiles, whether a
     /// difference is beyond noise (a 95 % bootstrap interval, and Mann–Whitney U), and
     /// a regression gate: `--fail-on 'ttft.p99 > +10%'` exits 1 when a rise past the
-    /// bound is also beyond noise.
+    /// bound is also beyond noise. Graded runs compare their accuracy too.
     Compare {
         /// Run folders: the baseline, then one or more to compare with it.
         #[arg(required = true, num_args = 2..)]
         runs: Vec<PathBuf>,
-        /// METRIC.STAT > +N% (or +Nms, or < -N%); metrics ttft, itl, tpot, e2e; stats
-        /// p50, p90, p99. May be repeated.
+        /// METRIC.STAT > +N% (or +Nms, or < -N%); metrics ttft, itl, tpot, e2e,
+        /// time_to_first_answer, reasoning_time, time_to_first_audio,
+        /// time_to_first_transcript; stats p50, p90, p99. Or `accuracy < -Npp` for
+        /// graded runs. May be repeated.
         #[arg(long)]
         fail_on: Vec<String>,
         /// The smallest change called a difference, in percent: runs of one spec on

@@ -237,6 +237,64 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> f64 {
     (2.0 * (1.0 - normal.cdf(z))).min(1.0)
 }
 
+/// Graded accuracy, the baseline against another run (both graded): the change in
+/// percentage points and its 95 % interval by Newcombe's hybrid score method (from
+/// each run's Wilson interval: sound for small samples and rates near 0 or 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccuracyComparison {
+    /// Correct and graded answers of each run.
+    pub base: (u64, u64),
+    pub other: (u64, u64),
+    /// `other − base`, in percentage points.
+    pub change_pp: f64,
+    pub interval_pp: (f64, f64),
+}
+
+impl AccuracyComparison {
+    pub fn of(base: &Summary, other: &Summary) -> Option<AccuracyComparison> {
+        let (a, b) = (base.quality.as_ref()?, other.quality.as_ref()?);
+        Some(Self::from_counts(
+            (a.correct, a.graded),
+            (b.correct, b.graded),
+        ))
+    }
+
+    /// From each run's (correct, graded), graded > 0.
+    pub fn from_counts(base: (u64, u64), other: (u64, u64)) -> AccuracyComparison {
+        let (p1, p2) = (
+            base.0 as f64 / base.1 as f64,
+            other.0 as f64 / other.1 as f64,
+        );
+        let ((l1, u1), (l2, u2)) = (wilson(base.0, base.1), wilson(other.0, other.1));
+        let d = p2 - p1;
+        let lower = d - ((p2 - l2).powi(2) + (u1 - p1).powi(2)).sqrt();
+        let upper = d + ((u2 - p2).powi(2) + (p1 - l1).powi(2)).sqrt();
+        AccuracyComparison {
+            base,
+            other,
+            change_pp: d * 100.0,
+            interval_pp: (lower * 100.0, upper * 100.0),
+        }
+    }
+
+    pub fn verdict(&self) -> &'static str {
+        match self.interval_pp {
+            (lo, _) if lo > 0.0 => "more accurate",
+            (_, hi) if hi < 0.0 => "less accurate",
+            _ => "within noise",
+        }
+    }
+}
+
+/// The Wilson score 95 % interval of `k` successes in `n`.
+fn wilson(k: u64, n: u64) -> (f64, f64) {
+    let (k, n, z) = (k as f64, n as f64, 1.959_963_984_540_054);
+    let p = k / n;
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z / (1.0 + z * z / n) * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
 /// `--fail-on 'ttft.p99 > +10%'` (or `> +5ms`, or `< -10%` for a drop).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailRule {
@@ -253,7 +311,7 @@ impl FailRule {
     pub fn parse(text: &str) -> Result<FailRule> {
         let usage = || {
             format!(
-                "`{text}`: write METRIC.STAT > +N% (or +Nms, or < -N%), e.g. `ttft.p99 > +10%`; metrics {}, stats {}",
+                "`{text}`: write METRIC.STAT > +N% (or +Nms, or < -N%), e.g. `ttft.p99 > +10%`, or `accuracy < -Npp`; metrics {}, stats {}",
                 METRICS.join(", "),
                 STATS.map(|s| s.0).join(", ")
             )
@@ -263,6 +321,9 @@ impl FailRule {
             (None, Some((l, r))) => (l, false, r),
             _ => bail!(usage()),
         };
+        if left.trim() == "accuracy" {
+            return FailRule::accuracy(text, rise, right).ok_or_else(|| anyhow::anyhow!(usage()));
+        }
         let (metric, stat) = left
             .trim()
             .split_once('.')
@@ -288,6 +349,32 @@ impl FailRule {
             amount: amount.abs() / if relative { 100.0 } else { 1.0 },
             relative,
         })
+    }
+
+    /// `accuracy < -2pp`: graded accuracy down (or, with `>`, up) by more than the
+    /// points, beyond noise.
+    fn accuracy(text: &str, rise: bool, right: &str) -> Option<FailRule> {
+        let points: f64 = right.trim().strip_suffix("pp")?.trim().parse().ok()?;
+        Some(FailRule {
+            text: text.to_owned(),
+            metric: "accuracy".into(),
+            stat: String::new(),
+            rise,
+            amount: points.abs(),
+            relative: false,
+        })
+    }
+
+    /// Whether the accuracy's change breaks an `accuracy` rule: past the points, and
+    /// its interval clear of zero.
+    pub fn broken_by_accuracy(&self, a: &AccuracyComparison) -> bool {
+        if self.metric != "accuracy" || a.verdict() == "within noise" {
+            return false;
+        }
+        match self.rise {
+            true => a.change_pp > self.amount,
+            false => -a.change_pp > self.amount,
+        }
     }
 
     /// Whether this difference breaks the rule: past the amount, and beyond noise.
@@ -347,6 +434,19 @@ pub fn render_terminal(base: &Run, others: &[(Run, Vec<MetricComparison>)]) -> S
                 ));
             }
         }
+        if let Some(a) = AccuracyComparison::of(&base.summary, &run.summary) {
+            out.push_str(&format!(
+                "  accuracy: {}/{} → {}/{} correct, {:+.1} points, 95% interval [{:+.1}, {:+.1}]: {}\n",
+                a.base.0,
+                a.base.1,
+                a.other.0,
+                a.other.1,
+                a.change_pp,
+                a.interval_pp.0,
+                a.interval_pp.1,
+                a.verdict()
+            ));
+        }
     }
     out
 }
@@ -381,6 +481,30 @@ mod tests {
         assert_eq!(verdict(&p99), "too few samples");
         let p90 = difference("ttft", "p90", 0.90, (&a, &b), 1, MIN_CHANGE);
         assert!(p90.enough, "{p90:?}");
+    }
+
+    #[test]
+    fn accuracy_changes_have_newcombes_interval() {
+        // Newcombe (1998), Statistics in Medicine 17:873, table II, example (a):
+        // 56/70 − 48/80 = 0.2000, method 10 (score, from Wilson's): 0.0524 to 0.3339.
+        let a = AccuracyComparison::from_counts((48, 80), (56, 70));
+        assert!((a.change_pp - 20.0).abs() < 1e-9);
+        assert!((a.interval_pp.0 - 5.24).abs() < 0.01, "{a:?}");
+        assert!((a.interval_pp.1 - 33.39).abs() < 0.01, "{a:?}");
+        assert_eq!(a.verdict(), "more accurate");
+        let rule = FailRule::parse("accuracy > +15pp").unwrap();
+        assert!(rule.broken_by_accuracy(&a));
+        assert!(
+            !FailRule::parse("accuracy < -1pp")
+                .unwrap()
+                .broken_by_accuracy(&a)
+        );
+        let same = AccuracyComparison::from_counts((90, 100), (88, 100));
+        assert_eq!(same.verdict(), "within noise");
+        assert!(
+            FailRule::parse("accuracy < -2%").is_err(),
+            "points, not percent"
+        );
     }
 
     fn normal_samples(seed: u64, mean: f64, n: usize) -> Vec<f64> {

@@ -449,7 +449,10 @@ pub(super) fn render_tokens_and_server(s: &Summary, line: &mut impl FnMut(String
         ));
         if !q.buckets.is_empty() {
             let buckets: Vec<String> = q.buckets.iter().map(|(b, n)| format!("{n} {b}")).collect();
-            line(format!("    tool calls not correct: {}", buckets.join(" · ")));
+            line(format!(
+                "    tool calls not correct: {}",
+                buckets.join(" · ")
+            ));
         }
     }
     if s.server.cache_write_tokens > 0 {

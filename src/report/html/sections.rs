@@ -737,7 +737,9 @@ pub fn quality(summary: &Summary) -> Option<String> {
         pct(q.unparsed_rate)
     );
     if !q.buckets.is_empty() {
-        table.push_str(r#"<table><tr><th>tool calls not correct, by why</th><th class="n">answers</th></tr>"#);
+        table.push_str(
+            r#"<table><tr><th>tool calls not correct, by why</th><th class="n">answers</th></tr>"#,
+        );
         for (bucket, count) in &q.buckets {
             let _ = write!(
                 table,
