@@ -182,3 +182,84 @@ fn a_line_its_grader_cannot_use_is_named_with_its_line() {
         "{error}"
     );
 }
+
+/// A dataset line whose tool the simulator calls with the one value each parameter's
+/// `enum` allows: its clean answer is the expected call.
+fn forecast_line(i: usize) -> String {
+    let city = ["Oslo", "Lima", "Pune", "Kyiv"][i % 4];
+    let tool = json!({"type": "function", "function": {"name": "get_forecast",
+        "parameters": {"type": "object", "required": ["city", "days"], "properties": {
+            "city": {"type": "string", "enum": [city]},
+            "days": {"type": "integer", "enum": [i % 7 + 1]}}}}});
+    json!({"prompt": format!("get_forecast for {city}, line {i}"), "tools": [tool],
+        "tool_choice": "required",
+        "expected": [{"get_forecast": {"city": [city], "days": [i % 7 + 1]}}]})
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_the_load_spoiled_are_graded_as_the_simulator_spoiled_them() {
+    let mut profile = redline::sim::Profile::tiny();
+    profile.planted = Some(redline::sim::planted::Planted {
+        tool_calls_spoiled_above: Some(1),
+        ..Default::default()
+    });
+    let sim = redline::sim::EmbeddedSim::start(redline::sim::SimConfig {
+        profile,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let dir = temp_dir("graded-spoiled");
+    let dataset = dir.join("calls.jsonl");
+    let lines: Vec<String> = (0..40).map(forecast_line).collect();
+    std::fs::write(&dataset, lines.join("\n")).unwrap();
+    // One request at a time (never more than 1 in the engine), then 16 at a time.
+    let spec = format!(
+        "  services:\n    llm: {{ url: \"{}\", model: sim-tiny }}\n  payloadTemplate:\n    prompts: {{ dataset: {{ file: {}, grader: {{ type: tool_ast }}, output_tokens: 64 }} }}\n  load:\n    - {{ concurrency: 1, requests: 40 }}\n    - {{ concurrency: 16, requests: 160 }}\n",
+        sim.base_url(),
+        dataset.display()
+    );
+    let (result, records) =
+        crate::common::run_to_records(crate::common::scenario(&spec), "graded-spoiled").await;
+    assert!(records.iter().all(|r| r.outcome == Outcome::Ok));
+    let truth: Value = serde_json::from_str(
+        &crate::common::get_text(
+            &crate::common::client(),
+            format!("{}/redline/truth", sim.base_url()),
+        )
+        .await,
+    )
+    .unwrap();
+    let calls = &truth["tool_calls"];
+    let (answered, cut, changed) = (
+        calls["answered"].as_u64().unwrap(),
+        calls["cut"].as_u64().unwrap(),
+        calls["changed"].as_u64().unwrap(),
+    );
+    let summary = crate::common::summary_of(&result);
+    let q = summary.quality.as_ref().unwrap();
+    // Every spoiled answer graded as its spoiling makes it, every clean one correct.
+    assert_eq!(q.graded, answered);
+    assert_eq!(
+        (q.unparsed, q.buckets.get("unparsed").copied().unwrap_or(0)),
+        (cut, cut)
+    );
+    assert_eq!(
+        (q.wrong, q.buckets.get("param_value").copied().unwrap_or(0)),
+        (changed, changed)
+    );
+    assert_eq!(q.correct, answered - cut - changed, "{q:?}");
+    // The unparsed rate rises with the load: none one at a time, some sixteen at a
+    // time (how many depends on how full the client keeps the engine: on two busy
+    // cores, 1 in 5 at the fewest seen).
+    let stage = |i: usize| summary.stages[i].quality.as_ref().unwrap();
+    assert_eq!(
+        (stage(0).wrong, stage(0).unparsed),
+        (0, 0),
+        "{:?}",
+        stage(0)
+    );
+    assert!(stage(1).unparsed * 10 > stage(1).graded, "{:?}", stage(1));
+    let _ = std::fs::remove_dir_all(dir);
+}

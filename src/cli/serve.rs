@@ -60,7 +60,8 @@ pub struct SimArgs {
     pub profile: String,
     /// Plant known differences in the answers, a candidate for `redline replay`:
     /// `style_share=0.15,total_tokens_offset=1,ttft_factor=1.3,random_field=x_sample`
-    /// (any of them).
+    /// (any of them); `tool_calls_spoiled_above=4` spoils the tool calls planned while
+    /// more than 4 requests are in the engine (counted in /redline/truth).
     #[arg(long, value_parser = crate::sim::planted::Planted::parse)]
     pub planted: Option<crate::sim::planted::Planted>,
     /// Address to listen on. Loopback by default; anything else needs --allow-remote.

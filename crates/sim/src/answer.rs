@@ -104,6 +104,7 @@ pub(super) async fn answer(
             .expect("static headers are valid");
     }
     let reasoning = plan.generator.reasoning_length();
+    state.metrics.planned(plan.tool_call.as_ref());
     let events = state.engine.submit(plan.prompt, plan.generator, arrival_ns);
     collect_answer(events, format, request_hash, reasoning).await
 }
@@ -116,6 +117,7 @@ pub(super) fn stream_events<F: Format>(
     arrival_ns: u64,
     request_hash: u64,
 ) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> + use<F> {
+    state.metrics.planned(plan.tool_call.as_ref());
     let events = state.engine.submit(plan.prompt, plan.generator, arrival_ns);
     stream_answer(events, format, request_hash, state.clock)
 }

@@ -10,8 +10,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::planted::Spoil;
 use super::scheduler::{Counters, Timeline};
-use super::text::FinishReason;
+use super::text::{FinishReason, ToolCall};
 
 /// Latency buckets in seconds, as vLLM's (1 ms to 80 s, coarser at the top).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -57,6 +58,17 @@ struct Truth {
     completion_tokens: u64,
     /// Arrivals of the first and last request to arrive, engine nanoseconds.
     arrivals_ns: Option<(u64, u64)>,
+    tool_calls: ToolCallTruth,
+}
+
+/// Tool calls answered, and those the load spoiled (`Planted::tool_calls_spoiled_above`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ToolCallTruth {
+    pub answered: u64,
+    /// Arguments cut short: no longer JSON.
+    pub cut: u64,
+    /// One value changed.
+    pub changed: u64,
 }
 
 impl Truth {
@@ -72,6 +84,7 @@ impl Truth {
             prompt_tokens: 0,
             completion_tokens: 0,
             arrivals_ns: None,
+            tool_calls: ToolCallTruth::default(),
         }
     }
 }
@@ -92,6 +105,9 @@ pub struct TruthReport {
     pub inter_token_ms: redline_base::histogram::Dist,
     /// Engine arrival → finish.
     pub e2e_ms: redline_base::histogram::Dist,
+    /// Tool calls answered, and those spoiled.
+    #[serde(default)]
+    pub tool_calls: ToolCallTruth,
 }
 
 impl SimMetrics {
@@ -193,6 +209,25 @@ impl SimMetrics {
         m
     }
 
+    /// Requests in the engine, running and waiting, at its last step.
+    pub fn load(&self) -> u32 {
+        (self.running.get() + self.waiting.get()).max(0) as u32
+    }
+
+    /// A planned answer: a tool call, spoiled or not, is counted in the truth.
+    pub fn planned(&self, tool_call: Option<&ToolCall>) {
+        let Some(call) = tool_call else {
+            return;
+        };
+        let mut truth = self.truth();
+        truth.tool_calls.answered += 1;
+        match call.spoiled {
+            None => {}
+            Some(Spoil::Cut) => truth.tool_calls.cut += 1,
+            Some(Spoil::Changed) => truth.tool_calls.changed += 1,
+        }
+    }
+
     /// Updates the gauges, and the counters by what the step added (`added`).
     pub fn after_step(
         &self,
@@ -243,6 +278,7 @@ impl SimMetrics {
             ttft_ms: ms(&truth.ttft),
             inter_token_ms: ms(&truth.inter_token),
             e2e_ms: ms(&truth.e2e),
+            tool_calls: truth.tool_calls,
         };
         if reset {
             *truth = Truth::new();

@@ -251,6 +251,8 @@ pub struct Context<'a> {
     pub server_seed: u64,
     /// Distinct per request: varies answers at temperature > 0 without a seed.
     pub request_nonce: u64,
+    /// Requests in the engine (running and waiting) as this one arrives.
+    pub load: u32,
 }
 
 pub fn plan_chat(request: ChatRequest, cx: &Context) -> Result<Plan, ApiError> {
@@ -260,7 +262,7 @@ pub fn plan_chat(request: ChatRequest, cx: &Context) -> Result<Plan, ApiError> {
         ));
     }
     let prompt = sim_tokenizer::encode(&render_chat(&request.messages));
-    let tool_call = choose_tool(&request, cx.server_seed)?;
+    let tool_call = choose_tool(&request, cx)?;
     let max_tokens = request
         .sampling
         .max_completion_tokens
@@ -385,7 +387,7 @@ pub fn plan(
 /// Whether the model calls a tool, and which: a named `tool_choice` or `required`
 /// always calls; `auto` calls the tool the last user message names; after a tool
 /// result the model answers in text, so agent loops end.
-fn choose_tool(request: &ChatRequest, server_seed: u64) -> Result<Option<ToolCall>, ApiError> {
+fn choose_tool(request: &ChatRequest, cx: &Context) -> Result<Option<ToolCall>, ApiError> {
     let tools = request.tools.as_deref().unwrap_or_default();
     if tools.is_empty() {
         return Ok(None);
@@ -445,11 +447,25 @@ fn choose_tool(request: &ChatRequest, server_seed: u64) -> Result<Option<ToolCal
         }
     };
     Ok(chosen.map(|tool| {
-        let seed = mix_seed(&[server_seed, sim_tokenizer::piece_id(&last_user).into()]);
+        let seed = mix_seed(&[cx.server_seed, sim_tokenizer::piece_id(&last_user).into()]);
+        let arguments = tool_arguments(tool.function.parameters.as_ref(), &last_user, seed);
+        let spoil = cx
+            .profile
+            .planted
+            .as_ref()
+            .and_then(|p| p.spoils_tool_call(cx.load, cx.request_nonce));
+        let (arguments, spoiled) = match spoil {
+            Some(spoil) => {
+                let (spoiled, how) = spoil.apply(&arguments);
+                (spoiled, Some(how))
+            }
+            None => (arguments, None),
+        };
         ToolCall {
             id: format!("chatcmpl-tool-{seed:016x}"),
             name: tool.function.name.clone(),
-            arguments: tool_arguments(tool.function.parameters.as_ref(), &last_user, seed),
+            arguments,
+            spoiled,
         }
     }))
 }
@@ -464,6 +480,7 @@ mod tests {
             served_model: "sim-tiny",
             server_seed: 0,
             request_nonce: 1,
+            load: 0,
         }
     }
 

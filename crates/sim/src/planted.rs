@@ -31,6 +31,12 @@ pub struct Planted {
     /// A top-level field of this name, a fresh random number on every answer (and
     /// every chunk): a difference that is noise in primary and candidate alike.
     pub random_field: Option<String>,
+    /// Tool calls get worse under load: a call planned while more than this many
+    /// requests are in the engine (running and waiting) has its arguments spoiled,
+    /// cut short (no longer JSON) or with a value changed, in turn; counted in
+    /// `/redline/truth` (a serving stack whose tool-call parser breaks at high batch
+    /// sizes).
+    pub tool_calls_spoiled_above: Option<u32>,
 }
 
 impl Default for Planted {
@@ -40,6 +46,46 @@ impl Default for Planted {
             total_tokens_offset: 0,
             ttft_factor: 1.0,
             random_field: None,
+            tool_calls_spoiled_above: None,
+        }
+    }
+}
+
+/// How a spoiled tool call is wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spoil {
+    /// The arguments cut to two thirds: no longer JSON (graded unparsed).
+    Cut,
+    /// One value changed (graded wrong): a string gets a suffix, a number one more,
+    /// a boolean flips; arguments without a value are cut instead.
+    Changed,
+}
+
+impl Spoil {
+    /// The spoiled arguments, and how they were spoiled in the end.
+    pub fn apply(self, arguments: &str) -> (String, Spoil) {
+        let changed = match (self, serde_json::from_str::<Value>(arguments)) {
+            (Spoil::Changed, Ok(Value::Object(mut args))) if !args.is_empty() => {
+                let key = args.keys().min().cloned().expect("not empty");
+                let value = &mut args[&key];
+                *value = match &*value {
+                    Value::String(s) => Value::String(format!("{s}-x")),
+                    Value::Bool(b) => Value::Bool(!b),
+                    Value::Number(n) if n.is_i64() => Value::from(n.as_i64().unwrap_or(0) + 1),
+                    Value::Number(n) => Value::from(n.as_f64().unwrap_or(0.0) + 1.0),
+                    _ => Value::String("x".into()),
+                };
+                Some(Value::Object(args).to_string())
+            }
+            _ => None,
+        };
+        match changed {
+            Some(text) => (text, Spoil::Changed),
+            None => {
+                let keep = arguments.len() * 2 / 3;
+                let cut = arguments.char_indices().nth(keep).map_or(0, |(i, _)| i);
+                (arguments[..cut].to_owned(), Spoil::Cut)
+            }
         }
     }
 }
@@ -69,9 +115,16 @@ impl Planted {
                 }
                 "ttft_factor" => planted.ttft_factor = number()?,
                 "random_field" => planted.random_field = Some(value.to_owned()),
+                "tool_calls_spoiled_above" => {
+                    planted.tool_calls_spoiled_above = Some(
+                        value
+                            .parse()
+                            .map_err(|_| format!("{key}: `{value}` is not a whole number"))?,
+                    )
+                }
                 other => {
                     return Err(format!(
-                        "unknown key `{other}`: choose from style_share, total_tokens_offset, ttft_factor, random_field"
+                        "unknown key `{other}`: choose from style_share, total_tokens_offset, ttft_factor, random_field, tool_calls_spoiled_above"
                     ));
                 }
             }
@@ -94,6 +147,17 @@ impl Planted {
             ));
         }
         Ok(())
+    }
+
+    /// How a tool call planned with `load` requests in the engine is spoiled, if it
+    /// is: `nonce` (distinct per request) takes cut and changed in turn.
+    pub fn spoils_tool_call(&self, load: u32, nonce: u64) -> Option<Spoil> {
+        let above = self.tool_calls_spoiled_above?;
+        // Hashed: a request may take more than one nonce, so raw parity can stick.
+        (load > above).then_some(match mix_seed(&[0x0053_504f_494c, nonce]) % 2 {
+            0 => Spoil::Cut,
+            _ => Spoil::Changed,
+        })
     }
 
     /// Whether the request with this body is answered in the other style.
@@ -278,6 +342,30 @@ mod tests {
             Planted::parse("style=1")
                 .unwrap_err()
                 .contains("choose from")
+        );
+    }
+
+    #[test]
+    fn tool_calls_are_spoiled_only_above_the_load_cut_or_changed() {
+        let p = Planted::parse("tool_calls_spoiled_above=4").unwrap();
+        assert_eq!(p.spoils_tool_call(4, 1), None);
+        let kinds: Vec<Spoil> = (0..64).filter_map(|n| p.spoils_tool_call(5, n)).collect();
+        assert_eq!(kinds.len(), 64);
+        let cut = kinds.iter().filter(|k| **k == Spoil::Cut).count();
+        assert!((16..=48).contains(&cut), "{cut} of 64 cut: about half");
+        let args = r#"{"days":3,"city":"Oslo"}"#;
+        let (text, how) = Spoil::Changed.apply(args);
+        assert_eq!(
+            (text.as_str(), how),
+            (r#"{"city":"Oslo-x","days":3}"#, Spoil::Changed)
+        );
+        let (text, how) = Spoil::Cut.apply(args);
+        assert_eq!(how, Spoil::Cut);
+        assert!(serde_json::from_str::<Value>(&text).is_err(), "{text}");
+        assert_eq!(
+            Spoil::Changed.apply("{}").1,
+            Spoil::Cut,
+            "nothing to change"
         );
     }
 

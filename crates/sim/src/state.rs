@@ -135,6 +135,7 @@ impl SimState {
             served_model: &self.model,
             server_seed: self.seed,
             request_nonce: self.nonce.fetch_add(1, Ordering::Relaxed),
+            load: self.metrics.load(),
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct ToolCall {
     pub name: String,
     /// The full arguments JSON; streamed in token-sized pieces.
     pub arguments: String,
+    /// How the arguments were spoiled, when the load spoiled them (planted).
+    pub spoiled: Option<super::planted::Spoil>,
 }
 
 /// One generated token.
@@ -435,6 +437,7 @@ mod tests {
             id: "call_1".into(),
             name: "search".into(),
             arguments: args.clone(),
+            spoiled: None,
         };
         let (text, _, reason) = run(AnswerGenerator::tool_call(&call, &limits(None, &[])));
         assert_eq!((text, reason), (args, FinishReason::ToolCalls));
