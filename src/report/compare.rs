@@ -277,6 +277,21 @@ impl AccuracyComparison {
         }
     }
 
+    /// `30/60 → 24/60 correct, -10.0 points, 95% interval [-27.1, +7.6]: within noise`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}/{} → {}/{} correct, {:+.1} points, 95% interval [{:+.1}, {:+.1}]: {}",
+            self.base.0,
+            self.base.1,
+            self.other.0,
+            self.other.1,
+            self.change_pp,
+            self.interval_pp.0,
+            self.interval_pp.1,
+            self.verdict()
+        )
+    }
+
     pub fn verdict(&self) -> &'static str {
         match self.interval_pp {
             (lo, _) if lo > 0.0 => "more accurate",
@@ -435,17 +450,7 @@ pub fn render_terminal(base: &Run, others: &[(Run, Vec<MetricComparison>)]) -> S
             }
         }
         if let Some(a) = AccuracyComparison::of(&base.summary, &run.summary) {
-            out.push_str(&format!(
-                "  accuracy: {}/{} → {}/{} correct, {:+.1} points, 95% interval [{:+.1}, {:+.1}]: {}\n",
-                a.base.0,
-                a.base.1,
-                a.other.0,
-                a.other.1,
-                a.change_pp,
-                a.interval_pp.0,
-                a.interval_pp.1,
-                a.verdict()
-            ));
+            out.push_str(&format!("  accuracy: {}\n", a.describe()));
         }
     }
     out

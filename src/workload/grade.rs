@@ -127,8 +127,19 @@ impl Grader {
                 return Err("needs an \"expected\" letter (A to Z) for the choice grader".into());
             }
             Grader::ToolAst => {
-                expected.calls = Some(ExpectedCalls::from_line(&expected.answer)?);
+                let calls = ExpectedCalls::from_line(&expected.answer)?;
                 expected.tools = line.get("tools").map(tool_schemas).unwrap_or_default();
+                if let ExpectedCalls::Calls(calls) = &calls
+                    && let Some(call) = calls
+                        .iter()
+                        .find(|c| !expected.tools.iter().any(|t| t.name == c.name))
+                {
+                    return Err(format!(
+                        "expects a call to {}, which is not among the line's \"tools\" (their parameters' types are what the call is checked against)",
+                        call.name
+                    ));
+                }
+                expected.calls = Some(calls);
             }
             Grader::JsonSchema { schema: None } if expected.schema.is_none() => {
                 return Err(
@@ -476,6 +487,24 @@ mod tests {
             .expected(&json!({"schema": {"type": 7}}))
             .unwrap_err();
         assert!(bad.contains("not a valid JSON Schema"), "{bad}");
+    }
+
+    #[test]
+    fn a_tool_call_line_names_its_tools() {
+        let grader = Grader::ToolAst;
+        let line = json!({"prompt": "p", "expected": [{"f": {"x": [1]}}]});
+        let err = grader.expected(&line).unwrap_err();
+        assert!(err.contains("expects a call to f"), "{err}");
+        let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}}]);
+        let line = json!({"prompt": "p", "tools": tools, "expected": [{"f": {"x": [1]}}]});
+        assert!(grader.expected(&line).is_ok());
+        let none = json!({"prompt": "p", "expected": []});
+        assert!(
+            grader.expected(&none).is_ok(),
+            "no call due: no tools needed"
+        );
+        let bad = json!({"prompt": "p", "tools": tools, "expected": {"f": {}}});
+        assert!(grader.expected(&bad).unwrap_err().contains("ground_truth"));
     }
 
     #[test]

@@ -211,15 +211,8 @@ pub fn compare_page(
         if let Some(a) = super::compare::AccuracyComparison::of(&base.summary, &run.summary) {
             let _ = write!(
                 page,
-                r#"<p data-verdict="accuracy">Graded accuracy: {}/{} → {}/{} correct, {:+.1} points (95 % interval [{:+.1}, {:+.1}]): {}</p>"#,
-                a.base.0,
-                a.base.1,
-                a.other.0,
-                a.other.1,
-                a.change_pp,
-                a.interval_pp.0,
-                a.interval_pp.1,
-                a.verdict()
+                r#"<p data-verdict="accuracy">Graded accuracy: {}</p>"#,
+                a.describe()
             );
         }
         page.push_str("</section>");
