@@ -45,6 +45,8 @@ pub(super) struct Process {
     line: Vec<u8>,
     /// The last line the server wrote to stderr.
     last_log: Arc<Mutex<String>>,
+    /// The task reading stderr, done at its end.
+    log_reader: Option<tokio::task::JoinHandle<()>>,
     /// Calls given up on whose responses may still come.
     abandoned: Vec<i64>,
     /// Whether the stream can carry another call.
@@ -75,9 +77,10 @@ impl Process {
             .map_err(|e| format!("cannot start `{program}`: {e}"))?;
         let group = child.id().and_then(|id| Pid::from_raw(id as i32));
         let last_log = Arc::new(Mutex::new(String::new()));
-        if let Some(stderr) = child.stderr.take() {
-            tokio::spawn(drain_log(stderr, last_log.clone()));
-        }
+        let log_reader = child
+            .stderr
+            .take()
+            .map(|stderr| tokio::spawn(drain_log(stderr, last_log.clone())));
         Ok(Process {
             stdin: child.stdin.take(),
             stdout: BufReader::new(child.stdout.take().expect("stdout is piped")),
@@ -85,6 +88,7 @@ impl Process {
             group,
             line: Vec::new(),
             last_log,
+            log_reader,
             abandoned: Vec::new(),
             usable: true,
         })
@@ -169,6 +173,11 @@ impl Process {
             Ok(Ok(status)) => status.to_string(),
             _ => "still running, its output closed".to_owned(),
         };
+        // The process's last words may still be in the pipe: read them to its end
+        // (bounded: a child it left behind may hold the pipe open).
+        if let Some(reader) = self.log_reader.take() {
+            let _ = tokio::time::timeout(Duration::from_millis(200), reader).await;
+        }
         let log = self
             .last_log
             .lock()
